@@ -1,0 +1,5 @@
+import sys
+
+from sapo_gym.cli import main
+
+sys.exit(main())

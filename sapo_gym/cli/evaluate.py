@@ -1,0 +1,49 @@
+"""``sapo-gym evaluate``: run an agent on every task of a split; print a per-category table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="evaluate an agent on every task of a split")
+    p.add_argument("--agent", default="expert", help="expert | random | module:Class | HF model path | openai:URL#MODEL")
+    p.add_argument("--env", default="sapo/ALFWorld-v0", help="registered env id")
+    p.add_argument("--split", default=None, help="split name (env-specific; default: the env's evaluation split)")
+    p.add_argument("--seeds", default="0", help="comma-separated seeds, one pass over the split each")
+    p.add_argument("--batch-size", type=int, default=8, help="envs stepped together (the agent acts on a batch)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N tasks of the split")
+    p.add_argument("--data-dir", default=None, help="dataset folder (else the env's default lookup)")
+    p.add_argument("--json", dest="json_out", default=None, help="write the per-episode records and summary here")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import gymnasium as gym
+
+    import sapo_gym  # noqa: F401
+    from agents.registry import load_agent
+    from sapo_gym.evaluation import evaluate, format_table, summarize
+
+    env_kwargs = {}
+    if args.data_dir:
+        env_kwargs["data_dir"] = args.data_dir
+    if args.split:
+        env_kwargs["split"] = args.split
+    seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
+    probe = gym.make(args.env, **env_kwargs)
+    ids = list(probe.unwrapped.task_ids)
+    split = probe.unwrapped.split
+    dataset = probe.unwrapped.spec_fields()["dataset"]
+    probe.close()
+    if args.limit:
+        ids = ids[: args.limit]
+    agent = load_agent(args.agent, seed=seeds[0] if seeds else 0)
+    records = evaluate(agent, args.env, task_ids=ids, seeds=seeds, batch_size=args.batch_size, env_kwargs=env_kwargs)
+    summary = summarize(records)
+    print(format_table(summary, title=f"{args.env} · split={split} · dataset={dataset} · agent={args.agent} · seeds={seeds}"))
+    if args.json_out:
+        with open(args.json_out, "w") as fh:
+            json.dump({"summary": summary, "episodes": [r.to_dict() for r in records]}, fh)
+    return 0

@@ -1,0 +1,215 @@
+"""The standardized text-environment contract.
+
+Every sapo_gym environment is a ``gymnasium.Env[str, str]``:
+
+* **observation** — the prompt string the model sees (after the prompt wrapper that registration
+  applies; ``info["raw_observation"]`` is the backend's own text);
+* **action** — the model's raw output, parsed by the env's :class:`~sapo_gym.parsing.Protocol`.
+  ``step`` accepts any string of any size and never raises on it.
+
+Stable ``info`` keys (all envs): ``raw_observation``, ``task``, ``task_id``, ``task_type``,
+``admissible_actions`` (list[str]), ``action_mask`` (bool array over ``admissible_actions``:
+all True, for agents that choose from the list), ``dataset``, ``step``, ``won``, ``score``; and
+after a step also ``action`` (the parsed action), ``is_action_valid`` (format, per protocol),
+``is_action_admissible``, ``parse_reason``. Backends with an oracle add the privileged
+``expert_action`` (for the expert agent and demonstrations only).
+
+``terminated`` is True on success or a terminal failure, ``truncated`` comes from ``TimeLimit``
+(registration sets the horizon). Rewards are the backend's own (e.g. ``success_reward`` on a
+win); the invalid-action penalty is *not* applied here — see
+:class:`sapo_gym.wrappers.InvalidActionPenalty`.
+
+Backends subclass :class:`TextEnv` and implement three hooks: ``_load_task``,
+``_backend_step`` and ``task_ids`` (plus optional ``expert_action``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Sequence
+
+import gymnasium as gym
+import numpy as np
+
+from sapo_gym.parsing import Protocol, get_protocol, parse_action
+from sapo_gym.spaces import UnicodeText
+
+__all__ = ["Turn", "TextEnv", "OBSERVATION_MAX_LENGTH", "ACTION_MAX_LENGTH"]
+
+OBSERVATION_MAX_LENGTH = 1 << 20
+ACTION_MAX_LENGTH = 1 << 16
+
+
+@dataclass
+class Turn:
+    """What a backend reports after a reset or a step."""
+
+    observation: str
+    admissible_actions: list[str]
+    won: bool = False
+    lost: bool = False
+    score: float = 0.0
+    """Env-specific task score in [0, 1] (ALFWorld: won; WebShop: the purchase's score)."""
+    reward: float = 0.0
+    """Per-step reward (never cumulative: legacy cumulative scores are converted by the backend)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Backend-specific info entries, merged into ``info``."""
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """Identity of the task an episode runs."""
+
+    task: str
+    task_id: str
+    task_type: str
+    dataset: str
+
+
+class TextEnv(gym.Env[str, str]):
+    """Base class of all sapo_gym environments (see the module docstring for the contract)."""
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
+    env_name: ClassVar[str] = "text"
+    version: ClassVar[str] = "v0"
+    fallback_chars: ClassVar[int] = 30
+
+    def __init__(self, *, protocol: str = "verl-agent-v1", split: str = "train", render_mode: str | None = None):
+        self.protocol: Protocol = get_protocol(protocol)
+        self.split = split
+        self.render_mode = render_mode
+        self.observation_space = UnicodeText(OBSERVATION_MAX_LENGTH)
+        self.action_space = UnicodeText(ACTION_MAX_LENGTH)
+        self._turn: Turn | None = None
+        self._task: TaskInfo | None = None
+        self._steps = 0
+
+    # ---------------------------------------------------------------- backend hooks
+    @property
+    def task_ids(self) -> Sequence[str]:
+        """The ids of every task in this env's split, in a fixed order."""
+        raise NotImplementedError
+
+    def _load_task(self, index: int) -> tuple[TaskInfo, Turn]:
+        """Start task ``task_ids[index]``; return its identity and the first turn."""
+        raise NotImplementedError
+
+    def _backend_step(self, action: str) -> Turn:
+        """Execute a parsed action (already known admissible or not) and report the turn."""
+        raise NotImplementedError
+
+    def expert_action(self) -> str | None:
+        """A privileged oracle's next action, or None when the backend has none."""
+        return None
+
+    def backend_versions(self) -> dict[str, str]:
+        """Versions of the packages whose behaviour the results depend on."""
+        return {}
+
+    def spec_fields(self) -> dict[str, Any]:
+        """What pins the results of this env; hashed by :meth:`spec_hash`."""
+        spec = self.spec
+        return {
+            "id": spec.id if spec is not None else f"sapo/{self.env_name}-{self.version}",
+            "version": self.version,
+            "protocol": self.protocol.name,
+            "horizon": spec.max_episode_steps if spec is not None else None,
+            "split": self.split,
+            "dataset": self._dataset_name(),
+            "backend": self.backend_versions(),
+        }
+
+    def _dataset_name(self) -> str:
+        return "unknown"
+
+    # ---------------------------------------------------------------- gymnasium API
+    def spec_hash(self) -> str:
+        """A stable hash of :meth:`spec_fields`, recorded with every result."""
+        blob = json.dumps(self.spec_fields(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def task_index_of(self, task_id: str) -> int:
+        ids = list(self.task_ids)
+        try:
+            return ids.index(task_id)
+        except ValueError:
+            raise ValueError(f"unknown task_id {task_id!r} for split {self.split!r} ({len(ids)} tasks)") from None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode.
+
+        ``options`` may hold ``task_index`` (int) or ``task_id`` (str); otherwise the task is drawn
+        with ``self.np_random`` (seeded by ``seed``).
+        """
+        super().reset(seed=seed)
+        options = options or {}
+        n = len(self.task_ids)
+        if n == 0:
+            raise RuntimeError(f"{type(self).__name__}: split {self.split!r} has no tasks")
+        if "task_id" in options:
+            index = self.task_index_of(str(options["task_id"]))
+        elif "task_index" in options:
+            index = int(options["task_index"]) % n
+        else:
+            index = int(self.np_random.integers(n))
+        self._task, self._turn = self._load_task(index)
+        self._steps = 0
+        return self._turn.observation, self._info()
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._turn is None:
+            raise RuntimeError("call reset() before step()")
+        parsed = parse_action(action if isinstance(action, str) else str(action), self.fallback_chars)
+        admissible = parsed.action in self._turn.admissible_actions
+        valid, reason = parsed.valid, parsed.reason
+        if self.protocol.inadmissible_is_invalid and valid and not admissible:
+            valid, reason = False, "inadmissible"
+        self._steps += 1
+        if self.protocol.inadmissible_is_invalid and not admissible:
+            turn = Turn(
+                observation=self._turn.observation,
+                admissible_actions=self._turn.admissible_actions,
+                won=self._turn.won,
+                score=self._turn.score,
+                extra=self._turn.extra,
+            )
+        else:
+            turn = self._backend_step(parsed.action)
+        self._turn = turn
+        info = self._info()
+        info.update(
+            action=parsed.action,
+            think=parsed.think,
+            is_action_valid=valid,
+            is_action_admissible=admissible,
+            parse_reason=reason,
+        )
+        return turn.observation, float(turn.reward), bool(turn.won or turn.lost), False, info
+
+    def _info(self) -> dict[str, Any]:
+        assert self._turn is not None and self._task is not None
+        turn, task = self._turn, self._task
+        info: dict[str, Any] = {
+            "raw_observation": turn.observation,
+            "task": task.task,
+            "task_id": task.task_id,
+            "task_type": task.task_type,
+            "dataset": task.dataset,
+            "admissible_actions": list(turn.admissible_actions),
+            "action_mask": np.ones(len(turn.admissible_actions), dtype=bool),
+            "step": self._steps,
+            "won": bool(turn.won),
+            "score": float(turn.score),
+        }
+        info.update(turn.extra)
+        expert = self.expert_action()
+        if expert is not None:
+            info["expert_action"] = expert
+        return info
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi" and self._turn is not None:
+            return self._turn.observation
+        return None

@@ -1,0 +1,169 @@
+"""Evaluation harness: run an agent on every task of a split and record each episode.
+
+No torch here: the agent is any object with the :class:`agents.base.Agent` interface. Envs run
+in this process, ``batch_size`` at a time, and the agent is asked only for the active ones.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Sequence
+
+import gymnasium as gym
+
+__all__ = ["StepRecord", "EpisodeRecord", "evaluate", "summarize", "format_table"]
+
+
+@dataclass
+class StepRecord:
+    """One turn: what the agent wrote, what the env executed, what it answered."""
+
+    output: str
+    """The agent's raw output."""
+    action: str
+    """The parsed action sent to the env."""
+    think: str | None
+    valid: bool
+    admissible: bool
+    observation: str
+    """The env's raw observation after the action."""
+    reward: float
+
+
+@dataclass
+class EpisodeRecord:
+    task_id: str
+    task_type: str
+    seed: int
+    success: bool
+    score: float
+    steps: int
+    invalid_actions: int
+    episode_return: float
+    initial_observation: str
+    turns: list[StepRecord] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _run_batch(agent: Any, envs: list[gym.Env], task_ids: Sequence[str], seed: int, progress: Any) -> list[EpisodeRecord]:
+    records: list[EpisodeRecord] = []
+    obs: list[str] = []
+    infos: list[dict[str, Any]] = []
+    for env, task_id in zip(envs, task_ids):
+        o, info = env.reset(seed=seed, options={"task_id": task_id})
+        obs.append(o)
+        infos.append(info)
+        records.append(EpisodeRecord(task_id, info["task_type"], seed, False, 0.0, 0, 0, 0.0, info["raw_observation"]))
+    agent.reset(len(envs))
+    active = list(range(len(envs)))
+    while active:
+        outputs = agent.act([obs[i] for i in active], [infos[i] for i in active])
+        still = []
+        for i, out in zip(active, outputs):
+            o, r, term, trunc, info = envs[i].step(out)
+            rec = records[i]
+            rec.turns.append(StepRecord(out, info["action"], info.get("think"), bool(info["is_action_valid"]),
+                                        bool(info["is_action_admissible"]), info["raw_observation"], float(r)))
+            rec.steps += 1
+            rec.invalid_actions += int(not info["is_action_valid"])
+            rec.episode_return += float(r)
+            rec.success, rec.score = bool(info["won"]), float(info["score"])
+            obs[i], infos[i] = o, info
+            if term or trunc:
+                if progress is not None:
+                    progress.update(1)
+            else:
+                still.append(i)
+        active = still
+    return records
+
+
+def evaluate(
+    agent: Any,
+    env_id: str,
+    *,
+    split: str | None = None,
+    task_ids: Sequence[str] | None = None,
+    seeds: Iterable[int] = (0,),
+    batch_size: int = 8,
+    env_kwargs: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> list[EpisodeRecord]:
+    """Run ``agent`` once per (seed, task) on every task of ``split`` (or the given ``task_ids``)."""
+    kwargs = dict(env_kwargs or {})
+    if split is not None:
+        kwargs["split"] = split
+    envs = [gym.make(env_id, **kwargs) for _ in range(max(1, batch_size))]
+    ids = list(task_ids) if task_ids is not None else list(envs[0].unwrapped.task_ids)
+    seeds = list(seeds)
+    bar = None
+    if progress:
+        try:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(ids) * len(seeds), desc=f"evaluate {env_id}", unit="ep", leave=False)
+        except ImportError:
+            bar = None
+    records: list[EpisodeRecord] = []
+    try:
+        for seed in seeds:
+            for start in range(0, len(ids), len(envs)):
+                chunk = ids[start : start + len(envs)]
+                records += _run_batch(agent, envs[: len(chunk)], chunk, seed, bar)
+    finally:
+        for env in envs:
+            env.close()
+        if bar is not None:
+            bar.close()
+    return records
+
+
+def _wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return (0.0, 0.0)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def summarize(records: Sequence[EpisodeRecord]) -> dict[str, dict[str, float]]:
+    """Per task type and ``all``: episodes, success rate (+ Wilson 95 % CI), mean score, steps, invalid rate."""
+    groups: dict[str, list[EpisodeRecord]] = defaultdict(list)
+    for rec in records:
+        groups[rec.task_type].append(rec)
+        groups["all"].append(rec)
+    out: dict[str, dict[str, float]] = {}
+    for name in sorted(groups, key=lambda k: (k == "all", k)):
+        recs = groups[name]
+        n = len(recs)
+        wins = sum(r.success for r in recs)
+        lo, hi = _wilson(wins, n)
+        steps = sum(r.steps for r in recs)
+        out[name] = {
+            "episodes": n,
+            "success": wins / n,
+            "success_ci_low": lo,
+            "success_ci_high": hi,
+            "score": sum(r.score for r in recs) / n,
+            "steps": steps / n,
+            "invalid_rate": sum(r.invalid_actions for r in recs) / max(steps, 1),
+        }
+    return out
+
+
+def format_table(summary: dict[str, dict[str, float]], title: str = "") -> str:
+    """A plain-text table of :func:`summarize`'s output."""
+    head = f"{'category':<12} {'episodes':>8} {'success':>8} {'95% CI':>15} {'score':>7} {'steps':>6} {'invalid':>8}"
+    lines = [title, head, "-" * len(head)] if title else [head, "-" * len(head)]
+    for name, row in summary.items():
+        ci = f"[{row['success_ci_low']:.2f}, {row['success_ci_high']:.2f}]"
+        lines.append(
+            f"{name:<12} {int(row['episodes']):>8} {row['success']:>8.1%} {ci:>15} {row['score']:>7.3f} "
+            f"{row['steps']:>6.1f} {row['invalid_rate']:>8.1%}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,96 @@
+"""Registration of the sapo_gym ids, by string entry point (``import sapo_gym`` stays light).
+
+Each id's factory builds the backend, checks its keyword arguments (unknown ones are an error
+that lists the valid choices) and wraps it in :class:`~sapo_gym.prompts.HistoryPrompt`; gymnasium
+adds ``TimeLimit`` from ``max_episode_steps``. Pass ``prompt=None`` to get raw observations, or a
+:class:`~sapo_gym.prompts.PromptTemplate` of your own.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+
+__all__ = ["EnvEntry", "ENVS", "register_all", "build"]
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    """What ``sapo-gym envs`` lists about one registered id."""
+
+    env_id: str
+    backend: str
+    """``module:Class`` of the backend (imported only when the env is made)."""
+    prompt: str
+    """``module:NAME`` of the default :class:`PromptTemplate`."""
+    horizon: int
+    dataset: str
+    description: str
+    protocol: str = "verl-agent-v1"
+    defaults: tuple[tuple[str, Any], ...] = ()
+
+
+ENVS: dict[str, EnvEntry] = {
+    e.env_id: e
+    for e in (
+        EnvEntry(
+            "sapo/ALFWorld-v0", "sapo_gym.alfworld.env:AlfWorldEnv", "sapo_gym.prompts:ALFWORLD_PROMPT", 50,
+            "official ALFWorld games (data_dir / ALFWORLD_DATA / alfworld cache) or the embedded generated set",
+            "household tasks in TextWorld (pick, look, clean, heat, cool, pick2)",
+        ),
+        EnvEntry(
+            "sapo/WebShop-v0", "sapo_gym.webshop.env:WebShopEnv", "sapo_gym.prompts:WEBSHOP_PROMPT", 15,
+            "WebShop files (data_dir / SAPO_WEBSHOP_DATA) or the embedded generated catalog",
+            "online shopping in a text web shop (in-process)",
+        ),
+        EnvEntry(
+            "sapo/WebShop-Browser-v0", "sapo_gym.webshop.browser:WebShopBrowserEnv", "sapo_gym.prompts:WEBSHOP_PROMPT", 15,
+            "as sapo/WebShop-v0", "the same shop served by flask, driven by selenium + headless Chromium",
+        ),
+        EnvEntry(
+            "sapo/Vault-v0", "sapo_gym.diagnostic:VaultEnv", "sapo_gym.prompts:PLAIN_PROMPT", 4,
+            "generated (16 train / 16 test codes)", "diagnostic: press buttons in order, sparse terminal reward",
+        ),
+    )
+}
+
+
+def _load(ref: str) -> Any:
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def build(env_id: str, prompt: Any = "default", history_length: int = 2, **kwargs: Any) -> gym.Env:
+    """Factory behind every registered id (gymnasium calls it through the entry point)."""
+    entry = ENVS[env_id]
+    cls = _load(entry.backend)
+    params = inspect.signature(cls.__init__).parameters
+    valid = sorted(p for p in params if p != "self" and params[p].kind is inspect.Parameter.KEYWORD_ONLY)
+    unknown = sorted(set(kwargs) - set(valid))
+    if unknown:
+        raise TypeError(
+            f"{env_id}: unknown keyword argument(s) {unknown}; valid choices: "
+            f"{sorted(valid + ['prompt', 'history_length', 'max_episode_steps'])}"
+        )
+    env = cls(**{**dict(entry.defaults), **kwargs})
+    if prompt is None:
+        return env
+    template = _load(entry.prompt) if prompt == "default" else prompt
+    from sapo_gym.prompts import HistoryPrompt
+
+    return HistoryPrompt(env, template, history_length=history_length)
+
+
+def register_all() -> None:
+    for entry in ENVS.values():
+        if entry.env_id not in gym.registry:
+            gym.register(
+                id=entry.env_id,
+                entry_point="sapo_gym.registration:build",
+                max_episode_steps=entry.horizon,
+                kwargs={"env_id": entry.env_id},
+            )

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install everything sapo_gym needs on a fresh Debian machine: system packages (Chromium and its
+# driver for browser tests, PostgreSQL for the leaderboard's database tests) and a virtualenv
+# with the project and its extras. Idempotent; safe to re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PY=${PYTHON:-python3}
+
+need_apt=()
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
+[ -x /usr/bin/chromedriver ] || need_apt+=(chromium-driver)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "[setup] apt-get install ${need_apt[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "[setup] not root: skipping system packages ${need_apt[*]} (browser/PostgreSQL tests will skip)"
+  fi
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+"$VENV/bin/pip" install -q --upgrade pip 2>&1 | grep -v -i warning || true
+# The CPU wheel of torch first: a bare "torch" requirement would pull GBs of CUDA libraries.
+"$VENV/bin/pip" install -q "torch==2.13.0" 2>&1 | grep -v -i warning || true
+"$VENV/bin/pip" install -q -e ".[all]" 2>&1 | grep -v -i warning || true
+"$VENV/bin/python" -c "import sapo_gym, torch, textworld, alfworld" || { echo "[setup] install failed"; exit 1; }
+echo "[setup] ok: $("$VENV/bin/python" --version), torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)')"
