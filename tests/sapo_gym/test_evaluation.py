@@ -1,0 +1,38 @@
+"""The evaluation harness and the baseline agents on the diagnostic env."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents import ExpertAgent, RandomAgent
+from agents.registry import load_agent
+from sapo_gym.evaluation import evaluate, format_table, summarize
+
+
+def test_expert_wins_everything_random_does_not() -> None:
+    expert = evaluate(ExpertAgent(), "sapo/Vault-v0", split="test", batch_size=5, progress=False)
+    assert len(expert) == 16 and all(r.success for r in expert)
+    assert all(r.steps == 2 and r.invalid_actions == 0 and r.episode_return == 10.0 for r in expert)
+    rand = evaluate(RandomAgent(seed=1), "sapo/Vault-v0", split="test", seeds=[0, 1, 2, 3], progress=False,
+                    env_kwargs={"code_length": 3})
+    rate = summarize(rand)["all"]["success"]
+    assert len(rand) == 64 and rate < 0.3  # chance: (1/4)**3 per episode with 'look' in the mix
+
+
+def test_summary_and_table() -> None:
+    recs = evaluate(ExpertAgent(), "sapo/Vault-v0", task_ids=["vault-train-000", "vault-train-001"], progress=False)
+    summary = summarize(recs)
+    assert summary["all"]["episodes"] == 2 and summary["all"]["success"] == 1.0
+    assert summary["all"]["success_ci_low"] == pytest.approx(0.342, abs=1e-3)  # Wilson interval for 2/2
+    table = format_table(summary, title="t")
+    assert "code2" in table and "100.0%" in table
+    assert recs[0].turns[0].action.startswith("press ") and recs[0].turns[0].valid
+
+
+def test_agent_specs() -> None:
+    assert load_agent("expert").name == "expert"
+    assert load_agent("agents.baselines:RandomAgent", seed=3).seed == 3
+    with pytest.raises(ValueError, match="unknown agent spec"):
+        load_agent("no-such-agent")
+    with pytest.raises(ValueError, match="cannot load agent"):
+        load_agent("no_such_module:Agent")
