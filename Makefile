@@ -20,7 +20,7 @@ run: setup
 	$(PY) -m sapo_gym.cli evaluate --env sapo/ALFWorld-v0 --agent random
 
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not browser and not needs_data"
