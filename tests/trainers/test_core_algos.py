@@ -1,0 +1,320 @@
+"""Hand-computed and property tests of trainers.core_algos (every number derived in a comment)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from trainers import core_algos as ca  # noqa: E402
+
+T, F = True, False
+NAN = float("nan")
+
+
+def close(a, b, tol=1e-6):
+    return torch.allclose(torch.as_tensor(a, dtype=torch.float32), torch.as_tensor(b, dtype=torch.float32), atol=tol)
+
+
+# ---------------------------------------------------------------------------------- reductions
+def test_masked_mean_ignores_nan_at_masked_positions():
+    x = torch.tensor([[1.0, 2.0, NAN], [4.0, NAN, NAN]])
+    m = torch.tensor([[T, T, F], [T, F, F]])
+    assert close(ca.masked_mean(x, m), (1 + 2 + 4) / 3)
+    assert close(ca.masked_mean(x, m, dim=1), [1.5, 4.0])
+    assert close(ca.masked_mean(x, torch.zeros_like(m)), 0.0)  # nothing selected -> 0, not nan
+
+
+def test_masked_var_bessel():
+    x = torch.tensor([1.0, 2.0, 3.0, 100.0])
+    m = torch.tensor([T, T, T, F])
+    # mean 2, squared deviations 1, 0, 1: unbiased 2/2 = 1, biased 2/3
+    assert close(ca.masked_var(x, m), 1.0)
+    assert close(ca.masked_var(x, m, unbiased=False), 2 / 3)
+
+
+# ---------------------------------------------------------------------------------- scatter / gather
+def test_scatter_gather_hand_example():
+    traj = torch.tensor([7, 3, 7, 3, 7])
+    turn = torch.tensor([0, 1, 1, 0, 2])
+    x = torch.tensor([10.0, 20.0, 11.0, 19.0, 12.0])
+    grid, mask, row_of = ca.scatter_turns(x, traj, turn)
+    # trajectories renumbered in sorted order: 3 -> 0, 7 -> 1
+    assert grid.tolist() == [[19.0, 20.0, 0.0], [10.0, 11.0, 12.0]]
+    assert mask.tolist() == [[T, T, F], [T, T, T]]
+    assert row_of.tolist() == [[3, 1, -1], [0, 2, 4]]
+    assert ca.gather_turns(grid, traj, turn).tolist() == x.tolist()
+
+
+def test_scatter_rejects_duplicates_and_gaps():
+    with pytest.raises(ValueError, match="duplicate"):
+        ca.scatter_turns(torch.zeros(2), torch.tensor([1, 1]), torch.tensor([0, 0]))
+    with pytest.raises(ValueError, match="gap"):
+        ca.scatter_turns(torch.zeros(2), torch.tensor([1, 1]), torch.tensor([0, 2]))
+
+
+# ---------------------------------------------------------------------------------- GAE / SARSA
+# Trajectory 0: 3 turns, terminated with reward 1. Trajectory 1: 2 turns, truncated (no done).
+# Padding cells hold garbage (99 / nan) that must not matter.
+REWARDS = torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 99.0]])
+VALUES = torch.tensor([[0.5, 0.6, 0.8], [0.2, 0.4, NAN]])
+QS = torch.tensor([[0.3, 0.7, 0.9], [0.5, 0.4, NAN]])
+DONES = torch.tensor([[F, F, T], [F, F, T]])
+MASK = torch.tensor([[T, T, T], [T, T, F]])
+
+
+def test_turn_gae_hand_computed():
+    # gamma 0.9, lambda 0.5 -> gamma*lambda 0.45
+    # traj 0: d2 = 1 + 0 - 0.8 = 0.2            A2 = 0.2
+    #         d1 = 0 + 0.9*0.8 - 0.6 = 0.12      A1 = 0.12 + 0.45*0.2 = 0.21
+    #         d0 = 0 + 0.9*0.6 - 0.5 = 0.04      A0 = 0.04 + 0.45*0.21 = 0.1345
+    # traj 1 (truncated, V past the end is 0): d1 = 0 + 0.9*0 - 0.4 = -0.4   A1 = -0.4
+    #         d0 = 0 + 0.9*0.4 - 0.2 = 0.16      A0 = 0.16 + 0.45*(-0.4) = -0.02
+    adv = ca.turn_gae(REWARDS, VALUES, DONES, MASK, gamma=0.9, lam=0.5)
+    assert close(adv, [[0.1345, 0.21, 0.2], [-0.02, -0.4, 0.0]])
+    assert close(ca.turn_gae_loop(REWARDS, VALUES, DONES, MASK, 0.9, 0.5), adv)
+
+
+def test_gae_done_stops_bootstrap_and_lambda_one_is_monte_carlo():
+    # lambda = 1, gamma = 1: A_t = G_t - V_t (Monte-Carlo). Traj 0: G = [1, 1, 1] -> A = [0.5, 0.4, 0.2].
+    adv = ca.turn_gae(REWARDS, VALUES, DONES, MASK, gamma=1.0, lam=1.0)
+    assert close(adv[0], [0.5, 0.4, 0.2])
+    # A done mid-trajectory cuts both the value bootstrap and the advantage trace:
+    # r = [1, 0], V = [0.5, 0.7], d = [T, F]: A0 = 1 - 0.5 = 0.5 regardless of turn 1; A1 = -0.7.
+    adv = ca.turn_gae(torch.tensor([[1.0, 0.0]]), torch.tensor([[0.5, 0.7]]), torch.tensor([[T, F]]),
+                      torch.tensor([[T, T]]), gamma=0.9, lam=0.95)
+    assert close(adv, [[0.5, -0.7]])
+
+
+def test_sarsa_targets_hand_computed():
+    # gamma 0.9. traj 0: y2 = 1 (done), y1 = 0 + 0.9*0.9 = 0.81, y0 = 0 + 0.9*0.7 = 0.63
+    # traj 1 (truncated): y1 = 0 + 0.9*0 = 0, y0 = 0.9*0.4 = 0.36
+    y = ca.sarsa_targets(REWARDS, QS, DONES, MASK, gamma=0.9)
+    assert close(y, [[0.63, 0.81, 1.0], [0.36, 0.0, 0.0]])
+    assert close(ca.sarsa_targets_loop(REWARDS, QS, DONES, MASK, 0.9), y)
+
+
+def _random_grid(seed: int, n: int, h: int):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, h + 1, (n,), generator=g)
+    mask = torch.arange(h)[None, :] < lengths[:, None]
+    rewards = torch.randn(n, h, generator=g)
+    values = torch.randn(n, h, generator=g)
+    dones = torch.rand(n, h, generator=g) < 0.3
+    return rewards, values, dones, mask
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 6), h=st.integers(1, 8),
+       gamma=st.floats(0.0, 1.0), lam=st.floats(0.0, 1.0))
+def test_gae_and_sarsa_loop_equals_vectorized(seed, n, h, gamma, lam):
+    rewards, values, dones, mask = _random_grid(seed, n, h)
+    assert torch.allclose(ca.turn_gae(rewards, values, dones, mask, gamma, lam),
+                          ca.turn_gae_loop(rewards, values, dones, mask, gamma, lam), atol=1e-5)
+    assert torch.allclose(ca.sarsa_targets(rewards, values, dones, mask, gamma),
+                          ca.sarsa_targets_loop(rewards, values, dones, mask, gamma), atol=1e-5)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_gae_and_sarsa_invariant_to_padding_cells(seed):
+    rewards, values, dones, mask = _random_grid(seed, 5, 7)
+    garbage = torch.full_like(values, NAN)
+    r2, v2 = torch.where(mask, rewards, garbage), torch.where(mask, values, garbage)
+    d2 = torch.where(mask, dones, ~dones)
+    a1 = ca.turn_gae(rewards, values, dones, mask, 0.95, 0.9)
+    a2 = ca.turn_gae(r2, v2, d2, mask, 0.95, 0.9)
+    assert torch.equal(a1, a2) and bool((a2[~mask] == 0).all())
+    assert torch.equal(ca.sarsa_targets(rewards, values, dones, mask, 0.95), ca.sarsa_targets(r2, v2, d2, mask, 0.95))
+
+
+def test_turn_targets_on_shuffled_rows():
+    # Rows of the hand example above, shuffled, with arbitrary trajectory ids (40 = traj 0, 12 = traj 1)
+    # -> sorted order puts 12 first; the result must follow the rows, not the grid.
+    rows = [(40, 2, 1.0, 0.8, 0.9, T), (12, 0, 0.0, 0.2, 0.5, F), (40, 0, 0.0, 0.5, 0.3, F),
+            (12, 1, 0.0, 0.4, 0.4, F), (40, 1, 0.0, 0.6, 0.7, F)]
+    traj, turn, r, v, q, d = (torch.tensor(c) for c in zip(*rows))
+    adv, y_v, y_q = ca.turn_targets(r.float(), v.float(), d, traj, turn, 0.9, 0.5, old_q=q.float())
+    assert close(adv, [0.2, -0.02, 0.1345, -0.4, 0.21])
+    assert close(y_v, [1.0, 0.18, 0.6345, 0.0, 0.81])  # y^V = V_old + A
+    assert close(y_q, [1.0, 0.36, 0.63, 0.0, 0.81])
+    assert ca.turn_targets(r.float(), v.float(), d, traj, turn, 0.9, 0.5)[2] is None
+
+
+def test_normalize_turn_advantages_hand_computed():
+    # A = [1, 2, 3.1], last turn invalid, c_inv 0.1 -> [1, 2, 3]; mean 2, unbiased std 1 -> [-1, 0, 1].
+    # A fourth, padded row (nan) is excluded by the mask and comes back 0.
+    adv = torch.tensor([1.0, 2.0, 3.1, NAN])
+    invalid = torch.tensor([F, F, T, F])
+    out = ca.normalize_turn_advantages(adv, invalid, c_inv=0.1, eps=0.0, mask=torch.tensor([T, T, T, F]))
+    assert close(out, [-1.0, 0.0, 1.0, 0.0], tol=1e-5)
+    # without the penalty: [1, 2, 3.1] mean 2.0333, the invalid turn now ranks higher than with it
+    plain = ca.normalize_turn_advantages(adv[:3], invalid[:3], c_inv=0.0, eps=0.0)
+    assert plain[2] > out[2]
+
+
+# ---------------------------------------------------------------------------------- GRPO
+def test_trajectory_returns():
+    # traj 1: 0 + 1 = 1; traj 2: 0 + 0.5 + 0.25 = 0.75
+    r = torch.tensor([0.0, 1.0, 0.0, 0.5, 0.25])
+    assert close(ca.trajectory_returns(r, torch.tensor([1, 1, 2, 2, 2])), [1, 1, 0.75, 0.75, 0.75])
+
+
+def test_grpo_advantages_hand_computed():
+    # group 0: R = [1, 0], mean 0.5, unbiased std sqrt(0.5) -> +-1/sqrt(2); group 1: equal returns -> 0
+    adv = ca.grpo_advantages(torch.tensor([1.0, 0.0, 1.0, 1.0]), torch.tensor([0, 0, 5, 5]), eps=0.0)
+    assert close(adv[:2], [1 / math.sqrt(2), -1 / math.sqrt(2)])
+    adv = ca.grpo_advantages(torch.tensor([1.0, 0.0, 1.0, 1.0]), torch.tensor([0, 0, 5, 5]), eps=1e-6)
+    assert close(adv[2:], [0.0, 0.0])
+    # singleton group: verl's mean 0, std 1 -> the raw return
+    assert close(ca.grpo_advantages(torch.tensor([0.3]), torch.tensor([9]), eps=0.0), [0.3])
+    # mean only (Dr. GRPO / mean_norm)
+    assert close(ca.grpo_advantages(torch.tensor([1.0, 0.0]), torch.tensor([0, 0]), scale_by_std=False), [0.5, -0.5])
+
+
+def test_grpo_statistics_across_steps():
+    # traj A (1 turn, R=1) and traj B (3 turns, R=0) in one group; across steps the entries are [1, 0, 0, 0]:
+    # mean 0.25, unbiased var (0.75^2 + 3*0.25^2)/3 = 0.25, std 0.5 -> A: 0.75/0.5 = 1.5, B: -0.25/0.5 = -0.5
+    adv = ca.grpo_advantages(torch.tensor([1.0, 0.0]), torch.tensor([0, 0]), eps=0.0, weights=torch.tensor([1, 3]))
+    assert close(adv, [1.5, -0.5])
+    # the same as calling it on the turn rows directly
+    per_turn = ca.grpo_advantages(torch.tensor([1.0, 0.0, 0.0, 0.0]), torch.zeros(4, dtype=torch.long), eps=0.0)
+    assert close(per_turn, [1.5, -0.5, -0.5, -0.5])
+
+
+# ---------------------------------------------------------------------------------- logits
+def test_value_readout_hand_computed_and_clipped():
+    logits = torch.zeros(3, 5)
+    logits[0, 3], logits[0, 4] = 1.0, 0.2  # (1.0 - 0.2)/2 = 0.4 -> 10 * 0.4 = 4
+    logits[1, 3] = 5.0  # 5/2 = 2.5 -> clipped to 1 -> 10
+    logits[2, 4] = 5.0  # -> -10
+    logits.requires_grad_(True)
+    v = ca.value_readout(logits, w_plus=3, w_minus=4, tau_v=2.0, r_max=10.0)
+    assert close(v, [4.0, 10.0, -10.0])
+    v.sum().backward()
+    # inside the clip dV/dz+ = R_max/tau = 5, dV/dz- = -5; outside the clip the gradient is 0
+    assert close(logits.grad[:, 3], [5.0, 0.0, 0.0]) and close(logits.grad[:, 4], [-5.0, 0.0, 0.0])
+    assert close(logits.grad[:, :3], torch.zeros(3, 3))
+
+
+def test_mask_value_tokens_is_out_of_place():
+    logits = torch.zeros(4)
+    masked = ca.mask_value_tokens(logits, (2, 3))
+    assert torch.equal(logits, torch.zeros(4))
+    # uniform over the two remaining tokens
+    assert close(torch.softmax(masked, -1), [0.5, 0.5, 0.0, 0.0])
+
+
+def test_token_log_probs_hand_computed():
+    # logits [0, ln 3] -> probs [1/4, 3/4]
+    logits = torch.tensor([[[0.0, math.log(3.0)], [0.0, math.log(3.0)]]])
+    lp = ca.token_log_probs(logits, torch.tensor([[1, 0]]))
+    assert close(lp, [[math.log(0.75), math.log(0.25)]])
+
+
+def test_entropy_hand_computed_and_safe_with_banned_tokens():
+    assert close(ca.entropy_from_logits(torch.zeros(4)), math.log(4))
+    logits = torch.zeros(1, 4, requires_grad=True)
+    h = ca.entropy_from_logits(ca.mask_value_tokens(logits, [0, 1]))  # uniform over 2 -> ln 2
+    assert close(h, [math.log(2)])
+    (h * 100.0).sum().backward()  # a large upstream gradient must not produce nan
+    assert torch.isfinite(logits.grad).all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), scale=st.floats(0.1, 50.0))
+def test_action_distribution_never_puts_mass_on_value_tokens(seed, scale):
+    g = torch.Generator().manual_seed(seed)
+    vocab, ids = 11, (9, 10)
+    logits = torch.randn(2, 3, vocab, generator=g) * scale
+    logits[..., 9] += 1e4  # w+ would dominate an unmasked softmax
+    masked = ca.mask_value_tokens(logits, ids)
+    probs = torch.softmax(masked, -1)
+    assert bool((probs[..., list(ids)] == 0).all())
+    assert torch.allclose(probs.sum(-1), torch.ones(2, 3), atol=1e-5)
+    # token_log_probs over every label sums (in prob space) to 1 and is -inf on w+/w-
+    labels = torch.arange(vocab).expand(6, vocab).reshape(2, 3 * vocab)
+    lp = ca.token_log_probs(masked.repeat_interleave(vocab, dim=1), labels).reshape(2, 3, vocab)
+    assert torch.allclose(lp.exp().sum(-1), torch.ones(2, 3), atol=1e-5)
+    assert bool(torch.isneginf(lp[..., list(ids)]).all())
+    samples = torch.multinomial(probs.reshape(-1, vocab), 200, replacement=True, generator=g)
+    assert not bool(torch.isin(samples, torch.tensor(ids)).any())
+
+
+# ---------------------------------------------------------------------------------- losses
+def test_aggregate_loss_modes():
+    loss = torch.tensor([[1.0, 2.0, NAN], [3.0, 0.0, 0.0], [5.0, 5.0, 5.0]])
+    mask = torch.tensor([[T, T, F], [T, F, F], [F, F, F]])
+    assert close(ca.aggregate_loss(loss, mask, "token-mean"), 2.0)  # (1+2+3)/3
+    assert close(ca.aggregate_loss(loss, mask, "seq-mean-token-sum"), 3.0)  # (3 + 3)/2, empty row skipped
+    assert close(ca.aggregate_loss(loss, mask, "seq-mean-token-mean"), 2.25)  # (1.5 + 3)/2
+    with pytest.raises(ValueError):
+        ca.aggregate_loss(loss, mask, "sum")  # type: ignore[arg-type]
+
+
+def test_clipped_policy_loss_hand_computed():
+    # eps 0.2, A = +1. token 0: ratio 1.5 -> max(-1.5, -1.2) = -1.2 (clipped);
+    # token 1: ratio 0.5 -> max(-0.5, -0.8) = -0.5; token 2 masked (garbage log-prob).
+    old = torch.zeros(1, 3)
+    lp = torch.tensor([[math.log(1.5), math.log(0.5), 999.0]], requires_grad=True)
+    mask = torch.tensor([[T, T, F]])
+    loss, stats = ca.clipped_policy_loss(lp, old, torch.tensor([1.0]), mask, clip_eps=0.2)
+    assert close(loss, -0.85)  # (-1.2 - 0.5)/2
+    assert close(stats["clipfrac"], 0.5)
+    assert close(stats["approx_kl"], (-math.log(1.5) - math.log(0.5)) / 2)
+    loss.backward()
+    # clipped token: no gradient; token 1: d/dlp of -ratio/2 = -0.5*0.5 = -0.25; masked token: 0
+    assert close(lp.grad, [[0.0, -0.25, 0.0]])
+    # A = -1: token 0 max(1.5, 1.2) = 1.5; token 1 max(0.5, 0.8) = 0.8 -> mean 1.15
+    loss, _ = ca.clipped_policy_loss(lp.detach(), old, torch.tensor([[-1.0, -1.0, NAN]]), mask, 0.2)
+    assert close(loss, 1.15)
+    # asymmetric clip: eps_high 0.6 lets ratio 1.5 through -> (-1.5 - 0.5)/2 = -1.0
+    loss, _ = ca.clipped_policy_loss(lp.detach(), old, torch.tensor([1.0]), mask, 0.2, clip_eps_high=0.6)
+    assert close(loss, -1.0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_policy_loss_invariant_to_masked_tokens(seed):
+    g = torch.Generator().manual_seed(seed)
+    lp, old, adv = (torch.randn(3, 6, generator=g) for _ in range(3))
+    mask = torch.rand(3, 6, generator=g) < 0.6
+    mask[0, 0] = True
+    noise = torch.randn(3, 6, generator=g) * 1e3
+    lp2 = torch.where(mask, lp, noise).requires_grad_(True)
+    l1, s1 = ca.clipped_policy_loss(lp, old, adv, mask, 0.2)
+    l2, s2 = ca.clipped_policy_loss(lp2, torch.where(mask, old, -noise), torch.where(mask, adv, NAN), mask, 0.2)
+    assert torch.allclose(l1, l2) and torch.allclose(s1["clipfrac"], s2["clipfrac"])
+    l2.backward()
+    assert torch.isfinite(lp2.grad).all() and bool((lp2.grad[~mask] == 0).all())
+
+
+def test_clipped_value_loss_hand_computed():
+    # scale 10, eps 0.05.
+    # turn 0: p .6, o .5, y .8: unclipped (.6-.8)^2 = .04; clipped p .55 -> (.55-.8)^2 = .0625 -> .0625
+    # turn 1: p .4, o .5, y .42: unclipped .0004; clipped .45 -> .0009 -> .0009
+    # turn 2: masked (nan). Mean (.0625 + .0009)/2 = .0317
+    pred = torch.tensor([6.0, 4.0, NAN])
+    old = torch.tensor([5.0, 5.0, NAN])
+    target = torch.tensor([8.0, 4.2, NAN])
+    loss = ca.clipped_value_loss(pred, old, target, 0.05, mask=torch.tensor([T, T, F]), scale=10.0)
+    assert close(loss, 0.0317)
+    # inside the clip region the loss is the plain normalized squared error: p .52, o .5, y .6 -> .0064
+    assert close(ca.clipped_value_loss(torch.tensor([5.2]), torch.tensor([5.0]), torch.tensor([6.0]), 0.05, scale=10.0),
+                 0.0064)
+
+
+def test_kl_penalty_hand_computed():
+    lp, ref = torch.zeros(1, 2), torch.tensor([[math.log(2.0), 0.0]])
+    # k3: exp(ln 2) - ln 2 - 1 = 0.306853; identical distributions -> 0
+    assert close(ca.kl_penalty(lp, ref), [[2 - math.log(2) - 1, 0.0]])
+    assert close(ca.kl_penalty(lp, ref, "k1"), [[-math.log(2), 0.0]])
+    assert close(ca.kl_penalty(lp, ref, "k2"), [[0.5 * math.log(2) ** 2, 0.0]])
+    assert float(ca.kl_penalty(torch.tensor([[-50.0]]), torch.tensor([[0.0]]))) == 10.0  # clamped like verl
+    with pytest.raises(ValueError):
+        ca.kl_penalty(lp, ref, "k9")  # type: ignore[arg-type]

@@ -1,0 +1,144 @@
+"""trainers.experience: padding, positions, and row identity through select/shuffle/minibatch/shard."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("hypothesis")
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from trainers import core_algos as ca  # noqa: E402
+from trainers.experience import Experience, TurnSample  # noqa: E402
+
+PAD = 0
+
+
+def two_turns() -> list[TurnSample]:
+    return [
+        TurnSample([5, 6, 7], [8, 9], [-0.5, -1.5], reward=0.0, done=False, invalid=True, traj_id=3, turn_idx=0, group_id=1),
+        TurnSample([5, 6], [4], [-0.25], reward=1.0, done=True, invalid=False, traj_id=3, turn_idx=1, group_id=1),
+    ]
+
+
+def test_collate_hand_example():
+    exp = Experience.collate(two_turns(), pad_id=PAD)
+    assert exp.input_ids.tolist() == [[5, 6, 7, 8, 9], [5, 6, 4, 0, 0]]
+    assert exp.attention_mask.tolist() == [[True] * 5, [True, True, True, False, False]]
+    assert exp.action_mask.tolist() == [[False, False, False, True, True], [False, False, True, False, False]]
+    assert exp.old_log_probs.tolist() == [[0, 0, 0, -0.5, -1.5], [0, 0, -0.25, 0, 0]]
+    assert exp.prompt_lengths.tolist() == [3, 2] and exp.response_lengths.tolist() == [2, 1]
+    assert exp.rewards.tolist() == [0.0, 1.0] and exp.dones.tolist() == [False, True]
+    assert exp.invalid.tolist() == [True, False] and exp.group_ids.tolist() == [1, 1]
+    assert exp.traj_ids.tolist() == [3, 3] and exp.turn_idx.tolist() == [0, 1]
+    assert exp.num_action_tokens == 3 and len(exp) == 2
+    # V is read at the last prompt token, Q at the last response token
+    assert exp.state_positions.tolist() == [2, 1]
+    assert exp.action_end_positions.tolist() == [4, 2]
+
+
+def test_empty_response_reads_q_at_the_last_prompt_token():
+    s = TurnSample([1, 2], [], [], reward=0.0, done=False, invalid=True, traj_id=0, turn_idx=0)
+    exp = Experience.collate([s], pad_id=PAD)
+    assert exp.action_end_positions.tolist() == [1] == exp.state_positions.tolist()
+    assert exp.num_action_tokens == 0
+
+
+def test_bad_inputs_are_rejected():
+    with pytest.raises(ValueError, match="log-probs"):
+        TurnSample([1], [2, 3], [-1.0], reward=0.0, done=False, invalid=False, traj_id=0, turn_idx=0)
+    with pytest.raises(ValueError, match="prompt token"):
+        TurnSample([], [2], [-1.0], reward=0.0, done=False, invalid=False, traj_id=0, turn_idx=0)
+    exp = Experience.collate(two_turns(), PAD)
+    with pytest.raises(ValueError, match="rewards"):
+        Experience(**{**exp.__dict__, "rewards": torch.zeros(3)})
+    with pytest.raises(ValueError):
+        Experience.collate([], PAD)
+
+
+def test_trim_select_cat_to_shard():
+    exp = Experience.collate(two_turns(), PAD)
+    short = exp.select([1])
+    assert short.input_ids.shape == (1, 5)
+    trimmed = short.trim()
+    assert trimmed.input_ids.tolist() == [[5, 6, 4]] and trimmed.old_log_probs.shape == (1, 3)
+    both = Experience.cat([trimmed, exp.select([0])], PAD)
+    assert both.input_ids.tolist() == [[5, 6, 4, 0, 0], [5, 6, 7, 8, 9]]
+    assert both.turn_idx.tolist() == [1, 0]
+    exp.old_values = torch.tensor([0.1, 0.2])
+    with pytest.raises(ValueError, match="old_values"):
+        Experience.cat([exp, trimmed], PAD)
+    moved = exp.to("cpu")
+    assert moved.old_values.tolist() == pytest.approx([0.1, 0.2])
+    assert Experience.cat([exp.shard(0, 2), exp.shard(1, 2)], PAD).turn_idx.tolist() == [0, 1]
+    with pytest.raises(ValueError):
+        exp.shard(2, 2)
+
+
+def random_samples(seed: int, num_traj: int) -> list[TurnSample]:
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for traj in range(num_traj):
+        length = int(torch.randint(1, 5, (1,), generator=g))
+        for t in range(length):
+            p = int(torch.randint(1, 6, (1,), generator=g))
+            r = int(torch.randint(0, 4, (1,), generator=g))
+            # token ids encode (traj, turn) so a row can be recognised after any permutation
+            prompt = [100 * traj + 10 * t + 1] * p
+            response = [100 * traj + 10 * t + 2] * r
+            out.append(TurnSample(prompt, response, [-0.1 * (k + 1) for k in range(r)],
+                                  reward=float(torch.rand(1, generator=g)), done=t == length - 1 and traj % 2 == 0,
+                                  invalid=bool(torch.rand(1, generator=g) < 0.3), traj_id=1000 + traj, turn_idx=t,
+                                  group_id=traj // 2))
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), num_traj=st.integers(1, 6), size=st.integers(1, 7))
+def test_rows_keep_their_identity_through_shuffled_minibatches(seed, num_traj, size):
+    samples = random_samples(seed, num_traj)
+    exp = Experience.collate(samples, PAD)
+    exp.old_values = torch.randn(len(exp), generator=torch.Generator().manual_seed(seed))
+    by_key = {(s.traj_id, s.turn_idx): s for s in samples}
+    seen = []
+    for mb in exp.minibatches(size, generator=torch.Generator().manual_seed(seed)):
+        assert len(mb) <= size
+        assert mb.input_ids.shape[1] == int(mb.attention_mask.sum(1).max())  # trimmed
+        for i in range(len(mb)):
+            key = (int(mb.traj_ids[i]), int(mb.turn_idx[i]))
+            s = by_key[key]
+            n = len(s.prompt_ids) + len(s.response_ids)
+            assert mb.input_ids[i, :n].tolist() == s.prompt_ids + s.response_ids
+            assert mb.old_log_probs[i][mb.action_mask[i]].tolist() == pytest.approx(s.response_log_probs)
+            assert float(mb.rewards[i]) == pytest.approx(s.reward)
+            assert int(mb.group_ids[i]) == s.group_id
+            row = samples.index(s)
+            assert float(mb.old_values[i]) == float(exp.old_values[row])
+            seen.append(key)
+    assert sorted(seen) == sorted(by_key)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), num_traj=st.integers(1, 6))
+def test_targets_do_not_depend_on_row_order(seed, num_traj):
+    exp = Experience.collate(random_samples(seed, num_traj), PAD)
+    g = torch.Generator().manual_seed(seed)
+    values, q = torch.randn(len(exp), generator=g), torch.randn(len(exp), generator=g)
+    perm = torch.randperm(len(exp), generator=g)
+    shuffled = exp.select(perm)
+    a, yv, yq = ca.turn_targets(exp.rewards, values, exp.dones, exp.traj_ids, exp.turn_idx, 0.99, 0.95, q)
+    a2, yv2, yq2 = ca.turn_targets(shuffled.rewards, values[perm], shuffled.dones, shuffled.traj_ids,
+                                   shuffled.turn_idx, 0.99, 0.95, q[perm])
+    assert torch.allclose(a[perm], a2) and torch.allclose(yv[perm], yv2) and torch.allclose(yq[perm], yq2)
+    # GRPO per-turn rows (statistics across steps) are order-free too
+    ret = ca.trajectory_returns(exp.rewards, exp.traj_ids)
+    adv = ca.grpo_advantages(ret, exp.group_ids)
+    assert torch.allclose(adv[perm], ca.grpo_advantages(ret[perm], exp.group_ids[perm]))
+
+
+def test_minibatches_without_shuffle_and_drop_last():
+    exp = Experience.collate(random_samples(0, 4), PAD)
+    parts = list(exp.minibatches(3, shuffle=False, drop_last=True))
+    assert all(len(p) == 3 for p in parts) and len(parts) == len(exp) // 3
+    assert torch.cat([p.turn_idx for p in parts]).tolist() == exp.turn_idx[: 3 * len(parts)].tolist()
