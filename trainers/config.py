@@ -1,0 +1,202 @@
+"""Training configuration: one dataclass, a docstring per field, turned into ``--help``.
+
+Defaults mirror the paper and verl-agent where they print them (lr 1e-6, KL 0.01, clip 0.2,
+history 2, max response 512, temperature 1.0 train / 0.4 eval, c_inv 0.1, one rollout per task
+for SAPO/PPO and 8 for GRPO, equal env interactions per iteration). γ, λ, τ_v, c_V, c_Q, ε_V and
+ε_Q are *not* printed in the paper: their defaults here are our choices and say so.
+
+:func:`add_arguments` / :func:`from_args` turn the dataclass into argparse flags and back
+(``lr`` → ``--lr``, ``max_response_tokens`` → ``--max-response-tokens``); the field docstrings
+are read from this file's source, so the help text and the code cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import textwrap
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+__all__ = ["TrainConfig", "ALGOS", "add_arguments", "from_args", "field_docs"]
+
+ALGOS = ("sapo", "ppo", "grpo")
+
+
+@dataclass
+class TrainConfig:
+    """Everything one ``sapo-gym train`` run depends on (saved with every checkpoint)."""
+
+    # ------------------------------------------------------------------ run
+    algo: str = "sapo"
+    """Method: sapo (value readout from the policy's own logits), ppo (separate critic) or grpo (group baseline)."""
+    env: str = "sapo/ALFWorld-v0"
+    """Registered env id to train on."""
+    env_arg: list[str] = field(default_factory=list)
+    """Extra env keyword argument as KEY=VALUE (repeatable; values parsed as Python literals when possible)."""
+    model: str = "tiny"
+    """Policy: 'tiny' (random-init tiny Qwen2 + the project's tokenizer), 'smollm2', or an HF model path."""
+    seed: int = 0
+    """Seed of torch, sampling and the task schedule."""
+    iterations: int = 100
+    """RL iterations (one rollout batch + one update each)."""
+    device: str = "cpu"
+    """Torch device for the policy, the reference and the critic."""
+    out_dir: str = "runs/train"
+    """Folder for metrics.jsonl, checkpoints and the final model."""
+    resume: bool = False
+    """Continue from the last checkpoint in out_dir (its config must match)."""
+    checkpoint_every: int = 10
+    """Save a checkpoint every N iterations (and always after the last one); 0 saves only the last."""
+    tensorboard: bool = False
+    """Also write TensorBoard scalars (needs the tensorboard package)."""
+    progress: bool = True
+    """Show a progress bar."""
+    # ------------------------------------------------------------------ rollout
+    episodes_per_iteration: int = 16
+    """Episodes per iteration, equal for every method (GRPO plays episodes_per_iteration / group_size tasks)."""
+    group_size: int = 0
+    """Rollouts per task; 0 = the method's default (1 for SAPO and PPO, 8 for GRPO, as in the paper)."""
+    history_length: int = 2
+    """Past (observation, action) pairs shown in the prompt (paper: 2)."""
+    prompt: str = "default"
+    """Prompt template: 'default' (the env's paper template) or 'plain' (short PLAIN_PROMPT)."""
+    max_prompt_tokens: int = 2048
+    """Prompts longer than this keep their last tokens (left truncation) and are counted in metrics."""
+    max_response_tokens: int = 512
+    """Maximum generated tokens per turn (paper: 512)."""
+    temperature: float = 1.0
+    """Sampling temperature for training rollouts (paper: 1.0)."""
+    eval_temperature: float = 0.4
+    """Sampling temperature for evaluation (paper: 0.4)."""
+    # ------------------------------------------------------------------ optimisation
+    lr: float = 1e-6
+    """Actor learning rate (paper: 1e-6)."""
+    critic_lr: float = 1e-5
+    """PPO critic learning rate (verl-agent's default; the paper does not print it)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay of the actor and the critic."""
+    grad_clip: float = 1.0
+    """Global gradient-norm clip of each optimizer step (0 disables)."""
+    ppo_epochs: int = 1
+    """Passes over each rollout batch."""
+    minibatches: int = 1
+    """Optimizer steps per epoch (the batch of turns is shuffled and split into this many minibatches)."""
+    micro_batch_size: int = 8
+    """Turns per forward/backward (gradient accumulation inside a minibatch; bounds memory)."""
+    # ------------------------------------------------------------------ losses and targets
+    clip_eps: float = 0.2
+    """PPO ratio clip ε (paper: 0.2)."""
+    kl_coef: float = 0.01
+    """β of the low-variance KL to the frozen reference policy (paper: 0.01; 0 skips the reference)."""
+    entropy_coef: float = 0.0
+    """c_H, entropy bonus coefficient (verl-agent default 0)."""
+    c_inv: float = 0.1
+    """Invalid-action penalty subtracted from the turn advantage before normalization (paper: 0.1)."""
+    gamma: float = 0.99
+    """Turn-level discount γ (not printed in the paper; our choice)."""
+    lam: float = 0.95
+    """GAE λ (not printed in the paper; our choice)."""
+    tau_v: float = 1.0
+    """SAPO readout temperature τ_v in clip((z_w+ − z_w−)/τ_v, −1, 1) (not printed in the paper; our choice)."""
+    r_max: float = 10.0
+    """R_max, the value scale: largest absolute return (the envs' success reward is 10)."""
+    value_coef: float = 0.5
+    """c_V, weight of the value loss (SAPO readout or PPO critic; not printed in the paper; our choice)."""
+    q_coef: float = 0.5
+    """c_Q, weight of SAPO's SARSA Q loss (not printed in the paper; our choice)."""
+    value_clip: float = 0.2
+    """ε_V, value clip around the old value, in R_max-normalized units (not printed in the paper; our choice)."""
+    q_clip: float = 0.2
+    """ε_Q, Q clip around the old Q, in R_max-normalized units (not printed in the paper; our choice)."""
+    grpo_stats_across_steps: bool = False
+    """GRPO: verl-agent's variant that normalizes with statistics across steps instead of per group."""
+    # ------------------------------------------------------------------ warm start
+    sft_episodes: int = 0
+    """Behaviour-cloning warm start: expert episodes collected through the env (0 = no warm start)."""
+    sft_agent: str = "expert"
+    """Teacher of the warm start: 'expert' (the env's oracle) or 'random' (random-admissible: teaches the format only)."""
+    sft_epochs: int = 3
+    """Passes over the expert turns."""
+    sft_lr: float = 1e-4
+    """Learning rate of the warm start."""
+
+    def __post_init__(self) -> None:
+        if self.algo not in ALGOS:
+            raise ValueError(f"unknown algo {self.algo!r}; valid choices: {list(ALGOS)}")
+        if self.prompt not in ("default", "plain"):
+            raise ValueError(f"prompt must be 'default' or 'plain', got {self.prompt!r}")
+        if self.episodes_per_iteration % self.rollouts_per_task:
+            raise ValueError(
+                f"episodes_per_iteration ({self.episodes_per_iteration}) must be a multiple of the group size "
+                f"({self.rollouts_per_task}) so that every method plays the same number of episodes"
+            )
+        for name in ("iterations", "episodes_per_iteration", "ppo_epochs", "minibatches", "micro_batch_size", "max_response_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+    @property
+    def rollouts_per_task(self) -> int:
+        """G: the explicit ``group_size``, else 8 for GRPO and 1 for SAPO/PPO."""
+        return self.group_size or (8 if self.algo == "grpo" else 1)
+
+    @property
+    def num_tasks(self) -> int:
+        """Tasks per iteration (the vector env's groups)."""
+        return self.episodes_per_iteration // self.rollouts_per_task
+
+    def env_kwargs(self) -> dict[str, Any]:
+        """``env_arg`` entries as keyword arguments for ``gym.make`` / ``make_vec``."""
+        out: dict[str, Any] = {}
+        for item in self.env_arg:
+            key, sep, raw = item.partition("=")
+            if not sep or not key:
+                raise ValueError(f"env_arg must look like KEY=VALUE, got {item!r}")
+            try:
+                out[key] = ast.literal_eval(raw)
+            except (ValueError, SyntaxError):
+                out[key] = raw
+        return out
+
+
+@lru_cache(maxsize=None)
+def field_docs(cls: type = TrainConfig) -> dict[str, str]:
+    """The docstring under each field of a dataclass, read from its source."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for stmt, nxt in zip(body, body[1:]):
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
+                docs[stmt.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_arguments(parser: argparse.ArgumentParser | Any, cls: type = TrainConfig) -> None:
+    """One flag per dataclass field, its docstring as help and its default shown."""
+    docs = field_docs(cls)
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default  # type: ignore[misc]
+        help_text = f"{docs.get(f.name, '')} (default: {default!r})".replace("%", "%%")
+        if f.type in ("bool", bool):
+            parser.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, default=default, help=help_text)
+        elif f.type in ("list[str]",):
+            parser.add_argument(_flag(f.name), action="append", default=None, metavar="KEY=VALUE", help=help_text)
+        else:
+            kind = {"int": int, "float": float, "str": str}[str(f.type)]
+            choices = list(ALGOS) if f.name == "algo" else None
+            parser.add_argument(_flag(f.name), type=kind, default=default, choices=choices, help=help_text)
+
+
+def from_args(args: argparse.Namespace, cls: type = TrainConfig) -> Any:
+    """Build the dataclass from parsed flags (the inverse of :func:`add_arguments`)."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)}
+    values = {k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in values.items() if v is not None}
+    return cls(**values)
