@@ -1,9 +1,15 @@
-"""``sapo-gym evaluate``: run an agent on every task of a split; print a per-category table."""
+"""``sapo-gym evaluate``: run an agent on every task of a split; print a per-category table.
+
+``--out BUNDLE.json`` writes a leaderboard result bundle (``leaderboard/schema/bundle-v1.json``)
+for ``sapo-gym submit``; the ``--agent-*`` flags fill in its agent metadata.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -13,9 +19,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default=None, help="split name (env-specific; default: the env's evaluation split)")
     p.add_argument("--seeds", default="0", help="comma-separated seeds, one pass over the split each")
     p.add_argument("--batch-size", type=int, default=8, help="envs stepped together (the agent acts on a batch)")
-    p.add_argument("--limit", type=int, default=None, help="only the first N tasks of the split")
+    p.add_argument("--limit", type=int, default=None, help="only the first N tasks of the split (a bundle needs them all)")
     p.add_argument("--data-dir", default=None, help="dataset folder (else the env's default lookup)")
     p.add_argument("--json", dest="json_out", default=None, help="write the per-episode records and summary here")
+    p.add_argument("--out", dest="bundle_out", default=None, help="write a leaderboard result bundle (JSON) here")
+    from leaderboard.agent_args import add_agent_arguments
+
+    add_agent_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -35,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     probe = gym.make(args.env, **env_kwargs)
     ids = list(probe.unwrapped.task_ids)
     split = probe.unwrapped.split
-    dataset = probe.unwrapped.spec_fields()["dataset"]
+    spec_fields, spec_hash = probe.unwrapped.spec_fields(), probe.unwrapped.spec_hash()
+    dataset = spec_fields["dataset"]
     probe.close()
     if args.limit:
         ids = ids[: args.limit]
@@ -46,4 +57,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json_out:
         with open(args.json_out, "w") as fh:
             json.dump({"summary": summary, "episodes": [r.to_dict() for r in records]}, fh)
+    if args.bundle_out:
+        from leaderboard.agent_args import agent_info_from_args
+        from leaderboard.bundle import build_bundle
+
+        command = "sapo-gym " + shlex.join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith(("sapo-gym", "__main__.py")) else None
+        bundle = build_bundle(records, spec_fields, spec_hash, agent_info_from_args(args, args.agent), seeds, args.batch_size, command)
+        with open(args.bundle_out, "w") as fh:
+            json.dump(bundle, fh, allow_nan=False)
+        print(f"wrote result bundle {args.bundle_out} ({len(records)} episodes, spec {spec_hash}); submit it with: sapo-gym submit {args.bundle_out}")
     return 0

@@ -1,0 +1,111 @@
+"""The boards a leaderboard hosts: one per (registered env id, evaluation split).
+
+The spec hashes a server accepts are *computed* from the registered envs (``sapo_gym.ENVS``): each
+board's env is built once with its split and default arguments, and its ``spec_hash()`` and task
+ids are recorded. An env whose backend is not installed, or whose data is missing, is skipped with
+the reason (``sapo-gym leaderboard boards`` shows it); new registered envs join automatically
+with their default split, or with the splits listed in :data:`EVAL_SPLITS`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+__all__ = ["Board", "EVAL_SPLITS", "BoardRegistry", "default_board_keys", "make_env"]
+
+log = logging.getLogger(__name__)
+
+EVAL_SPLITS: dict[str, tuple[str, ...]] = {
+    "sapo/ALFWorld-v0": ("valid_unseen", "valid_seen"),
+    "sapo/WebShop-v0": ("test",),
+    "sapo/Vault-v0": ("test",),
+    # The same shop as sapo/WebShop-v0, driven through a browser: replayed there, not hosted.
+    "sapo/WebShop-Browser-v0": (),
+}
+"""Evaluation splits per env id; ids not listed are hosted on the split their env makes by default."""
+
+
+@dataclass(frozen=True)
+class Board:
+    """One hosted (env, split) pair, pinned by its spec hash."""
+
+    env_id: str
+    split: str
+    spec_hash: str
+    spec_fields: dict[str, Any]
+    task_ids: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.env_id}:{self.split}"
+
+
+def make_env(env_id: str, split: str | None) -> Any:
+    """The env a board's results come from: registered defaults, raw observations."""
+    import gymnasium as gym
+
+    import sapo_gym  # noqa: F401  (registers the ids)
+
+    kwargs: dict[str, Any] = {"prompt": None}
+    if split is not None:
+        kwargs["split"] = split
+    return gym.make(env_id, **kwargs)
+
+
+def default_board_keys() -> list[str]:
+    """``env_id:split`` for every registered env (``env_id:`` = its default split)."""
+    import sapo_gym
+
+    keys = []
+    for env_id in sapo_gym.ENVS:
+        splits = EVAL_SPLITS.get(env_id)
+        keys += [f"{env_id}:"] if splits is None else [f"{env_id}:{s}" for s in splits]
+    return keys
+
+
+def _build_board(key: str) -> Board:
+    env_id, _, split = key.rpartition(":")
+    env = make_env(env_id, split or None)
+    try:
+        base = env.unwrapped
+        return Board(env_id, base.split, base.spec_hash(), base.spec_fields(), tuple(base.task_ids))
+    finally:
+        env.close()
+
+
+class BoardRegistry:
+    """Boards by spec hash, built lazily on first use (building an env can take seconds)."""
+
+    def __init__(self, keys: Iterable[str] | None = None):
+        self._keys = list(keys) if keys is not None else None
+        self._boards: dict[str, Board] | None = None
+        self.skipped: dict[str, str] = {}
+        """``env_id:split`` -> why that board could not be built."""
+
+    def _load(self) -> dict[str, Board]:
+        if self._boards is None:
+            boards: dict[str, Board] = {}
+            for key in self._keys if self._keys is not None else default_board_keys():
+                try:
+                    board = _build_board(key)
+                except Exception as exc:  # a missing backend or data set only removes that board
+                    self.skipped[key] = f"{type(exc).__name__}: {exc}"
+                    log.warning("leaderboard: board %s unavailable (%s)", key, self.skipped[key])
+                    continue
+                boards[board.spec_hash] = board
+            self._boards = boards
+        return self._boards
+
+    def get(self, spec_hash: str) -> Board | None:
+        return self._load().get(spec_hash)
+
+    def find(self, env_id: str, split: str) -> Board | None:
+        return next((b for b in self._load().values() if b.env_id == env_id and b.split == split), None)
+
+    def __iter__(self):
+        return iter(sorted(self._load().values(), key=lambda b: (b.env_id, b.split)))
+
+    def __len__(self) -> int:
+        return len(self._load())

@@ -1,0 +1,54 @@
+"""Admission of a bundle to a board: everything checked before a submission is stored.
+
+:func:`leaderboard.bundle.check_bundle` (strict schema, consistency, recomputed aggregates), then
+against the hosted boards: the spec hash is known, the env fields are exactly the board's, and
+for every seed the split's task ids are all present, once each.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Mapping
+
+from leaderboard.boards import Board, BoardRegistry
+from leaderboard.bundle import BundleError, check_bundle
+
+__all__ = ["admit"]
+
+
+def _check_env(bundle: Mapping[str, Any], boards: BoardRegistry) -> Board:
+    env = bundle["env"]
+    board = boards.get(env["spec_hash"])
+    if board is None:
+        hosted = ", ".join(f"{b.key}={b.spec_hash}" for b in boards) or "none"
+        raise BundleError(f"unknown spec hash {env['spec_hash']!r} for {env['id']}:{env['split']}; this server hosts {hosted}")
+    for key in ("id", "version", "protocol", "horizon", "split", "dataset", "backend"):
+        if env[key] != board.spec_fields[key]:
+            raise BundleError(f"env.{key} = {env[key]!r} does not match spec hash {board.spec_hash} ({board.spec_fields[key]!r})")
+    return board
+
+
+def _check_tasks(bundle: Mapping[str, Any], board: Board) -> None:
+    expected = set(board.task_ids)
+    for seed in bundle["evaluation"]["seeds"]:
+        counts = Counter(ep["task_id"] for ep in bundle["episodes"] if ep["seed"] == seed)
+        dups = sorted(t for t, c in counts.items() if c > 1)
+        if dups:
+            raise BundleError(f"seed {seed}: duplicated task ids {dups[:5]}{' ...' if len(dups) > 5 else ''}")
+        unknown = sorted(set(counts) - expected)
+        if unknown:
+            raise BundleError(f"seed {seed}: task ids not in split {board.split!r}: {unknown[:5]}{' ...' if len(unknown) > 5 else ''}")
+        missing = sorted(expected - set(counts))
+        if missing:
+            raise BundleError(
+                f"seed {seed}: {len(missing)} of the {len(expected)} tasks of split {board.split!r} are missing, "
+                f"e.g. {missing[:5]}; a submission must cover the whole split"
+            )
+
+
+def admit(bundle: Mapping[str, Any], boards: BoardRegistry) -> Board:
+    """Run every pre-storage check; return the bundle's board or raise :class:`BundleError`."""
+    check_bundle(bundle)
+    board = _check_env(bundle, boards)
+    _check_tasks(bundle, board)
+    return board

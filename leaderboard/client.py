@@ -1,0 +1,66 @@
+"""Submitting a bundle to a leaderboard server (used by ``sapo-gym submit``).
+
+Submissions are idempotent (the server stores a bundle once, by content digest), so a request
+that failed on the network is simply retried.
+"""
+
+from __future__ import annotations
+
+import gzip
+import time
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["SubmitError", "submit_bundle", "wait_for_verification"]
+
+
+class SubmitError(RuntimeError):
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Receipt:
+    id: int
+    duplicate: bool
+    status: str
+    url: str
+    api_url: str
+
+
+def submit_bundle(data: bytes, server: str, token: str, retries: int = 3, timeout: float = 120.0) -> Receipt:
+    """POST the bundle bytes (gzip-compressed on the wire); raise :class:`SubmitError` with the server's message."""
+    import requests
+
+    url = server.rstrip("/") + "/api/v1/submissions"
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json", "Content-Encoding": "gzip"}
+    body = gzip.compress(data, mtime=0)
+    for attempt in range(retries + 1):
+        try:
+            response = requests.post(url, data=body, headers=headers, timeout=timeout)
+            break
+        except requests.ConnectionError as exc:
+            if attempt == retries:
+                raise SubmitError(f"cannot reach {url}: {exc}") from None
+            time.sleep(0.5 * 2**attempt)
+    payload: dict[str, Any]
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = {"message": response.text[:500]}
+    if response.status_code not in (200, 201):
+        raise SubmitError(f"HTTP {response.status_code}: {payload.get('message', payload)}", response.status_code)
+    return Receipt(payload["id"], payload["duplicate"], payload["status"], payload["url"], payload["api_url"])
+
+
+def wait_for_verification(api_url: str, timeout: float = 600.0, poll: float = 1.0) -> dict[str, Any]:
+    """Poll a submission until its replay verification is over (or ``timeout``); its final API record."""
+    import requests
+
+    deadline = time.monotonic() + timeout
+    while True:
+        record = requests.get(api_url, timeout=30).json()
+        if record["status"] in ("verified", "failed") or time.monotonic() > deadline:
+            return record
+        time.sleep(poll)

@@ -1,0 +1,148 @@
+"""JSON API, version 1.
+
+``POST /api/v1/submissions`` (``Authorization: Bearer TOKEN``; body: a bundle, optionally
+``Content-Encoding: gzip``) · ``GET /api/v1/submissions[?env=&split=&sort=&order=]`` ·
+``GET /api/v1/submissions/<id>`` · ``GET /api/v1/submissions/<id>/bundle`` · ``GET /api/v1/boards`` ·
+``GET /api/v1/compare?a=<id>&b=<id>``. Errors: ``{"error", "message", "status"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import asdict
+from typing import Any
+
+from flask import Blueprint, Response, abort, current_app, jsonify, request, url_for
+
+from leaderboard.bundle import BundleError, parse_bundle
+from leaderboard.checks import admit
+from leaderboard.compare import compare_bundles
+from leaderboard.server.db import Submission
+from leaderboard.server.store import SORT_KEYS, Store
+
+__all__ = ["api", "submission_summary"]
+
+api = Blueprint("api", __name__, url_prefix="/api/v1")
+
+
+def _ctx() -> dict[str, Any]:
+    return current_app.extensions["sapo_gym"]
+
+
+def _error(status: int, message: str, error: str = "invalid_submission") -> Response:
+    response = jsonify(error=error, message=message, status=status)
+    response.status_code = status
+    return response
+
+
+def submission_summary(row: Submission) -> dict[str, Any]:
+    return {
+        "id": row.id, "agent": json.loads(row.agent_json), "submitter": row.submitter, "env_id": row.env_id,
+        "split": row.split, "spec_hash": row.spec_hash, "episodes": row.episodes, "success": row.success,
+        "score": row.score, "aggregates": json.loads(row.aggregates_json), "status": row.status,
+        "verified": row.status == "verified", "status_message": row.status_message,
+        "created_at": row.created_at.isoformat() + "Z",
+        "verified_at": row.verified_at.isoformat() + "Z" if row.verified_at else None,
+        "url": url_for("pages.submission", submission_id=row.id, _external=True),
+    }
+
+
+def _body() -> bytes:
+    limit = current_app.config["MAX_CONTENT_LENGTH"]
+    data = request.get_data(cache=False)  # 413 past MAX_CONTENT_LENGTH
+    encoding = request.headers.get("Content-Encoding", "identity").lower()
+    if encoding == "gzip":
+        inflater = zlib.decompressobj(wbits=31)
+        try:
+            data = inflater.decompress(data, limit + 1)
+        except zlib.error as exc:
+            raise BundleError(f"body is not valid gzip: {exc}", status=400) from None
+        if len(data) > limit or inflater.unconsumed_tail:
+            abort(413)
+    elif encoding != "identity":
+        raise BundleError(f"unsupported Content-Encoding {encoding!r}; use gzip or none", status=415)
+    return data
+
+
+def _authenticate() -> Any:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        abort(401, description="missing bearer token: send 'Authorization: Bearer <token>' (tokens come from 'sapo-gym leaderboard token create')")
+    row = _ctx()["store"].authenticate(token.strip())
+    if row is None:
+        abort(401, description="invalid or revoked token")
+    return row
+
+
+@api.post("/submissions")
+def submit() -> Response:
+    token = _authenticate()
+    try:
+        bundle = parse_bundle(_body())
+        board = admit(bundle, _ctx()["boards"])
+    except BundleError as exc:
+        return _error(exc.status, str(exc))
+    added = _ctx()["store"].add(bundle, board, submitter=token.name, token_id=token.id)
+    _ctx()["verifier"].wake.set()
+    row = _ctx()["store"].get(added.id)
+    body = {"id": added.id, "duplicate": not added.created, "status": row.status if row else "pending",
+            "url": url_for("pages.submission", submission_id=added.id, _external=True),
+            "api_url": url_for("api.detail", submission_id=added.id, _external=True)}
+    response = jsonify(body)
+    response.status_code = 201 if added.created else 200
+    response.headers["Location"] = body["api_url"]
+    return response
+
+
+@api.get("/submissions")
+def listing() -> Response:
+    store: Store = _ctx()["store"]
+    sort = request.args.get("sort", "success")
+    if sort not in SORT_KEYS:
+        return _error(400, f"unknown sort key {sort!r}; valid choices: {list(SORT_KEYS)}", "bad_request")
+    spec_hash = request.args.get("spec_hash")
+    if spec_hash is None and request.args.get("env"):
+        board = _ctx()["boards"].find(request.args["env"], request.args.get("split", ""))
+        if board is None:
+            return _error(404, f"no board for env {request.args['env']!r} split {request.args.get('split')!r}", "not_found")
+        spec_hash = board.spec_hash
+    rows = store.list(spec_hash, sort=sort, descending=request.args.get("order", "desc") != "asc")
+    return jsonify(submissions=[submission_summary(r) for r in rows])
+
+
+def _row(submission_id: int) -> Submission:
+    row = _ctx()["store"].get(submission_id)
+    if row is None:
+        abort(404, description=f"no submission {submission_id}")
+    return row
+
+
+@api.get("/submissions/<int:submission_id>")
+def detail(submission_id: int) -> Response:
+    return jsonify(submission_summary(_row(submission_id)))
+
+
+@api.get("/submissions/<int:submission_id>/bundle")
+def bundle(submission_id: int) -> Response:
+    return jsonify(Store.bundle_of(_row(submission_id)))
+
+
+@api.get("/boards")
+def boards() -> Response:
+    registry = _ctx()["boards"]
+    hosted = [{"env_id": b.env_id, "split": b.split, "spec_hash": b.spec_hash, "tasks": len(b.task_ids), "spec": b.spec_fields} for b in registry]
+    return jsonify(boards=hosted, unavailable=registry.skipped)
+
+
+@api.get("/compare")
+def compare() -> Response:
+    a, b = request.args.get("a", type=int), request.args.get("b", type=int)
+    if a is None or b is None:
+        return _error(400, "give two submission ids: /api/v1/compare?a=<id>&b=<id>", "bad_request")
+    try:
+        result = compare_bundles(Store.bundle_of(_row(a)), Store.bundle_of(_row(b)))
+    except BundleError as exc:
+        return _error(422, str(exc), "not_comparable")
+    return jsonify(a=a, b=b, test=asdict(result.test), only_in_one=result.only_in_one, pairs=[asdict(r) for r in result.rows])

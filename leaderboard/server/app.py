@@ -1,0 +1,73 @@
+"""The leaderboard's flask application factory."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from flask import Flask, jsonify, render_template, request
+from werkzeug.exceptions import HTTPException
+
+from leaderboard.boards import BoardRegistry
+from leaderboard.server.store import Store
+from leaderboard.server.worker import Verifier
+
+__all__ = ["ServerConfig", "create_app"]
+
+
+@dataclass
+class ServerConfig:
+    """Settings of ``sapo-gym leaderboard serve``."""
+
+    db_url: str = "sqlite:///leaderboard.db"
+    """SQLAlchemy URL: ``sqlite:///path.db`` (WAL) or ``postgresql://user@host/db``."""
+    max_upload_mb: float = 64.0
+    """Largest accepted upload (and largest gzip-decompressed bundle), in MiB."""
+    boards: tuple[str, ...] | None = None
+    """Hosted boards as ``env_id:split``; None = every registered env (see leaderboard.boards)."""
+    verify: bool = True
+    """Run the replay verifier in a background thread of the server."""
+    poll_seconds: float = 1.0
+    """How often the verifier looks for pending submissions when idle."""
+
+
+def _json_errors(app: Flask) -> None:
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException):  # type: ignore[no-untyped-def]
+        if request.path.startswith("/api/"):
+            message = exc.description or exc.name
+            if exc.code == 413:
+                message = f"upload too large: the limit is {app.config['MAX_CONTENT_LENGTH'] // (1 << 20)} MiB"
+            response = jsonify(error=exc.name.lower().replace(" ", "_"), message=message, status=exc.code)
+            response.status_code = exc.code or 500
+            if exc.code == 401:
+                response.headers["WWW-Authenticate"] = 'Bearer realm="sapo-gym"'
+            return response
+        return render_template("error.html", code=exc.code, name=exc.name, message=exc.description), exc.code
+
+    @app.errorhandler(Exception)
+    def _crash(exc: Exception):  # type: ignore[no-untyped-def]
+        logging.getLogger(__name__).exception("unhandled error")
+        if request.path.startswith("/api/"):
+            return jsonify(error="internal_error", message=f"{type(exc).__name__}: the server failed", status=500), 500
+        return render_template("error.html", code=500, name="Internal error", message="the server failed"), 500
+
+
+def create_app(config: ServerConfig | None = None) -> Flask:
+    """Build the app; ``app.extensions["sapo_gym"]`` holds the store, boards and verifier."""
+    from leaderboard.server.api import api
+    from leaderboard.server.pages import pages
+
+    config = config or ServerConfig()
+    app = Flask(__name__)
+    app.config["MAX_CONTENT_LENGTH"] = int(config.max_upload_mb * (1 << 20))
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    store = Store(config.db_url)
+    verifier = Verifier(store, config.poll_seconds)
+    app.extensions["sapo_gym"] = {"store": store, "boards": BoardRegistry(config.boards), "verifier": verifier, "config": config}
+    app.register_blueprint(api)
+    app.register_blueprint(pages)
+    _json_errors(app)
+    if config.verify:
+        verifier.start()
+    return app

@@ -1,0 +1,88 @@
+"""Tables and engine: SQLite by default (WAL, synchronous=FULL, BEGIN IMMEDIATE), PostgreSQL by URL."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import (Boolean, DateTime, Engine, Float, ForeignKey, Index, Integer, LargeBinary, String, Text,
+                        create_engine, event)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = ["Base", "Token", "Submission", "make_engine", "utcnow"]
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Token(Base):
+    """A submitter's API token; only its SHA-256 is stored."""
+
+    __tablename__ = "tokens"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(80))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Submission(Base):
+    """One accepted bundle: the ranking columns, the aggregates, the verification status and the bundle itself."""
+
+    __tablename__ = "submissions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    """SHA-256 of the canonical bundle JSON: the same bundle is stored once, however often it is sent."""
+    token_id: Mapped[int | None] = mapped_column(ForeignKey("tokens.id"), nullable=True)
+    submitter: Mapped[str] = mapped_column(String(80))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    env_id: Mapped[str] = mapped_column(String(200))
+    split: Mapped[str] = mapped_column(String(64))
+    spec_hash: Mapped[str] = mapped_column(String(16))
+    agent_name: Mapped[str] = mapped_column(String(80))
+    agent_json: Mapped[str] = mapped_column(Text)
+    episodes: Mapped[int] = mapped_column(Integer)
+    success: Mapped[float] = mapped_column(Float)
+    score: Mapped[float] = mapped_column(Float)
+    aggregates_json: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    """pending -> verifying -> verified | failed."""
+    status_message: Mapped[str] = mapped_column(Text, default="")
+    verified_at: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+    bundle_gz: Mapped[bytes] = mapped_column(LargeBinary)
+    """The bundle as submitted (canonical JSON, gzip)."""
+
+    __table_args__ = (Index("ix_submissions_board", "spec_hash", "status"),)
+
+
+def _sqlite_pragmas(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (below)
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=FULL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn) -> None:  # type: ignore[no-untyped-def]
+        # Take the write lock up front: a deferred transaction that reads, then writes, can fail
+        # with "database is locked" under concurrent writers instead of waiting its turn.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url`` (``sqlite:///path.db`` or ``postgresql://...``) with the tables created."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        _sqlite_pragmas(engine)
+    else:
+        engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    Base.metadata.create_all(engine)
+    return engine

@@ -1,0 +1,87 @@
+"""HTML pages: boards, a submission (per-category bars, episodes), a trajectory viewer, a comparison."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
+
+from leaderboard.bundle import BundleError
+from leaderboard.compare import compare_bundles
+from leaderboard.server.plots import category_bars
+from leaderboard.server.store import SORT_KEYS, Store
+
+__all__ = ["pages"]
+
+pages = Blueprint("pages", __name__, template_folder="templates", static_folder="static", static_url_path="/static/leaderboard")
+
+
+def _ctx() -> dict[str, Any]:
+    return current_app.extensions["sapo_gym"]
+
+
+def _submission(submission_id: int) -> tuple[Any, dict[str, Any]]:
+    row = _ctx()["store"].get(submission_id)
+    if row is None:
+        abort(404, description=f"no submission {submission_id}")
+    return row, Store.bundle_of(row)
+
+
+@pages.get("/")
+def index() -> Any:
+    boards = list(_ctx()["boards"])
+    if len(boards) == 1:
+        return redirect(url_for("pages.board", spec_hash=boards[0].spec_hash))
+    store: Store = _ctx()["store"]
+    cards = [(b, store.list(b.spec_hash, limit=3)) for b in boards]
+    return render_template("index.html", cards=cards, skipped=_ctx()["boards"].skipped)
+
+
+@pages.get("/board/<spec_hash>")
+def board(spec_hash: str) -> Any:
+    registry = _ctx()["boards"]
+    hosted = registry.get(spec_hash)
+    if hosted is None:
+        abort(404, description=f"no board with spec hash {spec_hash}")
+    sort = request.args.get("sort", "success")
+    if sort not in SORT_KEYS:
+        sort = "success"
+    order = "asc" if request.args.get("order") == "asc" else "desc"
+    rows = _ctx()["store"].list(spec_hash, sort=sort, descending=order == "desc")
+    entries = [(r, json.loads(r.agent_json), json.loads(r.aggregates_json)) for r in rows]
+    categories = sorted({c for _, _, agg in entries for c in agg if c != "all"})
+    return render_template("board.html", board=hosted, boards=list(registry), entries=entries, categories=categories,
+                           sort=sort, order=order)
+
+
+@pages.get("/submission/<int:submission_id>")
+def submission(submission_id: int) -> Any:
+    row, bundle = _submission(submission_id)
+    others = [r for r in _ctx()["store"].list(row.spec_hash) if r.id != row.id]
+    return render_template("submission.html", row=row, bundle=bundle, chart=category_bars(bundle["aggregates"]),
+                           score_chart=category_bars(bundle["aggregates"], "score"), others=others)
+
+
+@pages.get("/submission/<int:submission_id>/episode/<int:index>")
+def episode(submission_id: int, index: int) -> Any:
+    row, bundle = _submission(submission_id)
+    if not 0 <= index < len(bundle["episodes"]):
+        abort(404, description=f"submission {submission_id} has no episode {index}")
+    ep = bundle["episodes"][index]
+    step = min(max(request.args.get("step", 0, type=int), 0), len(ep["turns"]))
+    return render_template("episode.html", row=row, bundle=bundle, ep=ep, index=index, step=step)
+
+
+@pages.get("/compare")
+def compare() -> Any:
+    a, b = request.args.get("a", type=int), request.args.get("b", type=int)
+    if a is None or b is None:
+        abort(400, description="choose two submissions to compare")
+    row_a, bundle_a = _submission(a)
+    row_b, bundle_b = _submission(b)
+    try:
+        result = compare_bundles(bundle_a, bundle_b)
+    except BundleError as exc:
+        abort(422, description=str(exc))
+    return render_template("compare.html", a=row_a, b=row_b, result=result)

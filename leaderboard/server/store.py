@@ -1,0 +1,142 @@
+"""All database access of the leaderboard, one short transaction per method."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import defer, sessionmaker
+
+from leaderboard.boards import Board
+from leaderboard.server.db import Submission, Token, make_engine, utcnow
+
+__all__ = ["Store", "SORT_KEYS", "canonical_json"]
+
+TOKEN_PREFIX = "sgl_"
+SORT_KEYS = ("success", "score", "agent", "episodes", "created", "status")
+"""Columns a board can be sorted by."""
+
+
+def canonical_json(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+def _hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Added:
+    id: int
+    created: bool
+    """False when the identical bundle was already stored (then ``id`` is the stored one)."""
+
+
+class Store:
+    """Tokens and submissions over SQLAlchemy (see :mod:`leaderboard.server.db`)."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.engine = make_engine(url)
+        self.session = sessionmaker(self.engine, expire_on_commit=False)
+
+    # ------------------------------------------------------------------ tokens
+    def create_token(self, name: str) -> tuple[int, str]:
+        """A new token for ``name``; the plain token is returned once and only its hash is kept."""
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        with self.session.begin() as s:
+            row = Token(name=name, token_hash=_hash_token(token))
+            s.add(row)
+            s.flush()
+            return row.id, token
+
+    def authenticate(self, token: str) -> Token | None:
+        with self.session() as s:
+            row = s.scalar(select(Token).where(Token.token_hash == _hash_token(token)))
+            return row if row is not None and not row.revoked else None
+
+    def tokens(self) -> list[Token]:
+        with self.session() as s:
+            return list(s.scalars(select(Token).order_by(Token.id)))
+
+    def revoke_token(self, token_id: int) -> bool:
+        with self.session.begin() as s:
+            return s.execute(update(Token).where(Token.id == token_id).values(revoked=True)).rowcount > 0
+
+    # ------------------------------------------------------------------ submissions
+    def add(self, bundle: Mapping[str, Any], board: Board, submitter: str, token_id: int | None) -> Added:
+        """Store an admitted bundle once (by content digest), status ``pending``."""
+        blob = canonical_json(bundle)
+        digest = hashlib.sha256(blob).hexdigest()
+        agg = bundle["aggregates"]
+        row = Submission(
+            digest=digest, token_id=token_id, submitter=submitter, env_id=board.env_id, split=board.split,
+            spec_hash=board.spec_hash, agent_name=bundle["agent"]["name"], agent_json=json.dumps(bundle["agent"]),
+            episodes=int(agg["all"]["episodes"]), success=float(agg["all"]["success"]), score=float(agg["all"]["score"]),
+            aggregates_json=json.dumps(agg), status="pending", status_message="waiting for replay",
+            bundle_gz=gzip.compress(blob, compresslevel=6, mtime=0),
+        )
+        try:
+            with self.session.begin() as s:
+                s.add(row)
+                s.flush()
+                return Added(row.id, True)
+        except IntegrityError:
+            with self.session() as s:
+                existing = s.scalar(select(Submission.id).where(Submission.digest == digest))
+            if existing is None:
+                raise
+            return Added(existing, False)
+
+    def get(self, submission_id: int) -> Submission | None:
+        with self.session() as s:
+            return s.get(Submission, submission_id)
+
+    @staticmethod
+    def bundle_of(row: Submission) -> dict[str, Any]:
+        return json.loads(gzip.decompress(row.bundle_gz))
+
+    def list(self, spec_hash: str | None = None, sort: str = "success", descending: bool = True, limit: int = 500) -> list[Submission]:
+        """Submissions (without their bundles loaded into memory twice), best first by default."""
+        column = {"success": Submission.success, "score": Submission.score, "agent": func.lower(Submission.agent_name),
+                  "episodes": Submission.episodes, "created": Submission.created_at, "status": Submission.status}[sort]
+        order = column.desc() if descending else column.asc()
+        query = (select(Submission).options(defer(Submission.bundle_gz))
+                 .order_by(order, Submission.score.desc(), Submission.id).limit(limit))
+        if spec_hash is not None:
+            query = query.where(Submission.spec_hash == spec_hash)
+        with self.session() as s:
+            return list(s.scalars(query))
+
+    def counts(self) -> dict[str, int]:
+        with self.session() as s:
+            return {"submissions": s.scalar(select(func.count(Submission.id))) or 0,
+                    "tokens": s.scalar(select(func.count(Token.id))) or 0}
+
+    # ------------------------------------------------------------------ verification queue
+    def claim_pending(self) -> int | None:
+        """Mark the oldest pending submission ``verifying`` and return its id (safe with several workers)."""
+        with self.session.begin() as s:
+            for sid in s.scalars(select(Submission.id).where(Submission.status == "pending").order_by(Submission.id).limit(5)):
+                claimed = s.execute(update(Submission).where(Submission.id == sid, Submission.status == "pending")
+                                    .values(status="verifying", status_message="replaying"))
+                if claimed.rowcount:
+                    return sid
+        return None
+
+    def finish(self, submission_id: int, verified: bool, message: str) -> None:
+        with self.session.begin() as s:
+            s.execute(update(Submission).where(Submission.id == submission_id).values(
+                status="verified" if verified else "failed", status_message=message[:2000], verified_at=utcnow()))
+
+    def requeue_stale(self) -> int:
+        """Put submissions left ``verifying`` by a stopped worker back in the queue."""
+        with self.session.begin() as s:
+            return s.execute(update(Submission).where(Submission.status == "verifying")
+                             .values(status="pending", status_message="waiting for replay")).rowcount
