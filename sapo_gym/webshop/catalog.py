@@ -1,0 +1,275 @@
+"""The product catalog and the goals, read from WebShop's own JSON files (or the generator's).
+
+WebShop ships three files; this module adapts them, once, into typed records:
+
+* ``items_shuffle_1000.json`` / ``items_shuffle.json`` — a list of scraped products
+  (``asin``, ``name``, ``full_description``, ``small_description``, ``pricing`` like
+  ``"$12.99"`` or ``"$10.99 - $15.99"``, ``customization_options``, ``images``, ``query``,
+  ``category``, ``product_category``);
+* ``items_ins_v2_1000.json`` / ``items_ins_v2.json`` — per asin, the product's ``attributes``
+  and a synthetic ``instruction`` with its ``instruction_attributes``;
+* ``items_human_ins.json`` — per asin, a list of human-written instructions with their
+  ``instruction_attributes`` and ``instruction_options``.
+
+Prices and the goals' price caps are drawn as WebShop draws them (a product with a price range
+gets a uniform price inside it; a goal's cap is the larger of two of the next four multiples of
+10 above the price), but from one seeded generator, so every worker sees the same catalog.
+The goals are then shuffled once with seed 233, as the original does; goals 0–499 are the test
+split and 500+ the train split.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+__all__ = ["CatalogError", "Product", "Goal", "Catalog", "build_catalog", "SPLITS", "TEST_GOALS"]
+
+PRICE_GRID = [10.0 * i for i in range(1, 100)]
+SHUFFLE_SEED = 233
+PRICE_SEED = 233
+TEST_GOALS = 500
+SPLITS = ("train", "test")
+
+
+class CatalogError(ValueError):
+    """A malformed catalog file: names the file, the record and the field."""
+
+    def __init__(self, file: str, record: str, field_name: str, problem: str):
+        super().__init__(f"{file}: record {record}: field {field_name!r}: {problem}")
+        self.file, self.record, self.field = file, record, field_name
+
+
+@dataclass(frozen=True)
+class Product:
+    """One product, as the shop shows and the reward reads it."""
+
+    asin: str
+    title: str
+    category: str
+    query: str
+    """WebShop's search query the product was scraped for (lower-case); part of the type reward."""
+    product_category: str
+    """Breadcrumb path, ``"A › B › C"``."""
+    pricing: tuple[float, ...]
+    """One price, or the low and high end of a range."""
+    price_tag: str
+    options: dict[str, list[str]]
+    """Option name → values (lower-cased, ``/`` replaced by `` | `` as WebShop does)."""
+    attributes: list[str]
+    bullet_points: list[str]
+    description: str
+    rating: str = "N.A."
+    reviews: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Goal:
+    """A shopping task: the instruction and what the reward compares the purchase against."""
+
+    asin: str
+    category: str
+    query: str
+    name: str
+    """Title of the target product (its nouns drive the type reward)."""
+    product_category: str
+    instruction_text: str
+    attributes: list[str]
+    price_upper: float
+    goal_options: list[str]
+    weight: float = 1.0
+
+
+@dataclass
+class Catalog:
+    """Products, their sampled prices and the shuffled goals."""
+
+    products: list[Product]
+    prices: dict[str, float]
+    goals: list[Goal]
+    source: str
+    """``generated-<n>`` or the data folder the files came from."""
+    digest: str
+    """sha256 of the raw inputs: keys the search-index cache."""
+    by_asin: dict[str, Product] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.by_asin = {p.asin: p for p in self.products}
+
+    def goal_indices(self, split: str) -> range:
+        """Goal indices of a split: test = the first 500 shuffled goals, train = the rest."""
+        if split == "test":
+            return range(min(TEST_GOALS, len(self.goals)))
+        if split == "train":
+            return range(min(TEST_GOALS, len(self.goals)), len(self.goals))
+        raise ValueError(f"unknown split {split!r}; valid choices: {sorted(SPLITS)}")
+
+
+# ------------------------------------------------------------------ raw records → Product
+def _require(raw: dict[str, Any], key: str, types: type | tuple[type, ...], file: str, record: str) -> Any:
+    if not isinstance(raw, dict):
+        raise CatalogError(file, record, "<record>", f"expected an object, got {type(raw).__name__}")
+    if key not in raw:
+        raise CatalogError(file, record, key, "missing")
+    value = raw[key]
+    if not isinstance(value, types):
+        raise CatalogError(file, record, key, f"expected {types}, got {type(value).__name__}")
+    return value
+
+
+def parse_pricing(text: str | None, file: str = "?", record: str = "?") -> tuple[tuple[float, ...], str]:
+    """``"$10.99 - $15.99"`` → ((10.99, 15.99), ``"$10.99 to $15.99"``); empty → $100 (WebShop's default)."""
+    if not text:
+        return (100.0,), "$100.0"
+    try:
+        values = [float(re.sub(r"[^\d.]", "", part)) for part in text.split("$")[1:]]
+    except ValueError:
+        raise CatalogError(file, record, "pricing", f"unreadable price {text!r}") from None
+    if not values:
+        raise CatalogError(file, record, "pricing", f"no '$' amount in {text!r}")
+    if len(values) == 1:
+        return (values[0],), f"${values[0]}"
+    return (values[0], values[1]), f"${values[0]} to ${values[1]}"
+
+
+def _options(raw: Any, file: str, record: str) -> dict[str, list[str]]:
+    if not raw:
+        return {}
+    if not isinstance(raw, dict):
+        raise CatalogError(file, record, "customization_options", "expected an object of option lists")
+    options: dict[str, list[str]] = {}
+    for name, contents in raw.items():
+        if contents is None:
+            continue
+        if not isinstance(contents, list) or not all(isinstance(c, dict) and isinstance(c.get("value"), str) for c in contents):
+            raise CatalogError(file, record, f"customization_options.{name}", "expected a list of {'value': str}")
+        options[name.lower()] = [c["value"].strip().replace("/", " | ").lower() for c in contents]
+    return options
+
+
+def product_from_raw(raw: dict[str, Any], attributes: list[str], file: str, index: int) -> Product:
+    """Adapt one record of ``items_shuffle*.json`` (WebShop's ``load_products``)."""
+    record = f"#{index}"
+    asin = _require(raw, "asin", str, file, record)
+    record = f"#{index} (asin {asin})"
+    bullets = _require(raw, "small_description", (list, str), file, record)
+    pricing, tag = parse_pricing(raw.get("pricing"), file, record)
+    return Product(
+        asin=asin,
+        title=_require(raw, "name", str, file, record),
+        category=_require(raw, "category", str, file, record),
+        query=_require(raw, "query", str, file, record).lower().strip(),
+        product_category=_require(raw, "product_category", str, file, record),
+        pricing=pricing,
+        price_tag=tag,
+        options=_options(raw.get("customization_options"), file, record),
+        attributes=list(attributes) or ["DUMMY_ATTR"],
+        bullet_points=[str(b) for b in bullets] if isinstance(bullets, list) else [bullets],
+        description=_require(raw, "full_description", str, file, record),
+    )
+
+
+# ------------------------------------------------------------------ goals
+def _price_cap(price: float, rng: random.Random) -> tuple[float, str]:
+    above = [p for p in PRICE_GRID if p > price][:4]
+    if len(above) < 2:
+        return 1_000_000.0, ""
+    upper = sorted(rng.sample(above, 2))[1]
+    return upper, f", and price lower than {upper:.2f} dollars"
+
+
+def human_goals(products: Iterable[Product], prices: dict[str, float], human: dict[str, Any], rng: random.Random,
+                file: str = "items_human_ins.json") -> list[Goal]:
+    """One goal per human instruction that names at least one attribute (WebShop's ``get_human_goals``)."""
+    goals = []
+    for p in products:
+        for k, ins in enumerate(human.get(p.asin, [])):
+            record = f"{p.asin}[{k}]"
+            attrs = _require(ins, "instruction_attributes", list, file, record)
+            if not attrs:
+                continue
+            upper, price_text = _price_cap(prices[p.asin], rng)
+            text = _require(ins, "instruction", str, file, record)
+            goals.append(Goal(
+                asin=p.asin, category=p.category, query=p.query, name=p.title, product_category=p.product_category,
+                instruction_text=text.strip(".") + price_text, attributes=list(attrs), price_upper=upper,
+                goal_options=[str(o) for o in ins.get("instruction_options") or []],
+            ))
+    return goals
+
+
+def synthetic_goals(products: Iterable[Product], prices: dict[str, float], ins: dict[str, Any], rng: random.Random,
+                    file: str = "items_ins_v2.json") -> list[Goal]:
+    """One goal per option combination of each instructed product (WebShop's ``get_synthetic_goals``)."""
+    goals: list[Goal] = []
+    counts: dict[str, int] = {}
+    for p in products:
+        entry = ins.get(p.asin) or {}
+        if not entry.get("instruction"):
+            continue
+        attrs = _require(entry, "instruction_attributes", list, file, p.asin)
+        upper, price_text = _price_cap(prices[p.asin], rng)
+        names = sorted(p.options)
+        for combo in itertools.product(*(p.options[n] for n in names)):
+            option_text = ", and ".join(f"{n}: {v}" for n, v in zip(names, combo))
+            goals.append(Goal(
+                asin=p.asin, category=p.category, query=p.query, name=p.title, product_category=p.product_category,
+                instruction_text=entry["instruction"] + (f" with {option_text}" if option_text else "") + price_text,
+                attributes=list(attrs), price_upper=upper, goal_options=list(combo),
+            ))
+        for a in attrs:
+            counts[a] = counts.get(a, 0) + 1
+    return [
+        Goal(**{**g.__dict__, "weight": sum(1.0 / counts[a] for a in g.attributes) / max(len(g.attributes), 1)})
+        for g in goals
+    ]
+
+
+def sample_prices(products: Iterable[Product], rng: random.Random) -> dict[str, float]:
+    """WebShop's ``generate_product_prices``: a range gets a uniform draw inside it."""
+    return {p.asin: (p.pricing[0] if len(p.pricing) == 1 else rng.uniform(*p.pricing[:2])) for p in products}
+
+
+def build_catalog(raw_products: list[Any], ins: dict[str, Any], human: dict[str, Any] | None, *, source: str,
+                  human_goals_: bool = True, num_products: int | None = None,
+                  files: tuple[str, str, str] = ("items_shuffle.json", "items_ins_v2.json", "items_human_ins.json")) -> Catalog:
+    """Adapt WebShop's three raw structures into a :class:`Catalog` (deduplicated, seeded, shuffled)."""
+    if not isinstance(raw_products, list):
+        raise CatalogError(files[0], "<top>", "<root>", "expected a list of products")
+    if not isinstance(ins, dict):
+        raise CatalogError(files[1], "<top>", "<root>", "expected an object keyed by asin")
+    if human_goals_ and not isinstance(human, dict):
+        raise CatalogError(files[2], "<top>", "<root>", "expected an object keyed by asin")
+    products, seen = [], set()
+    for i, raw in enumerate(raw_products[:num_products] if num_products else raw_products):
+        asin = raw.get("asin") if isinstance(raw, dict) else None
+        if asin in seen or asin == "nan" or (isinstance(asin, str) and len(asin) > 10):
+            continue
+        attrs = (ins.get(asin) or {}).get("attributes", []) if isinstance(asin, str) else []
+        products.append(product_from_raw(raw, attrs, files[0], i))
+        seen.add(asin)
+    rng = random.Random(PRICE_SEED)
+    prices = sample_prices(products, rng)
+    if human_goals_:
+        goals = human_goals(products, prices, human or {}, rng, files[2])
+    else:
+        goals = synthetic_goals(products, prices, ins, rng, files[1])
+    random.Random(SHUFFLE_SEED).shuffle(goals)
+    digest = hashlib.sha256(json.dumps([p.asin for p in products]).encode())
+    digest.update(json.dumps([[p.title, p.description, p.bullet_points, p.options] for p in products]).encode())
+    return Catalog(products=products, prices=prices, goals=goals, source=source, digest=digest.hexdigest()[:20])
+
+
+def read_json(path: Path) -> Any:
+    """Load a JSON file, naming it in the error when it is not JSON."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise CatalogError(path.name, "<file>", "<json>", f"not valid JSON ({exc})") from None

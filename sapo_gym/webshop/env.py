@@ -1,0 +1,131 @@
+"""``sapo/WebShop-v0``: WebShop in text mode, in-process (no HTTP on the hot path).
+
+The observation is the page as verl-agent shows it to the model: WebShop's ``simple`` text
+observation (visible texts joined by ``[SEP]``) after the instruction, each text quoted.
+``info["simple_observation"]`` holds the full WebShop observation. Admissible actions are
+``search[<your query>]`` where the page has a search box and ``click[<clickable>]`` for each
+button, product id and option value. ``search[<your query>]`` is a template: any printable
+ASCII query (≤ 500 characters) is admissible there.
+
+The episode ends with ``Buy Now``: ``info["score"]`` is WebShop's [0, 1] score of the purchase,
+``won`` is ``score == 1.0`` and the reward is ``success_reward`` (default 10) on a win and 0
+otherwise (verl-agent's rule); a purchase that is not a win is a terminal failure.
+Inadmissible actions change nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Sequence
+
+from sapo_gym.core import TaskInfo, TextEnv, Turn
+from sapo_gym.webshop.catalog import SPLITS, Catalog, Goal
+from sapo_gym.webshop.dataset import load_catalog
+from sapo_gym.webshop.search import shared_index
+from sapo_gym.webshop.shop import Page, ShopSession
+
+__all__ = ["WebShopEnv", "WebShopActions", "REWARD_VERSION"]
+
+REWARD_VERSION = "webshop-goal-v1+offline-nouns-v1"
+
+
+class WebShopActions(list):
+    """The admissible actions of a page; membership also accepts any query the page's search box takes.
+
+    The list shows ``search[<your query>]`` (verl-agent's rendering); ``"search[red shoes]" in
+    actions`` is True on a page with a search box, so the base env's admissibility test and the
+    strict protocol treat real searches as admissible.
+    """
+
+    def __init__(self, actions: list[str], session: ShopSession):
+        super().__init__(actions)
+        self._session = session
+
+    def __contains__(self, action: object) -> bool:
+        return list.__contains__(self, action) or (isinstance(action, str) and self._session.admissible(action))
+
+
+class WebShopEnv(TextEnv):
+    """WebShop in text mode (see the module docstring)."""
+
+    env_name = "WebShop"
+    fallback_chars = 20
+
+    def __init__(
+        self,
+        *,
+        data_dir: str | Path | None = None,
+        num_products: int | None = None,
+        human_goals: bool = True,
+        catalog_seed: int = 0,
+        success_reward: float = 10.0,
+        show_attrs: bool = False,
+        split: str = "train",
+        protocol: str = "verl-agent-v1",
+        render_mode: str | None = None,
+    ):
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; valid choices: {sorted(SPLITS)}")
+        super().__init__(protocol=protocol, split=split, render_mode=render_mode)
+        self.catalog: Catalog = load_catalog(data_dir, num_products=num_products, human_goals=human_goals, seed=catalog_seed)
+        self.success_reward, self.show_attrs = float(success_reward), show_attrs
+        self._goal_indices = self.catalog.goal_indices(split)
+        self._ids = [f"goal-{i:05d}" for i in self._goal_indices]
+        self.session: ShopSession | None = None
+
+    @property
+    def task_ids(self) -> Sequence[str]:
+        return self._ids
+
+    def _dataset_name(self) -> str:
+        return f"webshop:{self.catalog.source}:{self.catalog.digest}"
+
+    def backend_versions(self) -> dict[str, str]:
+        versions = {"reward": REWARD_VERSION}
+        for package in ("bm25s", "rapidfuzz"):
+            try:
+                versions[package] = version(package)
+            except PackageNotFoundError:
+                versions[package] = "missing"
+        return versions
+
+    def goal(self, index: int) -> Goal:
+        """The goal of task ``task_ids[index]``."""
+        return self.catalog.goals[self._goal_indices[index]]
+
+    # ------------------------------------------------------------------ backend hooks
+    def _new_session(self, goal: Goal) -> ShopSession:
+        return ShopSession(self.catalog, shared_index(self.catalog), goal, show_attrs=self.show_attrs)
+
+    def _load_task(self, index: int) -> tuple[TaskInfo, Turn]:
+        goal = self.goal(index)
+        self.session = self._new_session(goal)
+        info = TaskInfo(task=goal.instruction_text, task_id=self._ids[index], task_type=goal.category,
+                        dataset=self._dataset_name())
+        return info, self._turn_of(self.session.render())
+
+    def _backend_step(self, action: str) -> Turn:
+        assert self.session is not None
+        already_done = self.session.kind == "done"
+        self.session.step(action)
+        turn = self._turn_of(self.session.render())
+        if already_done:  # the purchase was rewarded once, on the step that made it
+            turn.reward = 0.0
+        return turn
+
+    def _turn_of(self, page: Page) -> Turn:
+        assert self.session is not None
+        extra: dict[str, Any] = {"simple_observation": page.simple_observation()}
+        actions = WebShopActions(page.available_actions(), self.session)
+        if self.session.outcome is None:
+            return Turn(page.agent_observation(), actions, extra=extra)
+        score = self.session.outcome.total
+        won = score == 1.0
+        extra["reward_breakdown"] = dataclasses.asdict(self.session.outcome)
+        return Turn(page.agent_observation(), actions, won=won, lost=not won, score=score,
+                    reward=self.success_reward if won else 0.0, extra=extra)
+
+    def expert_action(self) -> str | None:
+        return self.session.oracle_action() if self.session is not None else None
