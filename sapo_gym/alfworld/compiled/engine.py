@@ -1,0 +1,187 @@
+"""``CompiledEngine``: an ALFWorld game as a plain Python state machine.
+
+Same protocol and byte-identical output as :class:`sapo_gym.alfworld.engine.ReferenceEngine`
+(TextWorld ``PddlEnv`` + Fast Downward + a tatsu-parsed grammar), without any of them: the domain's
+operators are evaluated directly over :class:`.state.GameState`, the feedback comes from
+:mod:`.text`, ``won`` from the goal compiled in :mod:`.game`.
+
+Semantics kept from the reference (see docs/alfworld_engine.md): a command is stripped and looked up
+exactly among the admissible ones, anything else answers "Nothing happens." and changes nothing;
+``examine <object>`` only while holding it; no "go to" for a receptacle at the agent's own location;
+``use X`` always turns X on; ``help`` is always admissible.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+
+from sapo_gym.alfworld.compiled import text
+from sapo_gym.alfworld.compiled.game import CompiledGame, compile_game
+from sapo_gym.alfworld.compiled.pddl import UnsupportedGame
+from sapo_gym.alfworld.compiled.state import SUPPORTED_GOAL_PREDICATES, GameState
+from sapo_gym.alfworld.engine import EngineState, GameEngine, ReferenceEngine
+
+__all__ = ["CompiledEngine"]
+
+Effect = Callable[[], str]
+"""Applies one ground operator to the state and returns its feedback."""
+
+
+class CompiledEngine:
+    """One ALFWorld game, compiled. Falls back to the reference engine for an unknown domain/grammar.
+
+    ``fallback`` is ``None`` when the compiled engine plays, else why the reference plays instead.
+    """
+
+    name = "compiled"
+
+    def __init__(self, game_file: str | os.PathLike[str]):
+        self.game_file = str(game_file)
+        self.fallback: str | None = None
+        self._reference: GameEngine | None = None
+        with open(self.game_file) as f:
+            data = json.load(f)
+        try:
+            self.game: CompiledGame | None = compile_game(data)
+            for clause in self.game.goal:
+                for term in clause:
+                    for fact in term:
+                        if fact[0] not in SUPPORTED_GOAL_PREDICATES:
+                            raise UnsupportedGame(f"goal reads {fact[0]}, which is not modelled")
+        except UnsupportedGame as err:
+            self.game = None
+            self.fallback = str(err)
+            self._reference = ReferenceEngine(self.game_file)
+            return
+        self._goto = {  # agent location -> "go to" commands (GotoLocation with lStart != lEnd)
+            loc: {"go to " + self.game.names[r]: r for r in self.game.receptacles if self.game.location_of[r] != loc}
+            for loc in {*self.game.location_of.values(), *(f[2] for f in self.game.init if f[0] == "atlocation")}
+        }
+        self.state = GameState(self.game.init)
+        self._actions: dict[str, Effect] = {}
+
+    # -- protocol ---------------------------------------------------------------------------------
+    def reset(self) -> EngineState:
+        if self._reference is not None:
+            return self._reference.reset()
+        assert self.game is not None
+        self.state = GameState(self.game.init)
+        return self._observe(text.intro(self.game, self.state))
+
+    def step(self, command: str) -> EngineState:
+        if self._reference is not None:
+            return self._reference.step(command)
+        effect = self._actions.get(command.strip())
+        if effect is None:
+            return EngineState("Nothing happens.", list(self._admissible), self._won)
+        return self._observe(effect())
+
+    # -- internals --------------------------------------------------------------------------------
+    def _observe(self, feedback: str) -> EngineState:
+        self._actions = self._applicable()
+        self._admissible = sorted(self._actions)
+        self._won = self._goal_holds()
+        return EngineState(feedback, self._admissible, self._won)
+
+    def _goal_holds(self) -> bool:
+        assert self.game is not None
+        has = self.state.has
+        return all(any(all(map(has, term)) for term in clause) for clause in self.game.goal)
+
+    def _applicable(self) -> dict[str, Effect]:
+        """Command -> effect for every applicable ground operator (the admissible commands)."""
+        g, s, names = self.game, self.state, self.game.names  # type: ignore[union-attr]
+        assert g is not None
+        acts: dict[str, Effect] = {
+            "look": lambda: text.look(g, s),
+            "inventory": lambda: text.inventory(g, s),
+            "help": lambda: text.HELP,
+        }
+        for command, r in self._goto[s.loc].items():
+            acts[command] = lambda r=r: self._goto_location(r)
+        held = s.holding
+        for r in g.at_location.get(s.loc, ()):
+            rname = names[r]
+            acts["examine " + rname] = lambda r=r: text.examine_receptacle(g, s, r)
+            is_open = r not in g.openable or r in s.opened
+            if r in g.openable:
+                if r in s.opened:
+                    acts["close " + rname] = lambda r=r: self._close(r)
+                else:
+                    acts["open " + rname] = lambda r=r: self._open(r)
+            for o in s.contents.get(r, ()):
+                if o in g.properties["toggleable"]:
+                    acts["use " + names[o]] = lambda o=o: self._toggle(o)
+                if is_open and held is None and o in g.properties["pickupable"]:
+                    acts[f"take {names[o]} from {rname}"] = lambda o=o, r=r: self._pickup(o, r)
+            if held is not None:
+                hname = names[held]
+                if is_open and held in g.accepts[r]:
+                    acts[f"move {hname} to {rname}"] = lambda r=r: self._put(held, r)
+                if r in g.sinks and held in g.properties["cleanable"]:
+                    acts[f"clean {hname} with {rname}"] = lambda r=r: self._treat(held, r, "isclean", "", "clean")
+                if r in g.microwaves and held in g.properties["heatable"]:
+                    acts[f"heat {hname} with {rname}"] = lambda r=r: self._treat(held, r, "ishot", "iscool", "heat")
+                if r in g.fridges and held in g.properties["coolable"]:
+                    acts[f"cool {hname} with {rname}"] = lambda r=r: self._treat(held, r, "iscool", "ishot", "cool")
+        if held is not None:
+            acts["examine " + names[held]] = lambda: text.examine_object(g, s, held)
+            if held in g.knives:
+                for co in s.placed.get(s.loc, ()):
+                    if co in g.properties["sliceable"]:
+                        acts[f"slice {names[co]} with {names[held]}"] = lambda co=co: self._slice(co, held)
+        return acts
+
+    def _goto_location(self, r: str) -> str:
+        assert self.game is not None
+        self.state.loc = self.game.location_of[r]
+        return f"You arrive at {self.game.names[r]}. " + text.examine_receptacle(self.game, self.state, r)
+
+    def _open(self, r: str) -> str:
+        assert self.game is not None
+        self.state.opened.add(r)
+        return f"You open the {self.game.names[r]}. " + text.examine_receptacle(self.game, self.state, r)
+
+    def _close(self, r: str) -> str:
+        assert self.game is not None
+        self.state.opened.discard(r)
+        return f"You close the {self.game.names[r]}."
+
+    def _pickup(self, o: str, r: str) -> str:
+        assert self.game is not None
+        s = self.state
+        s.contents[r].discard(o)
+        s.not_in.add((o, r))
+        s.placed.get(s.loc, set()).discard(o)
+        s.holding = o
+        return f"You pick up the {self.game.names[o]} from the {self.game.names[r]}."
+
+    def _put(self, o: str, r: str) -> str:
+        assert self.game is not None
+        s = self.state
+        s.contents.setdefault(r, set()).add(o)
+        s.not_in.discard((o, r))
+        s.placed.setdefault(s.loc, set()).add(o)
+        s.holding = None
+        return f"You move the {self.game.names[o]} to the {self.game.names[r]}."
+
+    def _toggle(self, o: str) -> str:
+        assert self.game is not None
+        flags = self.state.flags
+        flags["ison"].symmetric_difference_update((o,))
+        flags["istoggled"].add(o)
+        return f"You turn on the {self.game.names[o]}."  # toggleObject.feedback: toggleable & istoggled
+
+    def _treat(self, o: str, r: str, add: str, remove: str, verb: str) -> str:
+        assert self.game is not None
+        self.state.flags[add].add(o)
+        if remove:
+            self.state.flags[remove].discard(o)
+        return f"You {verb} the {self.game.names[o]} using the {self.game.names[r]}."
+
+    def _slice(self, co: str, ko: str) -> str:
+        assert self.game is not None
+        self.state.flags["issliced"].add(co)
+        return f"You sliced the {self.game.names[co]} with the {self.game.names[ko]}."
