@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from sapo_gym.core import TaskInfo, TextEnv, Turn
 from sapo_gym.webshop.catalog import SPLITS, Catalog, Goal
@@ -39,12 +39,12 @@ class WebShopActions(list):
     strict protocol treat real searches as admissible.
     """
 
-    def __init__(self, actions: list[str], session: ShopSession):
+    def __init__(self, actions: list[str], admits: Callable[[str], bool]):
         super().__init__(actions)
-        self._session = session
+        self._admits = admits
 
     def __contains__(self, action: object) -> bool:
-        return list.__contains__(self, action) or (isinstance(action, str) and self._session.admissible(action))
+        return list.__contains__(self, action) or (isinstance(action, str) and self._admits(action))
 
 
 class WebShopEnv(TextEnv):
@@ -118,7 +118,7 @@ class WebShopEnv(TextEnv):
     def _turn_of(self, page: Page) -> Turn:
         assert self.session is not None
         extra: dict[str, Any] = {"simple_observation": page.simple_observation()}
-        actions = WebShopActions(page.available_actions(), self.session)
+        actions = WebShopActions(page.available_actions(), self.session.admissible)
         if self.session.outcome is None:
             return Turn(page.agent_observation(), actions, extra=extra)
         score = self.session.outcome.total

@@ -26,7 +26,8 @@ from sapo_gym.webshop.catalog import Catalog, Goal
 from sapo_gym.webshop.reward import RewardBreakdown, normalize_color, purchase_reward, token_set_ratio
 from sapo_gym.webshop.search import SearchIndex
 
-__all__ = ["Element", "Page", "ShopSession", "parse_shop_action", "PRODUCT_WINDOW", "MAX_QUERY_CHARS",
+__all__ = ["Element", "Page", "ShopSession", "parse_shop_action", "accepts", "agent_observation", "simple_observation",
+           "available_actions", "valid_query", "PRODUCT_WINDOW", "MAX_QUERY_CHARS",
            "BACK_TO_SEARCH", "NEXT_PAGE", "PREV_PAGE", "BUY_NOW", "SUB_PAGES"]
 
 PRODUCT_WINDOW = 10
@@ -46,7 +47,7 @@ class Element:
 
     kind: Kind
     text: str
-    """What is shown (empty for the search box)."""
+    """What is shown (the search box shows its button's label, ``Search``)."""
     key: str = ""
     """For clickables: what ``click[...]`` names (lower-case button text, lower-case asin, option value)."""
     group: str = ""
@@ -74,21 +75,42 @@ class Page:
     @property
     def texts(self) -> list[str]:
         """Visible texts in document order (WebShop's ``simple`` observation splits these by ``[SEP]``)."""
-        return [e.text for e in self.elements if e.text]
+        return [t for t in (e.text.strip() for e in self.elements) if t]
 
     def simple_observation(self) -> str:
-        """WebShop's ``text`` observation: every visible text joined by `` [SEP] ``."""
-        return " [SEP] ".join(self.texts)
+        return simple_observation(self.texts)
 
     def agent_observation(self) -> str:
-        """What verl-agent shows the model: the texts after the instruction, each quoted, joined by `` [SEP] ``."""
-        texts = self.texts
-        start = texts.index(self.instruction) + 1 if self.instruction in texts else 0
-        return " [SEP] ".join(f"'{t}'" for t in texts[start:])
+        return agent_observation(self.texts, self.instruction)
 
     def available_actions(self) -> list[str]:
-        """verl-agent's rendering: ``search[<your query>]`` when there is a search box, ``click[...]`` per clickable."""
-        return (["search[<your query>]"] if self.has_search_bar else []) + [f"click[{c}]" for c in self.clickables]
+        return available_actions(self.has_search_bar, self.clickables)
+
+
+def simple_observation(texts: list[str]) -> str:
+    """WebShop's ``text`` observation: every visible text joined by `` [SEP] ``."""
+    return " [SEP] ".join(texts)
+
+
+def agent_observation(texts: list[str], instruction: str) -> str:
+    """What verl-agent shows the model: the texts after the instruction, each quoted, joined by `` [SEP] ``."""
+    instruction = instruction.strip()
+    start = texts.index(instruction) + 1 if instruction in texts else 0
+    return " [SEP] ".join(f"'{t}'" for t in texts[start:])
+
+
+def available_actions(has_search_bar: bool, clickables: list[str]) -> list[str]:
+    """verl-agent's rendering: ``search[<your query>]`` when there is a search box, ``click[...]`` per clickable."""
+    return (["search[<your query>]"] if has_search_bar else []) + [f"click[{c}]" for c in clickables]
+
+
+def accepts(action: str, has_search_bar: bool, clickables: list[str]) -> bool:
+    """Whether a page with this search box and these clickables admits ``action``."""
+    parsed = parse_shop_action(action)
+    if parsed is None:
+        return False
+    verb, arg = parsed
+    return (has_search_bar and valid_query(arg)) if verb == "search" else arg in clickables
 
 
 def parse_shop_action(action: str) -> tuple[str, str] | None:
@@ -122,13 +144,10 @@ class ShopSession:
 
     # ------------------------------------------------------------------ actions
     def admissible(self, action: str) -> bool:
-        parsed = parse_shop_action(action)
-        if parsed is None or self.kind == "done":
+        if self.kind == "done":
             return False
-        verb, arg = parsed
-        if verb == "search":
-            return self.kind == "search" and valid_query(arg)
-        return arg in self.render().clickables
+        page = self.render()
+        return accepts(action, page.has_search_bar, page.clickables)
 
     def step(self, action: str) -> bool:
         """Execute ``action`` if admissible (else change nothing); True when it was executed."""
@@ -183,7 +202,7 @@ class ShopSession:
         nav = [Element("button", BACK_TO_SEARCH, BACK_TO_SEARCH.lower())]
         prev = Element("button", PREV_PAGE, PREV_PAGE.lower())
         if self.kind == "search":
-            body = [Element("text", "WebShop"), *head, Element("search", ""), Element("text", "Search")]
+            body = [Element("text", "WebShop"), *head, Element("search", "Search")]
         elif self.kind == "results":
             body = [*head, *nav, *self._results_body(prev)]
         elif self.kind == "item":

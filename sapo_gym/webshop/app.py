@@ -1,0 +1,105 @@
+"""The shop as a flask web app: what ``sapo-gym webshop serve`` runs and the browser env drives.
+
+Every page is a :class:`~sapo_gym.webshop.shop.Page` rendered to HTML: each visible text is its
+own element, so a browser's visible text is exactly the text mode's observation. Routes:
+
+* ``GET /`` — a random goal of the split, then its session;
+* ``GET /start/<goal>`` — a new session on goal number ``goal`` (catalog order);
+* ``GET /s/<sid>`` — the session's current page;
+* ``POST /s/<sid>/search`` (form ``q``) and ``POST /s/<sid>/click`` (form ``key``) — one action
+  each, then a redirect to the page (inadmissible actions change nothing);
+* ``GET /s/<sid>/state.json`` — page kind, score and reward breakdown.
+
+``<body data-nonce>`` counts the executed actions of the session, so a driver can tell that a
+click has been served.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import threading
+import uuid
+from typing import Any
+
+from flask import Flask, abort, jsonify, redirect, render_template, request, url_for
+
+from sapo_gym.webshop.catalog import Catalog
+from sapo_gym.webshop.search import SearchIndex
+from sapo_gym.webshop.shop import ShopSession
+
+__all__ = ["create_app", "ShopState"]
+
+
+@dataclasses.dataclass
+class ShopState:
+    """The sessions served by one app."""
+
+    catalog: Catalog
+    index: SearchIndex
+    goal_range: range
+    show_attrs: bool = False
+    sessions: dict[str, ShopSession] = dataclasses.field(default_factory=dict)
+    nonces: dict[str, int] = dataclasses.field(default_factory=dict)
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+    def start(self, goal_index: int) -> str:
+        sid = uuid.uuid4().hex[:12]
+        with self.lock:
+            self.sessions[sid] = ShopSession(self.catalog, self.index, self.catalog.goals[goal_index], show_attrs=self.show_attrs)
+            self.nonces[sid] = 0
+        return sid
+
+    def act(self, sid: str, action: str) -> None:
+        with self.lock:
+            if self.sessions[sid].step(action):
+                self.nonces[sid] += 1
+
+
+def create_app(catalog: Catalog, index: SearchIndex, *, goal_range: range | None = None, show_attrs: bool = False) -> Flask:
+    """A flask app serving ``catalog``; ``/`` draws goals from ``goal_range`` (default: all)."""
+    app = Flask(__name__)
+    state = ShopState(catalog, index, goal_range if goal_range is not None else range(len(catalog.goals)), show_attrs)
+    app.extensions["webshop"] = state
+
+    def session_of(sid: str) -> ShopSession:
+        if sid not in state.sessions:
+            abort(404)
+        return state.sessions[sid]
+
+    @app.get("/")
+    def index_page() -> Any:
+        return redirect(url_for("start", goal=random.choice(state.goal_range)))
+
+    @app.get("/start/<int:goal>")
+    def start(goal: int) -> Any:
+        if not 0 <= goal < len(catalog.goals):
+            abort(404)
+        return redirect(url_for("show", sid=state.start(goal)))
+
+    @app.get("/s/<sid>")
+    def show(sid: str) -> Any:
+        session = session_of(sid)
+        outcome = dataclasses.asdict(session.outcome) if session.outcome else None
+        return render_template("page.html", page=session.render(), sid=sid, nonce=state.nonces[sid],
+                               chosen=session.options, score=outcome["total"] if outcome else None, outcome=outcome)
+
+    @app.post("/s/<sid>/search")
+    def search(sid: str) -> Any:
+        session_of(sid)
+        state.act(sid, f"search[{request.form.get('q', '')}]")
+        return redirect(url_for("show", sid=sid))
+
+    @app.post("/s/<sid>/click")
+    def click(sid: str) -> Any:
+        session_of(sid)
+        state.act(sid, f"click[{request.form.get('key', '')}]")
+        return redirect(url_for("show", sid=sid))
+
+    @app.get("/s/<sid>/state.json")
+    def state_json(sid: str) -> Any:
+        session = session_of(sid)
+        return jsonify(page=session.kind, nonce=state.nonces[sid], score=session.score,
+                       breakdown=dataclasses.asdict(session.outcome) if session.outcome else None)
+
+    return app
