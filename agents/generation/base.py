@@ -1,0 +1,73 @@
+"""The generation interface shared by the HF (CPU/GPU) and vLLM back-ends.
+
+A :class:`Generator` turns a batch of prompt token ids into sampled responses with their per-token
+log-probabilities under the *policy* distribution: the softmax over the vocabulary without SAPO's
+w⁺/w⁻ (``trainers.core_algos.mask_value_tokens``), scaled by the temperature. ``top_p`` only
+restricts what is sampled; the log-probs are those of the full tempered distribution, which is what
+the trainer recomputes. Greedy decoding (``temperature == 0``) reports log-probs at temperature 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+__all__ = ["GenerationParams", "GenerationOutput", "Generator", "TRAIN_TEMPERATURE", "EVAL_TEMPERATURE"]
+
+TRAIN_TEMPERATURE = 1.0
+"""Sampling temperature for rollouts during training (verl-agent's default)."""
+EVAL_TEMPERATURE = 0.4
+"""Sampling temperature for evaluation (the paper's)."""
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """How to sample one batch of responses."""
+
+    max_new_tokens: int = 512
+    """Response budget in tokens (the end-of-turn token included); also capped by the context length."""
+    temperature: float = TRAIN_TEMPERATURE
+    """Softmax temperature; 0 means greedy."""
+    top_p: float = 1.0
+    """Nucleus sampling: sample from the smallest set of tokens holding this much probability."""
+    seed: int | None = None
+    """Seed of the sampling RNG for this call (None: torch's global RNG)."""
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 0 or self.temperature < 0 or not 0 < self.top_p <= 1:
+            raise ValueError(f"invalid generation params {self}")
+
+    @classmethod
+    def for_eval(cls, **overrides: Any) -> GenerationParams:
+        """The evaluation defaults (temperature 0.4)."""
+        return cls(**{"temperature": EVAL_TEMPERATURE, **overrides})
+
+    def with_seed(self, seed: int | None) -> GenerationParams:
+        return replace(self, seed=seed)
+
+
+@dataclass
+class GenerationOutput:
+    """One sampled response."""
+
+    token_ids: list[int]
+    """Response tokens, the end-of-turn token included when the model emitted one."""
+    log_probs: list[float]
+    """log π(token | prefix) per response token, under the masked, tempered distribution."""
+    text: str
+    """Decoded response without special tokens (the text the env receives)."""
+    truncated: bool
+    """True when the response hit its token budget before an end-of-turn token."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Back-end specific details (never needed by the trainer)."""
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """Samples responses for a batch of prompts (token ids, chat template already applied)."""
+
+    def generate(self, prompt_ids: Sequence[Sequence[int]], params: GenerationParams) -> list[GenerationOutput]: ...
+
+    def push_weights(self, model: Any) -> None:
+        """Make the next ``generate`` use ``model``'s current weights (after an update)."""
+        ...

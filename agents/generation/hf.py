@@ -1,0 +1,130 @@
+"""Batched sampling with plain ``transformers`` forward passes and a KV cache (CPU or one GPU).
+
+Prompts are left-padded into one batch (explicit position ids, so padding never shifts positions)
+and prefilled once; then one token per step for the rows still generating. A row leaves the batch,
+and the cache, as soon as it emits an end-of-turn token or reaches its budget, so late steps cost
+only what is still active. Every step goes through ``trainers.core_algos.mask_value_tokens``: w⁺/w⁻
+are never sampled, and the returned log-probs are under the same distribution the trainer uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+from torch import Tensor
+from transformers import DynamicCache
+
+from agents.generation.base import GenerationOutput, GenerationParams
+from agents.policy import PolicyModel
+from trainers.core_algos import mask_value_tokens
+
+__all__ = ["HFGenerator", "sample_next"]
+
+
+def sample_next(logits: Tensor, value_token_ids: Sequence[int], params: GenerationParams, rng: torch.Generator | None) -> tuple[Tensor, Tensor]:
+    """One sampling step: ``(B, V)`` logits → (tokens ``(B,)``, their log-probs ``(B,)``).
+
+    Log-probs are under softmax(mask(z) / T) (T = 1 when greedy); ``top_p`` narrows only the draw.
+    """
+    z = mask_value_tokens(logits.float(), value_token_ids)
+    if params.temperature == 0:
+        log_p = torch.log_softmax(z, dim=-1)
+        tokens = z.argmax(dim=-1)
+    else:
+        log_p = torch.log_softmax(z / params.temperature, dim=-1)
+        probs = log_p.exp()
+        if params.top_p < 1.0:
+            sorted_p, order = probs.sort(dim=-1, descending=True)
+            outside = sorted_p.cumsum(dim=-1) - sorted_p >= params.top_p  # mass before this token already enough
+            probs = probs.scatter(-1, order, sorted_p.masked_fill(outside, 0.0))
+        tokens = torch.multinomial(probs, 1, generator=rng).squeeze(-1)
+    return tokens, log_p.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
+def _left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
+    """(input_ids, attention_mask, position_ids), each ``(B, L)``, prompts aligned to the right."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, p in enumerate(prompts):
+        ids[row, width - len(p):] = torch.as_tensor(list(p), dtype=torch.long)
+        mask[row, width - len(p):] = 1
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    return ids.to(device), mask.to(device), positions.to(device)
+
+
+class HFGenerator:
+    """:class:`~agents.generation.base.Generator` over a :class:`~agents.policy.PolicyModel`'s own module."""
+
+    def __init__(self, policy: PolicyModel, *, max_batch_size: int = 64):
+        self.policy = policy
+        self.max_batch_size = max_batch_size
+        """Prompts per forward batch; larger inputs are generated in chunks."""
+
+    def push_weights(self, model: Any) -> None:
+        """No copy when ``model`` is this generator's policy (the usual case); else load its weights."""
+        source = model.model if isinstance(model, PolicyModel) else model
+        if source is not self.policy.model:
+            self.policy.model.load_state_dict(source.state_dict())
+
+    def generate(self, prompt_ids: Sequence[Sequence[int]], params: GenerationParams) -> list[GenerationOutput]:
+        if any(len(p) == 0 for p in prompt_ids):
+            raise ValueError("empty prompt: a response needs at least one prompt token to condition on")
+        rng = None
+        if params.seed is not None:
+            rng = torch.Generator(device=self.policy.device).manual_seed(params.seed)
+        model = self.policy.model
+        was_training = model.training
+        model.eval()
+        try:
+            outputs: list[GenerationOutput] = []
+            for start in range(0, len(prompt_ids), self.max_batch_size):
+                outputs += self._generate_chunk(prompt_ids[start : start + self.max_batch_size], params, rng)
+            return outputs
+        finally:
+            model.train(was_training)
+
+    @torch.inference_mode()
+    def _generate_chunk(self, prompts: Sequence[Sequence[int]], params: GenerationParams, rng: torch.Generator | None) -> list[GenerationOutput]:
+        policy, n = self.policy, len(prompts)
+        budgets = [min(params.max_new_tokens, policy.context_length - len(p)) for p in prompts]
+        tokens: list[list[int]] = [[] for _ in range(n)]
+        log_probs: list[list[float]] = [[] for _ in range(n)]
+        stopped = [False] * n
+        rows = [i for i in range(n) if budgets[i] > 0]
+        if rows:
+            self._decode_loop(prompts, rows, budgets, params, rng, tokens, log_probs, stopped)
+        return [
+            GenerationOutput(tokens[i], log_probs[i], policy.decode(tokens[i]), truncated=not stopped[i])
+            for i in range(n)
+        ]
+
+    def _decode_loop(self, prompts: Sequence[Sequence[int]], rows: list[int], budgets: list[int], params: GenerationParams,
+                     rng: torch.Generator | None, tokens: list[list[int]], log_probs: list[list[float]], stopped: list[bool]) -> None:
+        """Prefill the active rows, then sample until every row stopped or ran out of budget (fills the lists)."""
+        policy, eos = self.policy, set(self.policy.eos_token_ids)
+        ids, mask, pos = _left_pad([prompts[i] for i in rows], policy.pad_token_id, policy.device)
+        cache = DynamicCache()
+        out = policy.model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True, logits_to_keep=1)
+        pos = pos[:, -1:]
+        while True:
+            next_tok, next_lp = sample_next(out.logits[:, -1], policy.value_token_ids, params, rng)
+            keep = []
+            for j, (i, t, lp) in enumerate(zip(rows, next_tok.tolist(), next_lp.tolist())):
+                tokens[i].append(t)
+                log_probs[i].append(lp)
+                stopped[i] = t in eos
+                if not stopped[i] and len(tokens[i]) < budgets[i]:
+                    keep.append(j)
+            if not keep:
+                return
+            if len(keep) < len(rows):  # drop finished rows from the batch and the cache
+                index = torch.as_tensor(keep, device=mask.device)
+                cache.batch_select_indices(index)
+                mask, pos, next_tok = mask[index], pos[index], next_tok[index]
+                rows = [rows[j] for j in keep]
+            mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=1)
+            pos = pos + 1
+            out = policy.model(input_ids=next_tok.unsqueeze(-1), attention_mask=mask, position_ids=pos,
+                               cache=cache, use_cache=True)
