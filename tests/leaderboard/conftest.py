@@ -1,0 +1,102 @@
+"""Fixtures of the leaderboard tests: Vault bundles, an in-process app, a server subprocess."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from leaderboard.boards import BoardRegistry
+from lb_support import ServerProcess
+
+from lb_support import VAULT
+
+
+@pytest.fixture(scope="session")
+def boards() -> BoardRegistry:
+    return BoardRegistry([VAULT])
+
+
+@pytest.fixture(scope="session")
+def vault_board(boards: BoardRegistry):  # type: ignore[no-untyped-def]
+    return next(iter(boards))
+
+
+@pytest.fixture(scope="session")
+def _bundles(vault_board) -> dict[str, dict[str, Any]]:  # type: ignore[no-untyped-def]
+    from leaderboard.seed import baseline_bundle
+
+    return {spec: baseline_bundle(vault_board, spec) for spec in ("expert", "random")}
+
+
+@pytest.fixture
+def expert_bundle(_bundles: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return copy.deepcopy(_bundles["expert"])
+
+
+@pytest.fixture
+def random_bundle(_bundles: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return copy.deepcopy(_bundles["random"])
+
+
+@pytest.fixture
+def make_server(tmp_path: Path) -> Iterator[Any]:
+    servers: list[ServerProcess] = []
+
+    def _make(db_url: str, *extra: str, port: int | None = None) -> ServerProcess:
+        server = ServerProcess(db_url, tmp_path / "server.log", *extra, port=port)
+        servers.append(server)
+        return server
+
+    yield _make
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture
+def token_for(tmp_path: Path):  # type: ignore[no-untyped-def]
+    def _token(db_url: str, name: str = "tester") -> str:
+        from leaderboard.server.store import Store
+
+        store = Store(db_url)
+        _, token = store.create_token(name)
+        store.engine.dispose()
+        return token
+
+    return _token
+
+
+
+
+@pytest.fixture
+def app(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """An in-process app on a fresh SQLite file (1 MiB upload limit, verifier not started)."""
+    from leaderboard.server.app import ServerConfig, create_app
+
+    app = create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=(VAULT,), verify=False, max_upload_mb=1))
+    yield app
+    app.extensions["sapo_gym"]["store"].engine.dispose()
+
+
+@pytest.fixture
+def store(app):  # type: ignore[no-untyped-def]
+    return app.extensions["sapo_gym"]["store"]
+
+
+@pytest.fixture
+def client(app):  # type: ignore[no-untyped-def]
+    return app.test_client()
+
+
+@pytest.fixture
+def auth(store) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    _, token = store.create_token("alice")
+    return {"Authorization": f"Bearer {token}"}

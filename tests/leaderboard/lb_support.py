@@ -1,0 +1,82 @@
+"""Helpers shared by the leaderboard tests (fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from leaderboard.bundle import aggregate
+
+VAULT = "sapo/Vault-v0:test"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def refresh(bundle: dict[str, Any]) -> dict[str, Any]:
+    """Recompute a tampered bundle's aggregates (so only the tampering itself can be caught)."""
+    bundle["aggregates"] = aggregate(bundle["episodes"])
+    return bundle
+
+
+def named(bundle: dict[str, Any], name: str) -> dict[str, Any]:
+    out = copy.deepcopy(bundle)
+    out["agent"]["name"] = name
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """``sapo-gym leaderboard serve`` in a subprocess on 127.0.0.1 and a free port."""
+
+    def __init__(self, db_url: str, log: Path, *extra: str, port: int | None = None):
+        self.db_url, self.log, self.extra = db_url, log, extra
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> "ServerProcess":
+        import requests
+
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+        cmd = [sys.executable, "-m", "sapo_gym.cli", "leaderboard", "--db", self.db_url, "--board", VAULT, "serve",
+               "--port", str(self.port), *self.extra]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log.open("a"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+            try:
+                if requests.get(self.url + "/api/v1/boards", timeout=2).status_code == 200:
+                    return self
+            except requests.RequestException:
+                time.sleep(0.1)
+        raise RuntimeError(f"server did not come up: {self.log.read_text()[-2000:]}")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()  # SIGKILL: no clean shutdown
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+
+def body(bundle: dict[str, Any]) -> bytes:
+    return json.dumps(bundle).encode()

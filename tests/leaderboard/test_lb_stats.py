@@ -1,0 +1,69 @@
+"""Hand-computed values of the leaderboard statistics."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from leaderboard.stats import PairedTest, Z95, mcnemar_exact, mean_interval, paired_permutation, wilson_interval
+
+
+@pytest.mark.parametrize(
+    "k, n, expected",
+    [
+        (0, 16, (0.0, Z95**2 / (16 + Z95**2))),  # p = 0: upper bound z^2 / (n + z^2)
+        (16, 16, (16 / (16 + Z95**2), 1.0)),
+        (5, 10, (0.236593, 0.763407)),  # the textbook value for 5/10
+        (0, 0, (0.0, 0.0)),
+    ],
+)
+def test_wilson_interval(k: int, n: int, expected: tuple[float, float]) -> None:
+    lo, hi = wilson_interval(k, n)
+    assert lo == pytest.approx(expected[0], abs=1e-6) and hi == pytest.approx(expected[1], abs=1e-6)
+
+
+def test_mean_interval_by_hand() -> None:
+    # mean .5, sample var (.09+.01+.01+.09)/3, se = sqrt(var/4) = .1290994, half = 1.96 * se
+    lo, hi = mean_interval([0.2, 0.4, 0.6, 0.8])
+    assert lo == pytest.approx(0.5 - Z95 * math.sqrt(0.2 / 3 / 4)) and hi == pytest.approx(0.5 + Z95 * math.sqrt(0.2 / 3 / 4))
+    assert mean_interval([0.0, 1.0, 1.0, 0.0]) == (0.0, 1.0)  # clipped
+    assert mean_interval([0.3]) == (0.3, 0.3)
+
+
+@pytest.mark.parametrize(
+    "only_a, only_b, p",
+    [(0, 0, 1.0), (0, 5, 2 / 32), (1, 5, 2 * 7 / 64), (3, 3, 1.0), (15, 0, 2 / 2**15), (2, 8, 2 * (1 + 10 + 45) / 1024)],
+)
+def test_mcnemar_exact(only_a: int, only_b: int, p: float) -> None:
+    assert mcnemar_exact(only_a, only_b) == pytest.approx(p)
+    assert mcnemar_exact(only_b, only_a) == pytest.approx(p)  # symmetric
+
+
+@pytest.mark.parametrize(
+    "a, b, p",
+    [
+        ([1, 1, 1], [0, 0, 0], 2 / 8),  # only the all-plus and all-minus flips reach |sum| = 3
+        ([1, 0], [0, 1], 1.0),  # observed sum 0: every flip is as extreme
+        ([0.5, 0.2, 0.0], [0.0, 0.0, 0.1], 4 / 8),  # sums +-.8, +-.6 of 8 reach .6
+        ([0.3, 0.3], [0.3, 0.3], 1.0),  # no differences
+    ],
+)
+def test_paired_permutation_exact(a: list[float], b: list[float], p: float) -> None:
+    assert paired_permutation(a, b) == pytest.approx(p)
+
+
+def test_paired_permutation_monte_carlo_matches_binomial() -> None:
+    # 20 differences of +-1 with 6 negative: |sum| = 8; under H0 sum = 2X - 20, X ~ Bin(20, 1/2),
+    # so p = P(X <= 6) + P(X >= 14) = 2 * sum_{i<=6} C(20, i) / 2^20.
+    a, b = [1.0] * 14 + [0.0] * 6, [0.0] * 14 + [1.0] * 6
+    exact = 2 * sum(math.comb(20, i) for i in range(7)) / 2**20
+    assert paired_permutation(a, b, rounds=10000, seed=1) == pytest.approx(exact, abs=0.015)
+
+
+def test_paired_test_counts() -> None:
+    t = PairedTest.of([True, True, False, False], [True, False, True, False], [1.0, 1.0, 0.0, 0.5], [1.0, 0.0, 1.0, 0.5])
+    assert (t.pairs, t.only_a, t.only_b, t.success_a, t.success_b) == (4, 1, 1, 0.5, 0.5)
+    assert t.mcnemar_p == 1.0 and t.permutation_p == 1.0
+    with pytest.raises(ValueError):
+        paired_permutation([1.0], [1.0, 2.0])
