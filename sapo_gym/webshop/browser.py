@@ -19,6 +19,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from werkzeug.serving import WSGIRequestHandler, make_server
+
 from sapo_gym.core import TaskInfo, Turn
 from sapo_gym.webshop.env import WebShopActions, WebShopEnv
 from sapo_gym.webshop.shop import accepts, agent_observation, available_actions, parse_shop_action, simple_observation
@@ -52,6 +54,13 @@ const [kind, key] = [arguments[0], arguments[1]];
 const el = Array.from(document.querySelectorAll('[data-click]')).find(e => e.dataset.kind === kind && e.dataset.click === key);
 el.click();
 """
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No log line per request."""
+
+    def log_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
 
 
 @dataclass(frozen=True)
@@ -109,13 +118,6 @@ class WebShopBrowserEnv(WebShopEnv):
             return
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
-        from werkzeug.serving import WSGIRequestHandler, make_server
-
-        global _QuietHandler
-
-        class _QuietHandler(WSGIRequestHandler):  # noqa: N801 - no per-request log lines
-            def log_request(self, *args: Any, **kwargs: Any) -> None:
-                return None
 
         from sapo_gym.webshop.app import create_app
         from sapo_gym.webshop.search import shared_index

@@ -63,7 +63,7 @@ _ADJECTIVES = frozenset(
     "easy quick fast slow simple smart safe non anti free lightweight waterproof wireless portable electric "
     "digital automatic manual double single dual multi multiple super ultra universal warm cool hot cold dry wet "
     "sensitive oily gentle healthy vegan kosher genuine real original regular daily everyday instant compact "
-    "cotton wooden metal plastic leather woolen silky matte glossy shiny rustic cozy luxury durable sturdy".split()
+    "wooden woolen silky matte glossy shiny rustic cozy luxury durable sturdy".split()
 )
 _ADJ_SUFFIXES = ("ous", "ful", "less", "able", "ible", "ive")
 _WORD = re.compile(r"[a-z]+")

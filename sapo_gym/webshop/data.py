@@ -1,0 +1,62 @@
+"""``sapo-gym data webshop``: where WebShop's real files come from, validating them, writing the generated set.
+
+Light at import (only argparse); the work happens inside :func:`run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["register_data_cli", "run", "SOURCES"]
+
+SOURCES = """\
+WebShop data (Yao et al., 2022; princeton-nlp/WebShop on GitHub). The product and instruction files
+are distributed by the WebShop authors through the download links of their repository's setup.sh
+(Google Drive); they are scraped from amazon.com and are for non-commercial research use only, so
+sapo_gym does not ship or download them. To use them, fetch them yourself and point sapo_gym at
+the folder with data_dir=... or SAPO_WEBSHOP_DATA=...:
+
+  items_shuffle_1000.json, items_ins_v2_1000.json   the 1,000-product set (the default of WebShop)
+  items_shuffle.json, items_ins_v2.json             the full 1.18M-product set (used when present)
+  items_human_ins.json                              human instructions (human goals, the default)
+
+Without a folder, sapo_gym uses a deterministic generated catalog of 1,000 products in the same
+schema (`--generate DIR` writes it to files)."""
+
+
+def register_data_cli(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("webshop", help="WebShop data: sources, validation, the generated catalog",
+                              description=SOURCES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-dir", default=None, help="validate the WebShop files in this folder (else $SAPO_WEBSHOP_DATA)")
+    p.add_argument("--generate", metavar="DIR", default=None, help="write the generated catalog as WebShop files into DIR")
+    p.add_argument("--num-products", type=int, default=1000, help="products to generate (with --generate)")
+    p.add_argument("--synthetic-goals", action="store_true", help="validate with synthetic (not human) goals")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import os
+    from pathlib import Path
+
+    from sapo_gym.webshop.dataset import DATA_ENV, find_files, load_catalog
+    from sapo_gym.webshop.generate import generate_raw
+
+    if args.generate:
+        out = Path(args.generate)
+        out.mkdir(parents=True, exist_ok=True)
+        products, ins, human = generate_raw(args.num_products)
+        for name, blob in (("items_shuffle.json", products), ("items_ins_v2.json", ins), ("items_human_ins.json", human)):
+            (out / name).write_text(json.dumps(blob))
+        print(f"wrote {len(products)} generated products to {out}")
+        return 0
+    data_dir = args.data_dir or os.environ.get(DATA_ENV)
+    if not data_dir:
+        print(SOURCES)
+        return 0
+    print(f"files: {find_files(data_dir)}")
+    catalog = load_catalog(data_dir, human_goals=not args.synthetic_goals)
+    test, train = catalog.goal_indices("test"), catalog.goal_indices("train")
+    print(f"ok: {len(catalog.products)} products, {len(catalog.goals)} goals "
+          f"(test {len(test)}, train {len(train)}), digest {catalog.digest}")
+    return 0
