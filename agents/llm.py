@@ -1,0 +1,84 @@
+"""An :class:`~agents.base.Agent` over any HF causal LM: chat-templated prompts, batched sampling.
+
+:class:`LLMAgent` is both the evaluation agent (``act``: texts for the env) and the trainer's rollout
+policy (``act_detailed``: the token ids, log-probs and truncation flags of each turn). It is given
+the *active* envs only, so finished episodes are never prompted.
+
+Sampling seeds: with a ``seed`` (or ``params.seed``) call *k* samples with ``seed + k``, so a run is
+reproducible while successive calls draw fresh randomness; without one, torch's global RNG is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from agents.generation.base import GenerationParams, Generator
+from agents.policy import PolicyModel
+
+__all__ = ["LLMAgent", "AgentTurn"]
+
+
+@dataclass
+class AgentTurn:
+    """Everything the trainer needs about one env turn of an :class:`LLMAgent`."""
+
+    prompt_ids: list[int]
+    """Chat-templated observation tokens (after the truncation rule)."""
+    token_ids: list[int]
+    """Response tokens, the end-of-turn token included when emitted."""
+    log_probs: list[float]
+    """log π_old per response token (masked, tempered policy distribution)."""
+    text: str
+    """Decoded response, sent to the env."""
+    truncated: bool
+    """The response hit its token budget before an end-of-turn token."""
+    prompt_truncated: bool
+    """The prompt was longer than the budget and was cut (see :class:`~agents.policy.PolicyModel`)."""
+
+
+class LLMAgent:
+    """Samples one response per active env from ``policy`` through ``generator``."""
+
+    def __init__(
+        self,
+        policy: PolicyModel,
+        generator: Generator | None = None,
+        params: GenerationParams | None = None,
+        *,
+        name: str | None = None,
+        seed: int | None = None,
+    ):
+        if generator is None:
+            from agents.generation.hf import HFGenerator
+
+            generator = HFGenerator(policy)
+        self.policy, self.generator = policy, generator
+        self.params = params or GenerationParams()
+        self.name = name or str(getattr(policy.model.config, "name_or_path", "") or "llm")
+        self.seed = seed if seed is not None else self.params.seed
+        self._calls = 0
+
+    @property
+    def prompt_budget(self) -> int:
+        """Prompt tokens allowed: the policy's budget, and room left for a full response in the context."""
+        return min(self.policy.max_prompt_tokens, self.policy.context_length - self.params.max_new_tokens)
+
+    def reset(self, num_envs: int) -> None:
+        """Stateless between turns: the prompt carries the history."""
+
+    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]]) -> list[str]:
+        return [turn.text for turn in self.act_detailed(observations, infos)]
+
+    def act_detailed(self, observations: Sequence[str], infos: Sequence[dict[str, Any]] | None = None) -> list[AgentTurn]:
+        """One batched generation over the active envs' prompts."""
+        if not observations:
+            return []
+        prompts = self.policy.encode_prompts(observations, max_tokens=self.prompt_budget)
+        params = self.params if self.seed is None else self.params.with_seed(self.seed + self._calls)
+        self._calls += 1
+        outputs = self.generator.generate(prompts.token_ids, params)
+        return [
+            AgentTurn(ids, out.token_ids, out.log_probs, out.text, out.truncated, cut)
+            for ids, cut, out in zip(prompts.token_ids, prompts.truncated, outputs)
+        ]
