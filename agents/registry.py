@@ -1,7 +1,7 @@
 """Agent specs as the CLI and the leaderboard take them.
 
 ``expert`` · ``random`` · ``module:Class`` (constructed with no arguments, or ``seed=``) ·
-other forms (an HF model path, ``openai:URL#MODEL``) are resolved by the loaders registered in
+other forms (an HF model path, ``openai:URL#MODEL``, ``smollm2``; see :mod:`agents.loaders`) are resolved by the loaders registered in
 ``LOADERS``, tried in order; each returns None when the spec is not its kind.
 """
 
@@ -12,6 +12,7 @@ import inspect
 from typing import Any, Callable
 
 from agents.baselines import ExpertAgent, RandomAgent
+from agents.loaders import load_bundled, load_hf, load_openai
 
 __all__ = ["load_agent", "LOADERS"]
 
@@ -31,7 +32,7 @@ def _import_path(spec: str, seed: int) -> Any:
     return cls(seed=seed) if "seed" in inspect.signature(cls).parameters else cls()
 
 
-LOADERS: list[Callable[[str, int], Any]] = [_builtin, _import_path]
+LOADERS: list[Callable[[str, int], Any]] = [_builtin, _import_path, load_openai, load_bundled, load_hf]
 
 
 def load_agent(spec: str, seed: int = 0) -> Any:
