@@ -12,10 +12,10 @@ from leaderboard.checks import admit
 __all__ = ["BASELINES", "baseline_bundle", "seed_store"]
 
 BASELINES: dict[str, AgentInfo] = {
-    "expert": AgentInfo(name="expert (oracle)", model="none", parameters=0, algorithm="privileged oracle",
+    "expert": AgentInfo(name="expert (oracle)", algorithm="privileged oracle",
                         training_budget="none", description="Follows the env's privileged oracle (info['expert_action']): the ceiling.",
                         spec="expert"),
-    "random": AgentInfo(name="random (admissible)", model="none", parameters=0, algorithm="uniform random",
+    "random": AgentInfo(name="random (admissible)", algorithm="uniform random",
                         training_budget="none", description="Uniformly random admissible action each turn: the floor.",
                         spec="random"),
 }

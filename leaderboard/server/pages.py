@@ -50,8 +50,10 @@ def board(spec_hash: str) -> Any:
     order = "asc" if request.args.get("order") == "asc" else "desc"
     rows = _ctx()["store"].list(spec_hash, sort=sort, descending=order == "desc")
     entries = [(r, json.loads(r.agent_json), json.loads(r.aggregates_json)) for r in rows]
+    by_merit = sorted(rows, key=lambda r: (-r.success, -r.score, r.id))
+    ranks = {r.id: i + 1 for i, r in enumerate(by_merit)}
     categories = sorted({c for _, _, agg in entries for c in agg if c != "all"})
-    return render_template("board.html", board=hosted, boards=list(registry), entries=entries, categories=categories,
+    return render_template("board.html", board=hosted, boards=list(registry), entries=entries, ranks=ranks, categories=categories,
                            sort=sort, order=order)
 
 

@@ -33,7 +33,12 @@ class BarChart:
     plot_width: int
     row: int
     ticks: list[tuple[float, str]]
-    """(x, label) of the 0/25/50/75/100 % grid lines."""
+    """(x, label) of the grid lines at 0, 1/4, 1/2, 3/4 and 1."""
+    percent: bool
+    """Label values as percentages (success) or as fractions (score)."""
+
+    def label(self, value: float) -> str:
+        return f"{100 * value:.1f} %" if self.percent else f"{value:.3f}"
 
 
 def category_bars(aggregates: Mapping[str, Mapping[str, Any]], metric: str = "success", plot_width: int = 420) -> BarChart:
@@ -46,5 +51,6 @@ def category_bars(aggregates: Mapping[str, Mapping[str, Any]], metric: str = "su
         lo, hi = a[f"{metric}_ci_low"], a[f"{metric}_ci_high"]
         bars.append(Bar(name, a[metric], lo, hi, int(a["episodes"]), y=10 + i * row, width=a[metric] * plot_width,
                         x_low=left + lo * plot_width, x_high=left + hi * plot_width))
-    ticks = [(left + f * plot_width, f"{f:.0%}") for f in (0, 0.25, 0.5, 0.75, 1.0)]
-    return BarChart(bars, left + plot_width + 70, 10 + len(names) * row + 20, left, plot_width, row, ticks)
+    percent = metric == "success"
+    ticks = [(left + f * plot_width, f"{f:.0%}" if percent else f"{f:g}") for f in (0, 0.25, 0.5, 0.75, 1.0)]
+    return BarChart(bars, left + plot_width + 70, 10 + len(names) * row + 20, left, plot_width, row, ticks, percent)

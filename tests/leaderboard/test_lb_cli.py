@@ -1,0 +1,65 @@
+"""``sapo-gym leaderboard token|boards|seed|verify|serve`` and ``sapo-gym submit`` end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import requests
+
+from leaderboard.server.store import Store
+from sapo_gym.cli import main
+
+
+def test_token_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "t.db")
+    assert main(["leaderboard", "--db", db, "token", "create", "alice"]) == 0
+    token = capsys.readouterr().out.strip().splitlines()[-1]
+    assert token.startswith("sgl_")
+    store = Store(f"sqlite:///{db}")
+    assert store.authenticate(token).name == "alice"
+    assert main(["leaderboard", "--db", db, "token", "list"]) == 0
+    assert "alice" in capsys.readouterr().out and token not in Path(db).read_bytes().decode("latin-1")
+    assert main(["leaderboard", "--db", db, "token", "revoke", "1"]) == 0
+    assert store.authenticate(token) is None
+    assert main(["leaderboard", "--db", db, "token", "revoke", "7"]) == 2  # clear error, no traceback
+    assert "no token 7" in capsys.readouterr().err
+
+
+def test_boards_command_lists_spec_hash_and_unavailable(capsys: pytest.CaptureFixture[str], vault_board) -> None:  # type: ignore[no-untyped-def]
+    assert main(["leaderboard", "--board", "sapo/Vault-v0:test", "--board", "sapo/Vault-v0:nosuch", "boards"]) == 0
+    out = capsys.readouterr().out
+    assert vault_board.spec_hash in out and "unavailable: sapo/Vault-v0:nosuch" in out and "valid choices" in out
+
+
+def test_seed_then_verify_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "s.db")
+    assert main(["leaderboard", "--db", db, "--board", "sapo/Vault-v0:test", "seed"]) == 0
+    store = Store(f"sqlite:///{db}")
+    assert [r.status for r in store.list()] == ["pending", "pending"]
+    assert main(["leaderboard", "--db", db, "verify"]) == 0
+    assert "verified 2 submission(s)" in capsys.readouterr().out
+    assert sorted((r.agent_name, r.status) for r in store.list()) == [("expert (oracle)", "verified"), ("random (admissible)", "verified")]
+
+
+@pytest.mark.slow
+def test_evaluate_submit_wait_against_a_live_server(tmp_path: Path, make_server, token_for, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    db = f"sqlite:///{tmp_path / 'live.db'}"
+    token = token_for(db)
+    server = make_server(db, "--seed").start()
+    bundle = tmp_path / "b.json"
+    assert main(["evaluate", "--env", "sapo/Vault-v0", "--split", "test", "--agent", "random", "--seeds", "0,1",
+                 "--out", str(bundle), "--agent-name", "cli agent"]) == 0
+    capsys.readouterr()
+    assert main(["submit", str(bundle), "--server", server.url, "--token", token, "--wait", "--timeout", "60"]) == 0
+    out = capsys.readouterr().out
+    assert "accepted as submission 3" in out and "replay verification: verified: all 32 episodes reproduced exactly" in out
+    assert main(["submit", str(bundle), "--server", server.url, "--token", token]) == 0
+    assert "already stored as submission 3" in capsys.readouterr().out
+    assert main(["submit", str(bundle), "--server", server.url, "--token", "sgl_wrong"]) == 1
+    assert "rejected: HTTP 401: invalid or revoked token" in capsys.readouterr().out
+    rows = requests.get(server.url + "/api/v1/submissions", timeout=10).json()["submissions"]
+    names = [r["agent"]["name"] for r in rows]  # best success first
+    assert names[0] == "expert (oracle)" and sorted(names) == ["cli agent", "expert (oracle)", "random (admissible)"]
+    assert json.loads(bundle.read_text())["evaluation"]["seeds"] == [0, 1]
