@@ -18,7 +18,7 @@ __all__ = ["Board", "EVAL_SPLITS", "BoardRegistry", "default_board_keys", "make_
 log = logging.getLogger(__name__)
 
 EVAL_SPLITS: dict[str, tuple[str, ...]] = {
-    "sapo/ALFWorld-v0": ("valid_unseen", "valid_seen"),
+    "sapo/ALFWorld-v0": ("eval_out_of_distribution", "eval_in_distribution"),
     "sapo/WebShop-v0": ("test",),
     "sapo/Vault-v0": ("test",),
     # The same shop as sapo/WebShop-v0, driven through a browser: replayed there, not hosted.
