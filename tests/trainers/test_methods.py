@@ -1,0 +1,72 @@
+"""Each method on a tiny model: one update gives a finite loss and changes every trainable parameter."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from trainers.profiling import PHASES
+
+ALGOS = ("sapo", "ppo", "grpo")
+
+
+def _snapshot(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in module.named_parameters() if p.requires_grad}
+
+
+def _unchanged(before: dict[str, torch.Tensor], module: torch.nn.Module) -> list[str]:
+    return [n for n, p in module.named_parameters() if n in before and torch.equal(before[n], p.detach())]
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_one_update_is_finite_and_moves_every_parameter(make_trainer, algo):
+    trainer = make_trainer(algo)
+    policy_before = _snapshot(trainer.policy.model)
+    critic_before = _snapshot(trainer.method.critic) if trainer.method.critic is not None else {}
+    row = trainer.step()
+    assert math.isfinite(row["actor/loss"]) and math.isfinite(row["actor/policy_loss"])
+    assert row["rollout/invalid_rate"] < 1.0, "the warm start should give some valid actions"
+    assert _unchanged(policy_before, trainer.policy.model) == []
+    if algo == "ppo":
+        assert math.isfinite(row["critic/value_loss"]) and _unchanged(critic_before, trainer.method.critic) == []
+    if algo == "sapo":
+        assert math.isfinite(row["actor/value_loss"]) and math.isfinite(row["actor/q_loss"])
+    assert trainer.iteration == 1
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_methods_differ_only_where_they_should(make_trainer, algo):
+    trainer = make_trainer(algo)
+    row = trainer.step()
+    assert {f"time/{p}" for p in PHASES} <= set(row)
+    assert ("critic/value_loss" in row) == (algo == "ppo")
+    assert ("actor/value_loss" in row) == (algo == "sapo")
+    assert (trainer.method.critic is None) == (algo != "ppo")
+    if algo != "ppo":
+        assert row["time/critic_update"] < 1e-3
+    if algo == "grpo":
+        assert row["time/value"] < 1e-3
+
+
+def test_grpo_groups_share_tasks_and_advantages_are_group_relative(make_trainer):
+    from trainers.experience import Experience
+    from trainers.models import turn_samples
+    from trainers.rollout import collect
+
+    trainer = make_trainer("grpo", episodes_per_iteration=8, group_size=4)
+    rollout = collect(trainer.vec, trainer.agent.act_detailed, episode=0)
+    assert [e.group_id for e in rollout.episodes] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert len({e.task_id for e in rollout.episodes[:4]}) == 1
+    exp = trainer.method.compute_advantages(Experience.collate(turn_samples(rollout), trainer.policy.pad_token_id))
+    first_turns = exp.turn_idx == 0
+    penalty = trainer.cfg.c_inv * exp.invalid.float()
+    traj_adv = (exp.advantages + penalty)[first_turns]
+    for g in (0, 1):
+        members = traj_adv[exp.group_ids[first_turns] == g]
+        returns = torch.tensor([e.episode_return for e in rollout.episodes if e.group_id == g])
+        if returns.std() > 0:
+            assert torch.allclose(members, (returns - returns.mean()) / (returns.std() + 1e-6), atol=1e-4)
+        else:
+            assert torch.allclose(members, torch.zeros_like(members))

@@ -1,0 +1,251 @@
+"""The one training loop shared by SAPO, PPO and GRPO (CleanRL-style: read it top to bottom).
+
+Each iteration runs the paper's eight phases in order and times each of them:
+
+1. **generation** + **reward**: play one episode on every env (:func:`trainers.rollout.collect`);
+   sampling time is *generation*, env stepping (which computes the rewards) is *reward*;
+2. **old log-prob**: recompute log π_old of the sampled tokens (SAPO reads V/Q logits here too);
+3. **reference**: log π_ref of the same tokens under the frozen reference (skipped when β = 0);
+4. **value**: V_old (SAPO: readout; PPO: critic forward; GRPO: nothing);
+5. **advantage**: turn GAE + normalization (SAPO, PPO) or group advantages (GRPO);
+6. **critic update** (PPO only) and 7. **actor update** (every method).
+
+The method object (:mod:`trainers.methods`) supplies only what differs between methods. Metrics go
+to ``metrics.jsonl``; checkpoints to ``checkpoints/``; a non-finite loss stops the run with
+:class:`TrainingDiverged` before any weight is touched, leaving the last good checkpoint in place.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from trainers.config import TrainConfig
+from trainers.experience import Experience
+from trainers.methods import make_method
+from trainers.methods.base import action_log_probs, micro_batches, pad_to
+from trainers.metrics import MetricsLogger
+from trainers.models import build_agent, build_policy, turn_samples
+from trainers.profiling import MemoryMeter, PhaseTimer
+from trainers.rollout import Rollout, collect, make_train_vec
+
+__all__ = ["Trainer", "TrainingDiverged"]
+
+
+class TrainingDiverged(RuntimeError):
+    """A loss or gradient became NaN/inf; the weights were not updated."""
+
+
+def _mean_stats(stats: list[dict[str, torch.Tensor]]) -> dict[str, float]:
+    keys = sorted({k for s in stats for k in s})
+    return {k: float(np.mean([float(s[k]) for s in stats if k in s])) for k in keys}
+
+
+class Trainer:
+    """Builds the policy, reference, method, optimizer and envs from a :class:`TrainConfig`; trains."""
+
+    def __init__(self, cfg: TrainConfig, policy: Any | None = None):
+        self.cfg = cfg
+        self.device = torch.device(cfg.device)
+        self.out_dir = Path(cfg.out_dir)
+        torch.manual_seed(cfg.seed)
+        random.seed(cfg.seed)
+        self.policy = policy if policy is not None else build_policy(cfg)
+        self.policy.model.to(self.device)
+        self.method = make_method(cfg, self.policy)
+        params = [p for p in self.policy.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.reference: torch.nn.Module | None = None
+        self.shuffle = torch.Generator().manual_seed(cfg.seed)
+        self.iteration = 0
+        self.last_checkpoint: Path | None = None
+        self.vec = make_train_vec(cfg.env, cfg.num_tasks, cfg.rollouts_per_task, cfg.seed, **self.env_kwargs())
+        self.agent = build_agent(self.policy, cfg, cfg.temperature)
+        if cfg.resume and latest_checkpoint(self.out_dir) is not None:
+            self.load(latest_checkpoint(self.out_dir))
+
+    def env_kwargs(self) -> dict[str, Any]:
+        """The env's prompt and history settings plus the ``--env-arg`` entries."""
+        from sapo_gym.prompts import PLAIN_PROMPT
+
+        prompt = PLAIN_PROMPT if self.cfg.prompt == "plain" else "default"
+        return {"prompt": prompt, "history_length": self.cfg.history_length, **self.cfg.env_kwargs()}
+
+    # ------------------------------------------------------------------ one iteration
+    def start_reinforcement(self) -> None:
+        """Freeze the current policy as the KL reference (after any warm start)."""
+        if self.reference is None and self.cfg.kl_coef > 0:
+            self.reference = copy.deepcopy(self.policy.model).eval().requires_grad_(False)
+
+    def step(self) -> dict[str, Any]:
+        """One iteration: rollout → old log-probs → reference → values → advantages → updates."""
+        self.start_reinforcement()
+        cfg, timer, memory = self.cfg, PhaseTimer(), MemoryMeter(self.device)
+        with torch.no_grad():
+            rollout = collect(self.vec, self.agent.act_detailed, episode=self.iteration, seed=cfg.seed)
+        timer.add("generation", rollout.generation_s)
+        timer.add("reward", rollout.env_s)
+        exp = Experience.collate(turn_samples(rollout), self.policy.pad_token_id).to(self.device)
+        with timer("old_log_prob"):
+            exp = self.method.old_forward(exp)
+        with timer("reference"):
+            exp.ref_log_probs = self._reference_log_probs(exp)
+        with timer("value"):
+            exp = self.method.compute_values(exp)
+        with timer("advantage"):
+            exp = self.method.compute_advantages(exp)
+        with timer("critic_update"):
+            critic_stats = self.method.critic_update(exp, self.shuffle, memory)
+        with timer("actor_update"):
+            actor_stats = self._actor_update(exp, memory)
+        peak = memory.peak_bytes(self.policy.model, self.optimizer, self.reference,
+                                 self.method.critic, self.method.critic_optimizer)
+        row = {"iteration": self.iteration, **self._rollout_metrics(rollout, exp), **actor_stats,
+               **critic_stats, **timer.as_metrics(), "memory/peak_bytes": peak}
+        self.iteration += 1
+        return row
+
+    @torch.no_grad()
+    def _reference_log_probs(self, exp: Experience) -> torch.Tensor | None:
+        if self.reference is None:
+            return None
+        parts = []
+        for mb in micro_batches(exp, self.cfg.micro_batch_size):
+            logits = self.reference(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
+            lp = action_log_probs(logits, mb.input_ids, mb.action_mask, self.method.value_token_ids, self.cfg.temperature)
+            parts.append(pad_to(lp, exp.input_ids.shape[1]))
+        return torch.cat(parts)
+
+    def _actor_update(self, exp: Experience, memory: MemoryMeter) -> dict[str, float]:
+        cfg, stats = self.cfg, []
+        size = math.ceil(len(exp) / cfg.minibatches)
+        for _ in range(cfg.ppo_epochs):
+            for mb in exp.minibatches(size, generator=self.shuffle):
+                self.optimizer.zero_grad(set_to_none=True)
+                for micro in micro_batches(mb, cfg.micro_batch_size):
+                    with memory.track_activations():
+                        logits = self.policy.logits(micro.input_ids, micro.attention_mask)
+                        loss, s = self.method.actor_loss(micro, logits)
+                        self._check_finite("actor loss", loss)
+                        (loss * len(micro) / len(mb)).backward()
+                    stats.append(s)
+                grad_norm = self._clip(self.policy.model.parameters(), cfg.grad_clip)
+                self._check_finite("actor gradient norm", grad_norm)
+                stats.append({"grad_norm": grad_norm})
+                self.optimizer.step()
+        return {f"actor/{k}": v for k, v in _mean_stats(stats).items()}
+
+    @staticmethod
+    def _clip(params: Any, max_norm: float) -> torch.Tensor:
+        params = [p for p in params if p.grad is not None]
+        if max_norm > 0:
+            return torch.nn.utils.clip_grad_norm_(params, max_norm)
+        return torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params]))
+
+    def _check_finite(self, what: str, value: torch.Tensor) -> None:
+        if not bool(torch.isfinite(value).all()):
+            where = self.last_checkpoint or "none saved yet"
+            raise TrainingDiverged(
+                f"non-finite {what} ({float(value)}) at iteration {self.iteration} of {self.cfg.algo}; "
+                f"weights not updated; last good checkpoint: {where}"
+            )
+
+    def _rollout_metrics(self, rollout: Rollout, exp: Experience) -> dict[str, float]:
+        eps = rollout.episodes
+        outputs = [t.output for t in rollout.turns]
+        return {
+            "rollout/success": float(np.mean([e.won for e in eps])),
+            "rollout/score": float(np.mean([e.score for e in eps])),
+            "rollout/return": float(np.mean([e.episode_return for e in eps])),
+            "rollout/episode_length": float(np.mean([e.length for e in eps])),
+            "rollout/truncated_episodes": float(np.mean([e.truncated for e in eps])),
+            "rollout/invalid_rate": float(exp.invalid.float().mean()),
+            "rollout/turns": len(exp),
+            "rollout/response_tokens": float(exp.response_lengths.float().mean()),
+            "rollout/empty_responses": int((exp.response_lengths == 0).sum()),
+            "rollout/response_truncated": sum(bool(getattr(o, "truncated", False)) for o in outputs),
+            "rollout/prompt_truncated": sum(bool(getattr(o, "prompt_truncated", False)) for o in outputs),
+        }
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "iteration": self.iteration,
+            "config": dataclasses.asdict(self.cfg),
+            "policy": self.policy.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "reference": None if self.reference is None else self.reference.state_dict(),
+            "method": self.method.state_dict(),
+            "rng": {"torch": torch.get_rng_state(), "shuffle": self.shuffle.get_state(),
+                    "python": random.getstate(), "numpy": np.random.get_state()},
+        }
+
+    def save(self) -> Path:
+        self.last_checkpoint = save_checkpoint(self.out_dir, self.iteration, self.state_dict())
+        return self.last_checkpoint
+
+    def load(self, path: str | Path) -> None:
+        state = load_checkpoint(path)
+        saved = {k: v for k, v in state["config"].items() if k not in ("resume", "iterations", "progress")}
+        mine = {k: v for k, v in dataclasses.asdict(self.cfg).items() if k in saved}
+        if saved != mine:
+            diff = sorted(k for k in saved if saved[k] != mine.get(k))
+            raise ValueError(f"cannot resume from {path}: the config differs in {diff}")
+        self.policy.model.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if state["reference"] is not None:
+            self.reference = copy.deepcopy(self.policy.model).eval().requires_grad_(False)
+            self.reference.load_state_dict(state["reference"])
+        self.method.load_state_dict(state["method"])
+        torch.set_rng_state(state["rng"]["torch"])
+        self.shuffle.set_state(state["rng"]["shuffle"])
+        random.setstate(state["rng"]["python"])
+        np.random.set_state(state["rng"]["numpy"])
+        self.iteration, self.last_checkpoint = int(state["iteration"]), Path(path)
+
+    # ------------------------------------------------------------------ the run
+    def train(self) -> list[dict[str, Any]]:
+        """Warm start (once, when configured), then iterate to ``cfg.iterations`` with checkpoints."""
+        from tqdm import tqdm
+
+        cfg = self.cfg
+        if self.iteration == 0 and self.last_checkpoint is None and cfg.sft_episodes > 0:
+            from trainers.sft import warm_start
+
+            warm_start(self.policy, cfg, self.env_kwargs())
+            self.start_reinforcement()
+            self.save()
+        logger = MetricsLogger(self.out_dir, self.iteration, cfg.tensorboard)
+        rows: list[dict[str, Any]] = []
+        bar = tqdm(total=cfg.iterations, initial=self.iteration, desc=f"train {cfg.algo}", disable=not cfg.progress)
+        try:
+            while self.iteration < cfg.iterations:
+                row = self.step()
+                logger.log(row)
+                rows.append(row)
+                if self.iteration == cfg.iterations or (cfg.checkpoint_every and self.iteration % cfg.checkpoint_every == 0):
+                    self.save()
+                bar.update(1)
+                bar.set_postfix(success=f"{row['rollout/success']:.2f}", loss=f"{row['actor/loss']:.3f}")
+        finally:
+            bar.close()
+            logger.close()
+        return rows
+
+    def evaluate(self, split: str = "test", seeds: tuple[int, ...] = (0,), temperature: float | None = None) -> dict[str, Any]:
+        """Success on every task of ``split`` at the evaluation temperature (``sapo_gym.evaluation``)."""
+        from sapo_gym.evaluation import evaluate, summarize
+
+        temp = self.cfg.eval_temperature if temperature is None else temperature
+        agent = build_agent(self.policy, self.cfg, temp)
+        records = evaluate(agent, self.cfg.env, split=split, seeds=seeds, batch_size=16,
+                           env_kwargs=self.env_kwargs(), progress=self.cfg.progress)
+        return summarize(records)

@@ -1,0 +1,20 @@
+"""The three methods, as the small parts of the shared loop where they differ."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainers.config import TrainConfig
+from trainers.methods.base import Method
+from trainers.methods.grpo import GRPO
+from trainers.methods.ppo import PPO
+from trainers.methods.sapo import SAPO
+
+__all__ = ["Method", "SAPO", "PPO", "GRPO", "METHODS", "make_method"]
+
+METHODS: dict[str, type[Method]] = {"sapo": SAPO, "ppo": PPO, "grpo": GRPO}
+
+
+def make_method(cfg: TrainConfig, policy: Any) -> Method:
+    """The method named by ``cfg.algo`` over ``policy`` (PPO builds its critic here)."""
+    return METHODS[cfg.algo](cfg, policy)

@@ -1,0 +1,157 @@
+"""What SAPO, PPO and GRPO share: the forward passes over a batch and the actor loss.
+
+A method is a small object the loop calls phase by phase (see :mod:`trainers.loop`):
+
+``old_forward`` (old log-prob) → ``compute_values`` (value) → ``compute_advantages`` (advantage)
+→ ``critic_update`` → ``actor_loss`` per micro-batch (actor update).
+
+:class:`Method` implements the shared parts; the subclasses override only where the methods
+differ: where V comes from (SAPO's readout of the policy's own logits, PPO's critic, none for
+GRPO), SAPO's value and Q losses, and GRPO's group advantages.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from trainers.config import TrainConfig
+from trainers.core_algos import (
+    aggregate_loss,
+    clipped_policy_loss,
+    entropy_from_logits,
+    kl_penalty,
+    mask_value_tokens,
+    normalize_turn_advantages,
+    token_log_probs,
+    turn_targets,
+)
+from trainers.experience import Experience
+
+__all__ = ["Method", "micro_batches", "action_log_probs", "action_entropy", "pad_to"]
+
+
+def micro_batches(exp: Experience, size: int) -> Iterator[Experience]:
+    """Consecutive, trimmed chunks of ``size`` rows (the batch order is kept)."""
+    yield from exp.minibatches(size, shuffle=False)
+
+
+def pad_to(x: Tensor, width: int) -> Tensor:
+    """Right-pad the token dim of a ``(B, t)`` tensor with zeros to ``(B, width)``."""
+    return F.pad(x, (0, width - x.shape[1]))
+
+
+def _predicting(logits: Tensor, action_mask: Tensor, value_token_ids: tuple[int, ...], temperature: float) -> Tensor:
+    """``(K, V)`` policy logits of the K action tokens: the logits one position before each of them.
+
+    Logits at position t predict the token at t+1. Only the action positions are kept before any
+    vocabulary-wide operation, so those run on K rows instead of B·T. The logits are divided by the
+    sampling temperature (as verl does) and w+/w- are removed (``mask_value_tokens``).
+    """
+    z = logits[:, :-1][action_mask[:, 1:]]
+    return mask_value_tokens(z / temperature, value_token_ids)
+
+
+def action_log_probs(
+    logits: Tensor, input_ids: Tensor, action_mask: Tensor, value_token_ids: tuple[int, ...], temperature: float
+) -> Tensor:
+    """``(B, T, V)`` logits → ``(B, T)`` log π(token_t | tokens_<t) at action tokens, 0 elsewhere.
+
+    Lined up with ``input_ids`` (and ``Experience.old_log_probs``); see :func:`_predicting`.
+    """
+    mask = action_mask.bool()
+    out = logits.new_zeros(input_ids.shape, dtype=torch.float32)
+    lp = token_log_probs(_predicting(logits, mask, value_token_ids, temperature), input_ids[:, 1:][mask[:, 1:]])
+    return out.masked_scatter(F.pad(mask[:, 1:], (1, 0)), lp)
+
+
+def action_entropy(logits: Tensor, action_mask: Tensor, value_token_ids: tuple[int, ...], temperature: float) -> Tensor:
+    """``(K,)`` entropy of the policy at each of the K action tokens (same alignment as above)."""
+    return entropy_from_logits(_predicting(logits, action_mask.bool(), value_token_ids, temperature))
+
+
+class Method:
+    """The shared parts of the three methods (a turn-level GAE actor, as in PPO)."""
+
+    name: ClassVar[str] = "base"
+    critic: torch.nn.Module | None = None
+    critic_optimizer: torch.optim.Optimizer | None = None
+
+    def __init__(self, cfg: TrainConfig, policy: Any):
+        self.cfg = cfg
+        self.policy = policy
+        self.value_token_ids = tuple(int(i) for i in policy.value_token_ids)
+
+    # ----------------------------------------------------------------- phases
+    @torch.no_grad()
+    def old_forward(self, exp: Experience) -> Experience:
+        """Old log-prob phase: recompute log π_old of the sampled tokens with one forward pass."""
+        parts = []
+        for mb in micro_batches(exp, self.cfg.micro_batch_size):
+            logits = self.policy.logits(mb.input_ids, mb.attention_mask)
+            lp = action_log_probs(logits, mb.input_ids, mb.action_mask, self.value_token_ids, self.cfg.temperature)
+            parts.append(pad_to(lp, exp.input_ids.shape[1]))
+            self.on_old_logits(mb, logits)
+        exp.old_log_probs = torch.cat(parts)
+        return exp
+
+    def on_old_logits(self, mb: Experience, logits: Tensor) -> None:
+        """Hook: SAPO keeps the readout logits of the old policy's forward pass."""
+
+    def compute_values(self, exp: Experience) -> Experience:
+        """Value phase: fill ``exp.old_values`` (and ``old_q``); GRPO has none."""
+        return exp
+
+    def compute_advantages(self, exp: Experience) -> Experience:
+        """Advantage phase: turn-level GAE on V_old, the invalid penalty, batch normalization."""
+        cfg = self.cfg
+        assert exp.old_values is not None
+        adv, exp.value_targets, exp.q_targets = turn_targets(
+            exp.rewards, exp.old_values, exp.dones, exp.traj_ids, exp.turn_idx, cfg.gamma, cfg.lam, exp.old_q
+        )
+        exp.advantages = normalize_turn_advantages(adv, exp.invalid, cfg.c_inv)
+        return exp
+
+    def critic_update(self, exp: Experience, generator: torch.Generator, track: Any) -> dict[str, float]:
+        """Critic-update phase (PPO only)."""
+        return {}
+
+    # ----------------------------------------------------------------- actor loss
+    def actor_loss(self, mb: Experience, logits: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+        """``L = L_pol + β·L_KL − c_H·H (+ the method's value terms)`` on one micro-batch."""
+        cfg = self.cfg
+        assert mb.advantages is not None
+        lp = action_log_probs(logits, mb.input_ids, mb.action_mask, self.value_token_ids, cfg.temperature)
+        loss, stats = clipped_policy_loss(lp, mb.old_log_probs, mb.advantages, mb.action_mask, cfg.clip_eps)
+        stats["policy_loss"] = loss.detach()
+        if mb.ref_log_probs is not None and cfg.kl_coef > 0:
+            kl = aggregate_loss(kl_penalty(lp, mb.ref_log_probs), mb.action_mask)
+            loss = loss + cfg.kl_coef * kl
+            stats["kl"] = kl.detach()
+        with torch.set_grad_enabled(cfg.entropy_coef > 0 and torch.is_grad_enabled()):
+            per_token = action_entropy(logits, mb.action_mask, self.value_token_ids, cfg.temperature)
+            entropy = per_token.sum() / max(1, per_token.numel())  # token-mean (0 without action tokens)
+        if cfg.entropy_coef > 0:
+            loss = loss - cfg.entropy_coef * entropy
+        stats["entropy"] = entropy.detach()
+        loss = loss + self.value_terms(mb, logits, stats)
+        stats["loss"] = loss.detach()
+        return loss, stats
+
+    def value_terms(self, mb: Experience, logits: Tensor, stats: dict[str, Tensor]) -> Tensor:
+        """Extra actor-loss terms (SAPO: ``c_V·L_V + c_Q·L_Q``); 0 for PPO and GRPO."""
+        return logits.new_zeros(())
+
+    # ----------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        if self.critic is None or self.critic_optimizer is None:
+            return {}
+        return {"critic": self.critic.state_dict(), "critic_optimizer": self.critic_optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.critic is not None and self.critic_optimizer is not None:
+            self.critic.load_state_dict(state["critic"])
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])

@@ -1,0 +1,57 @@
+"""The trainer's boundary with ``agents/``: build the policy and the rollout agent, read its turns.
+
+Everything model-specific the loop needs passes through these three functions, so the loop and
+the methods only see a :class:`~agents.policy.PolicyModel` and :class:`~trainers.experience.TurnSample`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainers.config import TrainConfig
+from trainers.experience import TurnSample
+from trainers.rollout import Rollout
+
+__all__ = ["build_policy", "build_agent", "turn_samples"]
+
+
+def build_policy(cfg: TrainConfig) -> Any:
+    """``cfg.model``: 'tiny' (random-init tiny Qwen2, seeded), 'smollm2', or an HF model directory."""
+    from agents.policy import PolicyModel
+
+    if cfg.model == "tiny":
+        return PolicyModel.tiny(seed=cfg.seed, max_prompt_tokens=cfg.max_prompt_tokens)
+    if cfg.model == "smollm2":
+        return PolicyModel.smollm2(max_prompt_tokens=cfg.max_prompt_tokens)
+    return PolicyModel.from_pretrained(cfg.model, max_prompt_tokens=cfg.max_prompt_tokens)
+
+
+def build_agent(policy: Any, cfg: TrainConfig, temperature: float) -> Any:
+    """An :class:`~agents.llm.LLMAgent` sampling from ``policy`` with the HF generator.
+
+    No agent seed: sampling draws from torch's global RNG, which checkpoints save and restore.
+    """
+    from agents.generation.base import GenerationParams
+    from agents.generation.hf import HFGenerator
+    from agents.llm import LLMAgent
+
+    params = GenerationParams(max_new_tokens=cfg.max_response_tokens, temperature=temperature)
+    return LLMAgent(policy, HFGenerator(policy), params, name=f"{cfg.algo}:{cfg.model}")
+
+
+def turn_samples(rollout: Rollout) -> list[TurnSample]:
+    """The rollout's turns as :class:`TurnSample` rows (prompt/response token ids and log-probs)."""
+    return [
+        TurnSample(
+            prompt_ids=list(t.output.prompt_ids),
+            response_ids=list(t.output.token_ids),
+            response_log_probs=list(t.output.log_probs),
+            reward=t.reward,
+            done=t.done,
+            invalid=t.invalid,
+            traj_id=t.traj_id,
+            turn_idx=t.turn_idx,
+            group_id=t.group_id,
+        )
+        for t in rollout.turns
+    ]
