@@ -20,6 +20,7 @@ split and 500+ the train split.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import itertools
 import json
@@ -177,7 +178,8 @@ def product_from_raw(raw: dict[str, Any], attributes: list[str], file: str, inde
 
 # ------------------------------------------------------------------ goals
 def _price_cap(price: float, rng: random.Random) -> tuple[float, str]:
-    above = [p for p in PRICE_GRID if p > price][:4]
+    first = bisect.bisect_right(PRICE_GRID, price)
+    above = PRICE_GRID[first:first + 4]
     if len(above) < 2:
         return 1_000_000.0, ""
     upper = sorted(rng.sample(above, 2))[1]
