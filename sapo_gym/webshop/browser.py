@@ -159,8 +159,8 @@ class WebShopBrowserEnv(WebShopEnv):
 
     def _turn_of_dom(self) -> Turn:
         dom = self._dom = self._read()
-        assert self._task is not None or self.session is not None
-        instruction = self.session.goal.instruction_text if self.session else ""
+        assert self.session is not None
+        instruction = self.session.goal.instruction_text
         extra: dict[str, Any] = {"simple_observation": simple_observation(dom.texts)}
         actions = WebShopActions(available_actions(dom.has_search_bar, dom.clickables),
                                  functools.partial(_dom_accepts, dom))

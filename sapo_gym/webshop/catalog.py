@@ -159,7 +159,7 @@ def product_from_raw(raw: dict[str, Any], attributes: list[str], file: str, inde
     record = f"#{index}"
     asin = _require(raw, "asin", str, file, record)
     record = f"#{index} (asin {asin})"
-    bullets = _require(raw, "small_description", (list, str), file, record)
+    bullets = _require(raw, "small_description", (list, str, type(None)), file, record) or []
     pricing, tag = parse_pricing(raw.get("pricing"), file, record)
     return Product(
         asin=asin,
@@ -172,7 +172,7 @@ def product_from_raw(raw: dict[str, Any], attributes: list[str], file: str, inde
         options=_options(raw.get("customization_options"), file, record),
         attributes=list(attributes) or ["DUMMY_ATTR"],
         bullet_points=[str(b) for b in bullets] if isinstance(bullets, list) else [bullets],
-        description=_require(raw, "full_description", str, file, record),
+        description=_require(raw, "full_description", (str, type(None)), file, record) or "",
     )
 
 
@@ -186,7 +186,13 @@ def _price_cap(price: float, rng: random.Random) -> tuple[float, str]:
     return upper, f", and price lower than {upper:.2f} dollars"
 
 
-def human_goals(products: Iterable[Product], prices: dict[str, float], human: dict[str, Any], rng: random.Random,
+def _goal_options(raw: Any) -> list[str]:
+    """Human goals list option values; some copies store them as ``{name: value}``."""
+    values = raw.values() if isinstance(raw, dict) else raw or []
+    return [str(v) for v in values]
+
+
+def goals_from_human(products: Iterable[Product], prices: dict[str, float], human: dict[str, Any], rng: random.Random,
                 file: str = "items_human_ins.json") -> list[Goal]:
     """One goal per human instruction that names at least one attribute (WebShop's ``get_human_goals``)."""
     goals = []
@@ -201,12 +207,12 @@ def human_goals(products: Iterable[Product], prices: dict[str, float], human: di
             goals.append(Goal(
                 asin=p.asin, category=p.category, query=p.query, name=p.title, product_category=p.product_category,
                 instruction_text=text.strip(".") + price_text, attributes=list(attrs), price_upper=upper,
-                goal_options=[str(o) for o in ins.get("instruction_options") or []],
+                goal_options=_goal_options(ins.get("instruction_options")),
             ))
     return goals
 
 
-def synthetic_goals(products: Iterable[Product], prices: dict[str, float], ins: dict[str, Any], rng: random.Random,
+def goals_from_synthetic(products: Iterable[Product], prices: dict[str, float], ins: dict[str, Any], rng: random.Random,
                     file: str = "items_ins_v2.json") -> list[Goal]:
     """One goal per option combination of each instructed product (WebShop's ``get_synthetic_goals``)."""
     goals: list[Goal] = []
@@ -239,14 +245,14 @@ def sample_prices(products: Iterable[Product], rng: random.Random) -> dict[str, 
 
 
 def build_catalog(raw_products: list[Any], ins: dict[str, Any], human: dict[str, Any] | None, *, source: str,
-                  human_goals_: bool = True, num_products: int | None = None,
+                  human_goals: bool = True, num_products: int | None = None,
                   files: tuple[str, str, str] = ("items_shuffle.json", "items_ins_v2.json", "items_human_ins.json")) -> Catalog:
     """Adapt WebShop's three raw structures into a :class:`Catalog` (deduplicated, seeded, shuffled)."""
     if not isinstance(raw_products, list):
         raise CatalogError(files[0], "<top>", "<root>", "expected a list of products")
     if not isinstance(ins, dict):
         raise CatalogError(files[1], "<top>", "<root>", "expected an object keyed by asin")
-    if human_goals_ and not isinstance(human, dict):
+    if human_goals and not isinstance(human, dict):
         raise CatalogError(files[2], "<top>", "<root>", "expected an object keyed by asin")
     products, seen = [], set()
     for i, raw in enumerate(raw_products[:num_products] if num_products else raw_products):
@@ -258,10 +264,10 @@ def build_catalog(raw_products: list[Any], ins: dict[str, Any], human: dict[str,
         seen.add(asin)
     rng = random.Random(PRICE_SEED)
     prices = sample_prices(products, rng)
-    if human_goals_:
-        goals = human_goals(products, prices, human or {}, rng, files[2])
+    if human_goals:
+        goals = goals_from_human(products, prices, human or {}, rng, files[2])
     else:
-        goals = synthetic_goals(products, prices, ins, rng, files[1])
+        goals = goals_from_synthetic(products, prices, ins, rng, files[1])
     random.Random(SHUFFLE_SEED).shuffle(goals)
     digest = hashlib.sha256(json.dumps([p.asin for p in products]).encode())
     digest.update(json.dumps([[p.title, p.description, p.bullet_points, p.options] for p in products]).encode())

@@ -59,14 +59,14 @@ def _load(data_dir: Path | None, num_products: int | None, human_goals: bool, se
     if data_dir is None:
         n = num_products or DEFAULT_NUM_PRODUCTS
         products, ins, human = generate_raw(n, seed)
-        return build_catalog(products, ins, human, source=f"generated-{n}-seed{seed}", human_goals_=human_goals)
+        return build_catalog(products, ins, human, source=f"generated-{n}-seed{seed}", human_goals=human_goals)
     files = find_files(data_dir)
     if human_goals and files.human is None:
         raise FileNotFoundError(f"{data_dir}: human goals need {HUMAN_FILE} (or pass human_goals=False)")
     names = (files.products.name, files.instructions.name, HUMAN_FILE)
     return build_catalog(
         read_json(files.products), read_json(files.instructions), read_json(files.human) if human_goals and files.human else None,
-        source=str(data_dir), human_goals_=human_goals, num_products=num_products, files=names,
+        source=str(data_dir), human_goals=human_goals, num_products=num_products, files=names,
     )
 
 

@@ -173,8 +173,10 @@ class ShopSession:
         elif key == NEXT_PAGE.lower():
             self.page_no += 1
         elif key == PREV_PAGE.lower():
-            self.page_no, self.kind = (self.page_no - 1, "results") if self.kind == "results" else (
-                self.page_no, "item" if self.kind == "sub" else "results")
+            if self.kind == "results":
+                self.page_no -= 1
+            else:  # a sub-page goes back to its item, an item page back to the results
+                self.kind = "item" if self.kind == "sub" else "results"
         elif self.kind == "results":
             self.asin, self.options, self.kind = key.upper(), {}, "item"
         elif key in (s.lower() for s in SUB_PAGES):
