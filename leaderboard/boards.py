@@ -10,6 +10,7 @@ with their default split, or with the splits listed in :data:`EVAL_SPLITS`.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -81,10 +82,15 @@ class BoardRegistry:
     def __init__(self, keys: Iterable[str] | None = None):
         self._keys = list(keys) if keys is not None else None
         self._boards: dict[str, Board] | None = None
+        self._lock = threading.Lock()
         self.skipped: dict[str, str] = {}
         """``env_id:split`` -> why that board could not be built."""
 
     def _load(self) -> dict[str, Board]:
+        with self._lock:
+            return self._boards if self._boards is not None else self._build()
+
+    def _build(self) -> dict[str, Board]:
         if self._boards is None:
             boards: dict[str, Board] = {}
             for key in self._keys if self._keys is not None else default_board_keys():

@@ -141,11 +141,18 @@ def _reject_constant(name: str) -> Any:
     raise BundleError(f"invalid number {name}: NaN and Infinity are not allowed in a bundle", status=400)
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise BundleError(f"invalid number {text[:40]}: it overflows to infinity", status=400)
+    return value
+
+
 def parse_bundle(data: bytes | str) -> dict[str, Any]:
-    """Strict JSON: UTF-8, no NaN/Infinity, a top-level object."""
+    """Strict JSON: UTF-8, no NaN/Infinity (nor numbers that overflow to it), a top-level object."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        obj = json.loads(text, parse_constant=_reject_constant)
+        obj = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except UnicodeDecodeError as exc:
         raise BundleError(f"bundle is not UTF-8: {exc}", status=400) from None
     except json.JSONDecodeError as exc:
@@ -157,6 +164,13 @@ def parse_bundle(data: bytes | str) -> dict[str, Any]:
     return obj
 
 
+@lru_cache(maxsize=None)
+def _validator(version: int = BUNDLE_VERSION) -> Any:
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(load_schema(version), format_checker=jsonschema.FormatChecker())
+
+
 def _check_schema(bundle: Mapping[str, Any]) -> None:
     import jsonschema
 
@@ -164,8 +178,7 @@ def _check_schema(bundle: Mapping[str, Any]) -> None:
         raise BundleError(f"not a sapo-gym bundle: 'format' must be {BUNDLE_FORMAT!r}, got {bundle.get('format')!r}")
     if bundle.get("version") != BUNDLE_VERSION:
         raise BundleError(f"unsupported bundle version {bundle.get('version')!r}; this server accepts version {BUNDLE_VERSION}")
-    validator = jsonschema.Draft202012Validator(load_schema(), format_checker=jsonschema.FormatChecker())
-    error = jsonschema.exceptions.best_match(validator.iter_errors(bundle))
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(bundle))
     if error is not None:
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path) or "(top level)"
         raise BundleError(f"schema violation at {where.lstrip('.')}: {error.message[:300]}")

@@ -86,8 +86,7 @@ def submit() -> Response:
         return _error(exc.status, str(exc))
     added = _ctx()["store"].add(bundle, board, submitter=token.name, token_id=token.id)
     _ctx()["verifier"].wake.set()
-    row = _ctx()["store"].get(added.id)
-    body = {"id": added.id, "duplicate": not added.created, "status": row.status if row else "pending",
+    body = {"id": added.id, "duplicate": not added.created, "status": added.status,
             "url": url_for("pages.submission", submission_id=added.id, _external=True),
             "api_url": url_for("api.detail", submission_id=added.id, _external=True)}
     response = jsonify(body)

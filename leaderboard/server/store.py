@@ -36,6 +36,8 @@ class Added:
     id: int
     created: bool
     """False when the identical bundle was already stored (then ``id`` is the stored one)."""
+    status: str
+    """Its verification status."""
 
 
 class Store:
@@ -86,13 +88,13 @@ class Store:
             with self.session.begin() as s:
                 s.add(row)
                 s.flush()
-                return Added(row.id, True)
+                return Added(row.id, True, row.status)
         except IntegrityError:
             with self.session() as s:
-                existing = s.scalar(select(Submission.id).where(Submission.digest == digest))
+                existing = s.execute(select(Submission.id, Submission.status).where(Submission.digest == digest)).first()
             if existing is None:
                 raise
-            return Added(existing, False)
+            return Added(existing.id, False, existing.status)
 
     def get(self, submission_id: int) -> Submission | None:
         with self.session() as s:

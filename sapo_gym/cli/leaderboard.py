@@ -72,6 +72,11 @@ def _serve(args: argparse.Namespace) -> int:
     config = ServerConfig(db_url=args.db, max_upload_mb=args.max_upload_mb, boards=tuple(args.board) if args.board else None,
                           verify=not args.no_verify)
     app = create_app(config)
+    boards = app.extensions["sapo_gym"]["boards"]
+    for b in boards:  # built now, so the first request is fast and a broken env shows at start-up
+        print(f"board {b.key}: {len(b.task_ids)} tasks, spec {b.spec_hash}", flush=True)
+    for key, why in boards.skipped.items():
+        print(f"board {key} unavailable: {why}", flush=True)
     print(f"sapo-gym leaderboard on http://{args.host}:{args.port}/ (database {args.db})", flush=True)
     run_simple(args.host, args.port, app, threaded=True)
     return 0
@@ -80,8 +85,8 @@ def _serve(args: argparse.Namespace) -> int:
 def _token(args: argparse.Namespace) -> int:
     store = _store(args)
     if args.token_action == "create":
-        if not args.value:
-            raise ValueError("token create needs the submitter's name")
+        if not args.value or len(args.value) > 80:
+            raise ValueError("token create needs the submitter's name (at most 80 characters)")
         token_id, token = store.create_token(args.value)
         print(f"token {token_id} for {args.value} (shown once, store it now):\n{token}")
     elif args.token_action == "list":

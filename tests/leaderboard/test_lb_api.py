@@ -106,6 +106,7 @@ BAD_INPUTS: dict[str, tuple[Callable[[dict[str, Any]], bytes], dict[str, str], i
     "unknown encoding": (lambda b: body(b), {"Content-Encoding": "br"}, 415, "Content-Encoding"),
     "NaN score": (_text(lambda b: json.dumps(b).replace('"score": 0.0', '"score": NaN', 1)), {}, 400, "NaN"),
     "Infinity reward": (_text(lambda b: json.dumps(b).replace('"reward": 0.0', '"reward": Infinity', 1)), {}, 400, "Infinity"),
+    "overflowing number": (_text(lambda b: json.dumps(b).replace('"reward": 0.0', '"reward": 1e999', 1)), {}, 400, "overflows"),
     "forged aggregates": (_mutate(lambda b: b["aggregates"]["all"].__setitem__("success", 0.9), recompute=False), {}, 422, "forged"),
     "forged category": (_mutate(lambda b: b["aggregates"]["code2"].__setitem__("score_ci_high", 1.0), recompute=False), {}, 422, "forged"),
     "inconsistent episode": (_mutate(lambda b: b["episodes"][0].__setitem__("steps", 7)), {}, 422, "steps=7"),
