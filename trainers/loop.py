@@ -60,6 +60,7 @@ class Trainer:
         random.seed(cfg.seed)
         self.policy = policy if policy is not None else build_policy(cfg)
         self.policy.model.to(self.device)
+        self.policy.max_prompt_tokens = cfg.max_prompt_tokens  # the config's budget, also for a given policy
         self.method = make_method(cfg, self.policy)
         params = [p for p in self.policy.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -154,7 +155,7 @@ class Trainer:
         if not bool(torch.isfinite(value).all()):
             where = self.last_checkpoint or "none saved yet"
             raise TrainingDiverged(
-                f"non-finite {what} ({float(value)}) at iteration {self.iteration} of {self.cfg.algo}; "
+                f"non-finite {what} ({float(value.detach())}) at iteration {self.iteration} of {self.cfg.algo}; "
                 f"weights not updated; last good checkpoint: {where}"
             )
 

@@ -1,0 +1,41 @@
+"""``sapo-gym train``: SAPO, PPO or GRPO on a registered env (every config field is a flag)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from trainers.config import TrainConfig, add_arguments
+
+    p = sub.add_parser(
+        "train",
+        help="train an LLM agent with SAPO, PPO or GRPO",
+        description=(TrainConfig.__doc__ or "") + " Metrics go to OUT_DIR/metrics.jsonl, checkpoints to "
+        "OUT_DIR/checkpoints, the final model to OUT_DIR/final; the run ends with an evaluation on the test split.",
+    )
+    add_arguments(p)
+    p.add_argument("--eval-split", default="test", help="split evaluated after training ('' skips the evaluation)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from sapo_gym.evaluation import format_table
+    from trainers.config import from_args
+    from trainers.loop import Trainer
+
+    cfg = from_args(args)
+    trainer = Trainer(cfg)
+    rows = trainer.train()
+    trainer.policy.save_pretrained(trainer.out_dir / "final")
+    if rows:
+        last = rows[-1]
+        print(f"{cfg.algo}: {len(rows)} iterations, last rollout success {last['rollout/success']:.2f}, "
+              f"{last['time/iteration']:.2f} s/iteration; metrics: {trainer.out_dir / 'metrics.jsonl'}")
+    if args.eval_split:
+        summary = trainer.evaluate(split=args.eval_split)
+        print(format_table(summary, title=f"{cfg.env} · split={args.eval_split} · {cfg.algo} · T={cfg.eval_temperature}"))
+        (trainer.out_dir / "eval.json").write_text(json.dumps(summary, indent=1))
+    return 0

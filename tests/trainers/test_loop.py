@@ -1,0 +1,69 @@
+"""The shared loop: metrics rows, phase timings, bad input (long prompts/responses, NaN losses)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from trainers.checkpoint import latest_checkpoint
+from trainers.loop import TrainingDiverged
+from trainers.profiling import PHASES
+
+
+def test_metrics_jsonl_has_phases_memory_and_rollout_stats(make_trainer):
+    trainer = make_trainer("sapo", iterations=2, checkpoint_every=0)
+    trainer.train()
+    rows = [json.loads(line) for line in (trainer.out_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [0, 1]
+    for row in rows:
+        assert all(row[f"time/{p}"] >= 0 for p in PHASES)
+        assert row["time/iteration"] == pytest.approx(sum(row[f"time/{p}"] for p in PHASES))
+        assert row["memory/peak_bytes"] > sum(p.numel() * 4 for p in trainer.policy.model.parameters())
+        assert 0 <= row["rollout/success"] <= 1 and row["rollout/turns"] >= 8
+        assert row["time/generation"] > 0 and row["time/actor_update"] > 0
+    assert [p.name for p in (trainer.out_dir / "checkpoints").glob("*.pt")] == ["checkpoint-000002.pt"]
+
+
+def test_long_prompts_and_responses_are_truncated_and_counted(make_trainer):
+    trainer = make_trainer("grpo", max_prompt_tokens=48, max_response_tokens=4)
+    row = trainer.step()
+    assert row["rollout/prompt_truncated"] == row["rollout/turns"]  # every Vault prompt is ~70 tokens
+    assert row["rollout/response_truncated"] > 0
+    assert math.isfinite(row["actor/loss"])
+
+
+def test_nan_loss_stops_with_a_clear_error_and_keeps_the_last_checkpoint(make_trainer):
+    trainer = make_trainer("sapo", iterations=3, checkpoint_every=1)
+    trainer.step()
+    good = trainer.save()
+    before = {n: p.detach().clone() for n, p in trainer.policy.model.named_parameters()}
+
+    def poisoned(mb, logits, stats):
+        return logits.new_tensor(float("nan"))
+
+    trainer.method.value_terms = poisoned
+    with pytest.raises(TrainingDiverged, match="non-finite actor loss .* last good checkpoint: .*checkpoint-000001.pt"):
+        trainer.train()
+    assert all(torch.equal(before[n], p) for n, p in trainer.policy.model.named_parameters())
+    assert latest_checkpoint(trainer.out_dir) == good
+
+
+def test_empty_generations_train_without_nan(make_trainer):
+    trainer = make_trainer("ppo")
+    eos = trainer.policy.tokenizer.eos_token_id
+
+    def end_at_once(module, args, out):  # the model emits its end-of-turn token first, every time
+        out.logits[..., :] = -1e4
+        out.logits[..., eos] = 0.0
+        return out
+
+    handle = trainer.policy.model.register_forward_hook(end_at_once)
+    try:
+        rollout_row = trainer.step()
+    finally:
+        handle.remove()
+    assert rollout_row["rollout/invalid_rate"] == 1.0 and rollout_row["rollout/response_tokens"] == 1.0
+    assert math.isfinite(rollout_row["actor/loss"]) and math.isfinite(rollout_row["critic/value_loss"])
