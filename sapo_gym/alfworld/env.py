@@ -1,0 +1,159 @@
+"""``sapo/ALFWorld-v0``: ALFWorld's household text games behind the sapo_gym contract.
+
+One game per episode, played by an engine from :mod:`sapo_gym.alfworld.engine` (the reference
+engine is TextWorld + alfworld's wrappers, exactly as the paper's baselines ran it). The backend
+converts the engine's language once, here: ``help`` is dropped from the admissible actions,
+TextWorld's cumulative score becomes a per-step reward (``success_reward`` on the step that wins,
+else 0), and the episode terminates on a win. Games come from the official data or the embedded
+generated set (see :mod:`sapo_gym.alfworld.catalog`); ``info["dataset"]`` says which.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+from typing import Any, Sequence
+
+from sapo_gym.alfworld.catalog import Catalog, GameRecord, resolve
+from sapo_gym.alfworld.engine import ENGINES, EngineState, GameEngine, engine_versions, load_engine
+from sapo_gym.core import TaskInfo, TextEnv, Turn
+
+__all__ = ["AlfWorldEnv", "EXPERTS"]
+
+EXPERTS = ("walkthrough", "planner", "none")
+"""``walkthrough``: the game's walkthrough while the agent follows it, then None. ``planner``: the
+walkthrough, then Fast Downward replanning from the current state (reference engine only; about
+half a second per step off the walkthrough). ``none``: no ``expert_action``."""
+
+
+class AlfWorldEnv(TextEnv):
+    """ALFWorld (TextWorld) games; see the module docstring and ``docs/alfworld.md``.
+
+    Args (keyword-only):
+        data_dir: root holding ``json_2.1.1/`` or a generated set file; default: ``$ALFWORLD_DATA``,
+            alfworld's cache, then the embedded generated set.
+        split: ``train``, ``eval_in_distribution`` (valid_seen) or ``eval_out_of_distribution`` (valid_unseen).
+        success_reward: reward on the step that wins (10, as in the paper's baselines).
+        engine: a name in :data:`sapo_gym.alfworld.engine.ENGINES` (``reference``).
+        expert: one of :data:`EXPERTS`.
+        protocol: action-parsing protocol (``verl-agent-v1`` or ``strict-v1``).
+        render_mode: ``ansi`` or None.
+    """
+
+    env_name = "ALFWorld"
+    fallback_chars = 30
+
+    def __init__(
+        self,
+        *,
+        data_dir: str | None = None,
+        split: str = "train",
+        success_reward: float = 10.0,
+        engine: str = "reference",
+        expert: str = "walkthrough",
+        protocol: str = "verl-agent-v1",
+        render_mode: str | None = None,
+    ):
+        if engine not in ENGINES:
+            raise ValueError(f"unknown ALFWorld engine {engine!r}; valid choices: {sorted(ENGINES)}")
+        if expert not in EXPERTS:
+            raise ValueError(f"unknown ALFWorld expert {expert!r}; valid choices: {list(EXPERTS)}")
+        super().__init__(protocol=protocol, split=split, render_mode=render_mode)
+        self.catalog: Catalog = resolve(split, data_dir)
+        self.success_reward = float(success_reward)
+        self.engine_name = engine
+        self.expert = expert
+        self._engine: GameEngine | None = None
+        self._record: GameRecord | None = None
+        self._walkthrough: list[str] = []
+        self._on_walkthrough = 0  # commands of the walkthrough followed so far; -1 once off it
+        self._plan: list[str] | None = None
+        self._scratch: Path | None = None
+
+    # ---------------------------------------------------------------- TextEnv hooks
+    @property
+    def task_ids(self) -> Sequence[str]:
+        return [g.task_id for g in self.catalog.games]
+
+    def _dataset_name(self) -> str:
+        return self.catalog.dataset
+
+    def backend_versions(self) -> dict[str, str]:
+        return {**engine_versions(), "engine": self.engine_name}
+
+    def _load_task(self, index: int) -> tuple[TaskInfo, Turn]:
+        record = self.catalog.games[index]
+        if self._engine is None or record is not self._record:
+            self._engine = None  # free the previous game before loading the next one
+            game_file = self._game_file(record)
+            self._engine = load_engine(game_file, self.engine_name)
+            self._walkthrough = list(json.loads(Path(game_file).read_text()).get("walkthrough") or [])
+            self._record = record
+        state = self._engine.reset()
+        self._on_walkthrough, self._plan = 0, None
+        sentence = state.obs.rsplit("Your task is to: ", 1)[-1].strip()
+        task = TaskInfo(task=sentence, task_id=record.task_id, task_type=record.category, dataset=self.catalog.dataset)
+        return task, self._turn_of(state, previous_score=0.0)
+
+    def _backend_step(self, action: str) -> Turn:
+        assert self._engine is not None and self._turn is not None
+        self._advance_expert(action)
+        return self._turn_of(self._engine.step(action), previous_score=self._turn.score)
+
+    def expert_action(self) -> str | None:
+        if self.expert == "none":
+            return None
+        if 0 <= self._on_walkthrough < len(self._walkthrough):
+            return self._walkthrough[self._on_walkthrough]
+        if self.expert == "planner" and self._turn is not None and not self._turn.won:
+            if self._plan is None:
+                replan = getattr(self._engine, "replan", None)
+                self._plan = (replan() if replan is not None else None) or []
+            return self._plan[0] if self._plan else None
+        return None
+
+    # ---------------------------------------------------------------- helpers
+    def _turn_of(self, state: EngineState, previous_score: float) -> Turn:
+        """Adapt an engine state: drop ``help``; cumulative score (TextWorld: won) -> per-step reward."""
+        score = 1.0 if state.won else 0.0
+        assert self._record is not None
+        return Turn(
+            observation=state.obs,
+            admissible_actions=[a for a in state.admissible if a != "help"],
+            won=state.won,
+            score=score,
+            reward=self.success_reward * max(0.0, score - previous_score),
+            extra={"engine": self.engine_name, "pddl_params": dict(self._record.pddl_params), "alfworld_task_type": self._record.task_type},
+        )
+
+    def _advance_expert(self, action: str) -> None:
+        assert self._turn is not None
+        if action not in self._turn.admissible_actions:
+            return  # "Nothing happens.": the state, hence the expert's plan, is unchanged
+        if self._on_walkthrough >= 0 and self._on_walkthrough < len(self._walkthrough) and action == self._walkthrough[self._on_walkthrough]:
+            self._on_walkthrough += 1
+        else:
+            self._on_walkthrough = -1
+        if self._plan:
+            self._plan = self._plan[1:] if action == self._plan[0] else None
+
+    def _game_file(self, record: GameRecord) -> Path:
+        if record.game_file is not None:
+            return record.game_file
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="sapo-alfworld-"))
+            weakref.finalize(self, shutil.rmtree, self._scratch, True)
+        path = self._scratch / f"{record.generated.split}_{record.generated.index:05d}.tw-pddl"
+        if not path.exists():
+            path.write_text(json.dumps(record.generated.game_data()))
+        return path
+
+    def close(self) -> None:
+        self._engine = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+        super().close()

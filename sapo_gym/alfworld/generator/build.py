@@ -1,0 +1,84 @@
+"""Generate sets of ALFWorld games (deterministic by seed) and read/write them compactly.
+
+A set file is gzipped JSON lines, one :class:`GeneratedGame` per line (no domain, no grammar, no
+rendered problem). Game ``i`` of a split gets task type ``TASK_TYPES[i % 6]`` and its own RNG
+seeded with ``"{seed}:{split}:{i}:{attempt}"``, so a set is the same whatever the process count.
+Scenes: AI2-THOR's training floor plans for ``train`` and ``eval_in_distribution``, its test
+floor plans (never seen in training) for ``eval_out_of_distribution``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from sapo_gym.alfworld.generator.problem import GeneratedGame
+from sapo_gym.alfworld.generator.sample import ROOMS, sample_game
+from sapo_gym.alfworld.generator.scenes import load_scene, props
+
+__all__ = ["DATASET", "SPLITS", "generate_game", "generate", "write_set", "read_set"]
+
+DATASET = "generated-v1"
+SPLITS = ("train", "eval_in_distribution", "eval_out_of_distribution")
+_TASK_TYPES = tuple(ROOMS)
+MAX_ATTEMPTS = 200
+
+
+def _scenes(split: str):
+    numbers = props().test_scenes if split == "eval_out_of_distribution" else props().train_scenes
+    return [load_scene(n) for n in numbers]
+
+
+def generate_game(seed: int, split: str, index: int) -> GeneratedGame:
+    """Game ``index`` of ``split`` for ``seed``: sampled, planned and verified to be winnable."""
+    from sapo_gym.alfworld.generator.solve import solve
+
+    task_type = _TASK_TYPES[index % len(_TASK_TYPES)]
+    scenes = _scenes(split)
+    for attempt in range(MAX_ATTEMPTS):
+        rng = random.Random(f"{seed}:{split}:{index}:{attempt}")
+        candidate = sample_game(rng, task_type, scenes, split, index)
+        solved = solve(candidate) if candidate is not None else None
+        if solved is not None:
+            return solved
+    raise RuntimeError(f"no solvable {task_type} game for {split}[{index}] after {MAX_ATTEMPTS} attempts")
+
+
+def _job(args: tuple[int, str, int]) -> GeneratedGame:
+    return generate_game(*args)
+
+
+def generate(counts: dict[str, int], seed: int, workers: int = 1) -> Iterator[GeneratedGame]:
+    """Generate ``counts[split]`` games per split, in order (a progress bar on stderr)."""
+    from tqdm import tqdm
+
+    jobs = [(seed, split, i) for split, n in counts.items() for i in range(n)]
+    if workers <= 1:
+        results: Iterable[GeneratedGame] = map(_job, jobs)
+        yield from tqdm(results, total=len(jobs), desc="generating ALFWorld games")
+        return
+    with ProcessPoolExecutor(workers) as pool:
+        yield from tqdm(pool.map(_job, jobs, chunksize=4), total=len(jobs), desc="generating ALFWorld games")
+
+
+def write_set(games: Iterable[GeneratedGame], path: Path, seed: int) -> int:
+    """Write games as gzipped JSON lines (a header line first); returns the number written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with gzip.GzipFile(path, "wb", mtime=0) as raw:
+        raw.write((json.dumps({"dataset": DATASET, "seed": seed, "generated": True}) + "\n").encode())
+        for game in games:
+            raw.write((json.dumps(game.to_json(), separators=(",", ":")) + "\n").encode())
+            n += 1
+    return n
+
+
+def read_set(path: Path) -> tuple[dict, list[GeneratedGame]]:
+    """(header, games) of a set file."""
+    with gzip.open(path, "rt") as f:
+        header = json.loads(f.readline())
+        return header, [GeneratedGame.from_json(json.loads(line)) for line in f]

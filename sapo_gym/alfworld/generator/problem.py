@@ -1,0 +1,106 @@
+"""A generated ALFWorld game, stored compactly and rendered to a ``game.tw-pddl`` on demand.
+
+Only what varies is stored (scene, goal, agent start, where each object lies, the walkthrough);
+the PDDL problem is rendered in the shape of the official json_2.1.1 problems and the domain and
+grammar come from :mod:`~sapo_gym.alfworld.generator.logic`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sapo_gym.alfworld.generator.logic import grammar_for_task, official_domain
+from sapo_gym.alfworld.generator.scenes import Location, load_scene, mangle, props
+
+__all__ = ["GeneratedGame", "goal_pddl"]
+
+
+@dataclass(frozen=True)
+class GeneratedGame:
+    """One generated game: everything its PDDL problem and text are rendered from."""
+
+    split: str
+    index: int
+    task_type: str
+    """ALFRED task type, e.g. ``pick_heat_then_place_in_recep``."""
+    scene: int
+    object_target: str
+    parent_target: str
+    """Receptacle type of the goal ("" for look tasks)."""
+    toggle_target: str
+    """Lamp type of look tasks ("" otherwise)."""
+    sentence: str
+    """The task sentence without its final period, e.g. ``put a hot apple in diningtable``."""
+    agent: Location
+    objects: tuple[tuple[str, str], ...]
+    """(AI2-THOR object id, AI2-THOR receptacle id) for every object in the scene."""
+    walkthrough: tuple[str, ...] = ()
+
+    @property
+    def folder(self) -> str:
+        """A task folder name in ALFWorld's own convention, under the split."""
+        recep = self.toggle_target or self.parent_target
+        return f"{self.task_type}-{self.object_target}-None-{recep}-{self.scene}/gen_{self.split}_{self.index:05d}"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> GeneratedGame:
+        return cls(
+            **{**d, "agent": tuple(d["agent"]), "objects": tuple(map(tuple, d["objects"])), "walkthrough": tuple(d["walkthrough"])}
+        )
+
+    def game_data(self) -> dict[str, Any]:
+        """The ``game.tw-pddl`` JSON object (domain, grammar with the task, problem, walkthrough)."""
+        return {
+            "pddl_domain": official_domain(),
+            "grammar": grammar_for_task(self.sentence),
+            "pddl_problem": self.pddl_problem(),
+            "solvable": bool(self.walkthrough),
+            "walkthrough": list(self.walkthrough),
+        }
+
+    def pddl_problem(self) -> str:
+        p, scene = props(), load_scene(self.scene)
+        where = {r.id: r for r in scene.receptacles}
+        obj_types = {o: o.split("|", 1)[0] for o, _ in self.objects}
+        loc = lambda l: mangle("loc|" + "|".join(map(str, l)))  # noqa: E731
+        locations = sorted({loc(r.location) for r in scene.receptacles} | {loc(self.agent)})
+        facts: list[str] = [f"(receptacleType {mangle(r.id)} {r.type}Type)" for r in scene.receptacles]
+        facts += [f"(objectType {mangle(o)} {t}Type)" for o, t in obj_types.items()]
+        present = sorted(set(obj_types.values()))
+        for rtype in sorted(scene.receptacle_types()):
+            facts += [f"(canContain {rtype}Type {t}Type)" for t in present if t in p.can_contain.get(rtype, ())]
+        facts += [f"(pickupable {mangle(o)})" for o, t in obj_types.items() if t not in p.toggleable]
+        facts += [f"(isReceptacleObject {mangle(o)})" for o, t in obj_types.items() if t in p.receptacle_objects]
+        facts += [f"(openable {mangle(r.id)})" for r in scene.receptacles if r.type in p.openable]
+        facts.append(f"(atLocation agent1 {loc(self.agent)})")
+        for pred, kinds in (("cleanable", p.cleanable), ("heatable", p.heatable), ("coolable", p.coolable),
+                            ("toggleable", p.toggleable), ("sliceable", p.sliceable)):
+            facts += [f"({pred} {mangle(o)})" for o, t in obj_types.items() if t in kinds]
+        facts += [f"(inReceptacle {mangle(o)} {mangle(r)})" for o, r in self.objects]
+        facts += [f"(receptacleAtLocation {mangle(r.id)} {loc(r.location)})" for r in scene.receptacles]
+        facts += [f"(objectAtLocation {mangle(o)} {loc(where[r].location)})" for o, r in self.objects]
+        declared = (
+            ["agent1 - agent"]
+            + [f"{o} - object" for o in p.header_objects]
+            + [f"{o}Type - otype" for o in p.header_objects]
+            + [f"{r}Type - rtype" for r in p.static_receptacles]
+            + [f"{mangle(o)} - object" for o in sorted(obj_types)]
+            + [f"{mangle(r.id)} - receptacle" for r in scene.receptacles]
+            + [f"{l} - location" for l in locations]
+        )
+        lines = [f"\n(define (problem plan_gen_{self.split}_{self.index:05d})", "(:domain alfred)", "(:objects"]
+        lines += ["        " + d for d in declared] + ["        )", "", "(:init"]
+        lines += ["        " + f for f in facts] + ["        )", "", goal_pddl(self)]
+        return "\n".join(lines)
+
+
+def goal_pddl(game: GeneratedGame) -> str:
+    """The goal of ``game``, from alfworld's goal library (the definition's closing paren included)."""
+    from alfworld.gen import goal_library
+
+    template = goal_library.gdict[game.task_type]["pddl"]
+    return template.format(obj=game.object_target, recep=game.parent_target, toggle=game.toggle_target, mrecep="").replace("#", "-")
