@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
+import sapo_gym  # noqa: F401  (registers the ids)
 from agents.base import format_action
 from sapo_gym.webshop.browser import CHROMEDRIVER, CHROMIUM, WebShopBrowserEnv
 from sapo_gym.webshop.env import WebShopEnv
@@ -22,7 +24,8 @@ _KEYS = ("won", "score", "admissible_actions", "simple_observation", "is_action_
 
 @pytest.fixture(scope="module")
 def envs():
-    browser, text = WebShopBrowserEnv(split="test"), WebShopEnv(split="test")
+    browser, text = gym.make("sapo/WebShop-Browser-v0", split="test", prompt=None).unwrapped, WebShopEnv(split="test")
+    assert isinstance(browser, WebShopBrowserEnv)
     yield browser, text
     browser.close()
 
@@ -74,3 +77,9 @@ def test_wandering_episode_matches_text_mode(envs) -> None:
     for action in list(rng.permutation(options))[:2] + ["click[buy now]"]:
         obs, reward, terminated, _, info = _step_both(envs, str(action))
     assert terminated and 0.0 <= info["score"] <= 1.0
+
+
+def test_check_env_browser(envs) -> None:
+    from gymnasium.utils.env_checker import check_env
+
+    check_env(envs[0], skip_render_check=True)
