@@ -65,5 +65,7 @@ def run(args: argparse.Namespace) -> int:
         bundle = build_bundle(records, spec_fields, spec_hash, agent_info_from_args(args, args.agent), seeds, args.batch_size, command)
         with open(args.bundle_out, "w") as fh:
             json.dump(bundle, fh, allow_nan=False)
+        if args.limit:
+            print("note: --limit made a partial bundle; a leaderboard accepts only bundles of the whole split", file=sys.stderr)
         print(f"wrote result bundle {args.bundle_out} ({len(records)} episodes, spec {spec_hash}); submit it with: sapo-gym submit {args.bundle_out}")
     return 0

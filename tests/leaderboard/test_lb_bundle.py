@@ -94,6 +94,7 @@ def test_parse_bundle_is_strict(text: bytes, message: str) -> None:
         (lambda b: b["episodes"][0].__setitem__("seed", 7), "seeds \\[7\\]"),
         (lambda b: b["agent"].__setitem__("name", "<b>x</b>"), "agent.name"),
         (lambda b: b.__setitem__("extra", 1), "Additional properties"),
+        (lambda b: b.__setitem__("created", "yesterday"), "created"),
     ],
 )
 def test_check_bundle_rejects_inconsistent_bundles(random_bundle, tamper, message: str) -> None:  # type: ignore[no-untyped-def]
