@@ -5,6 +5,8 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from gymnasium.utils.env_checker import check_env
 
 import sapo_gym  # noqa: F401  (registers the ids)
@@ -143,3 +145,22 @@ def test_invalid_split_names_the_choices() -> None:
         gym.make("sapo/WebShop-v0", split="valid")
     with pytest.raises(TypeError, match="valid choices"):
         gym.make("sapo/WebShop-v0", colour="red")
+
+
+_actions = st.one_of(
+    st.text(max_size=300),
+    st.builds(lambda verb, arg: f"<think>x</think><action>{verb}[{arg}]</action>",
+              st.sampled_from(["search", "click", "Click", "buy"]), st.text(max_size=80)),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(actions=st.lists(_actions, min_size=1, max_size=6))
+def test_any_output_never_raises(env: WebShopEnv, actions: list[str]) -> None:
+    _, info = env.reset(options={"task_index": 3})
+    for action in actions:
+        before = _state(env)
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert isinstance(obs, str) and reward in (0.0, 10.0) and 0.0 <= info["score"] <= 1.0
+        if not info["is_action_admissible"]:
+            assert reward == 0.0 and _state(env) == before
