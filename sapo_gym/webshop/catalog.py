@@ -26,7 +26,7 @@ import itertools
 import json
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -97,7 +97,7 @@ class Catalog:
     source: str
     """``generated-<n>`` or the data folder the files came from."""
     digest: str
-    """sha256 of the raw inputs: keys the search-index cache."""
+    """sha256 of the products' texts and the goals: names the dataset in the spec hash, keys the index cache."""
     by_asin: dict[str, Product] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -233,10 +233,7 @@ def goals_from_synthetic(products: Iterable[Product], prices: dict[str, float], 
             ))
         for a in attrs:
             counts[a] = counts.get(a, 0) + 1
-    return [
-        Goal(**{**g.__dict__, "weight": sum(1.0 / counts[a] for a in g.attributes) / max(len(g.attributes), 1)})
-        for g in goals
-    ]
+    return [replace(g, weight=sum(1.0 / counts[a] for a in g.attributes) / max(len(g.attributes), 1)) for g in goals]
 
 
 def sample_prices(products: Iterable[Product], rng: random.Random) -> dict[str, float]:
@@ -271,6 +268,7 @@ def build_catalog(raw_products: list[Any], ins: dict[str, Any], human: dict[str,
     random.Random(SHUFFLE_SEED).shuffle(goals)
     digest = hashlib.sha256(json.dumps([p.asin for p in products]).encode())
     digest.update(json.dumps([[p.title, p.description, p.bullet_points, p.options] for p in products]).encode())
+    digest.update(json.dumps([[g.asin, g.instruction_text, g.attributes, g.goal_options] for g in goals]).encode())
     return Catalog(products=products, prices=prices, goals=goals, source=source, digest=digest.hexdigest()[:20])
 
 

@@ -160,8 +160,8 @@ class ShopSession:
             self._click(arg)
         return True
 
-    def _search(self, query: str, page: int = 1) -> None:
-        self.keywords, self.results, self.page_no = query, self.index.search(query), page
+    def _search(self, query: str) -> None:
+        self.keywords, self.results, self.page_no = query, self.index.search(query), 1
         self.searched.append(query)
         self.kind, self.asin, self.options = "results", None, {}
 
