@@ -71,3 +71,21 @@ def test_evaluate_cli_expert_and_random(agent: str, success: str, capsys) -> Non
     assert main(["evaluate", "--env", "sapo/WebShop-v0", "--agent", agent, "--split", "test", "--limit", "40"]) == 0
     table = capsys.readouterr().out
     assert re.search(rf"^all\s+40\s+{re.escape(success)}", table, re.M), table
+
+
+def test_serve_command_serves_pages() -> None:
+    import subprocess
+    import sys
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "sapo_gym.cli", "webshop", "serve", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/", line).group(0)
+        with urllib.request.urlopen(url, timeout=10) as response:  # follows / -> /start/<goal> -> /s/<sid>
+            page = response.read().decode()
+        assert response.status == 200 and 'id="search_input"' in page and "Instruction:" in page
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
