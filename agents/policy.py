@@ -92,6 +92,8 @@ class PolicyModel(torch.nn.Module):
             [{"role": "user", "content": _SENTINEL}], tokenize=False, add_generation_prompt=True
         )
         head, _, tail = framed.partition(_SENTINEL)
+        self._frame_text = (head, tail)
+        """The rendered template around one user message: prompt text = head + observation + tail."""
         self._framing = (self._tokenize(head), self._tokenize(tail))
 
     @property
@@ -140,17 +142,16 @@ class PolicyModel(torch.nn.Module):
         if room < 3:
             raise ValueError(f"a prompt budget of {budget} tokens cannot hold the chat template ({len(head) + len(tail)} tokens)")
         ids_out, flags = [], []
-        for text in texts:
-            full = self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
-            )
-            ids = self._tokenize(full)
+        if not texts:
+            return EncodedPrompts([], [])
+        full = self.tokenizer([self._frame_text[0] + t + self._frame_text[1] for t in texts], add_special_tokens=False)
+        for text, ids in zip(texts, full["input_ids"]):
             truncated = len(ids) > budget
             if truncated:
                 content = self._tokenize(text)
                 keep_head = room // 3
                 ids = head + content[:keep_head] + content[len(content) - (room - keep_head):] + tail
-            ids_out.append(ids)
+            ids_out.append(list(ids))
             flags.append(truncated)
         return EncodedPrompts(ids_out, flags)
 
