@@ -44,15 +44,16 @@ def test_webshop_full_split_is_admitted_and_replays(tmp_path) -> None:  # type: 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", ["expert", "random"])
-def test_alfworld_episodes_replay(spec: str) -> None:
+def test_alfworld_episodes_replay() -> None:
+    """Expert episodes on two tasks of the out-of-distribution split replay exactly; an edited output does not."""
     from agents.registry import load_agent
     from sapo_gym.evaluation import evaluate
 
     _, board = _board("sapo/ALFWorld-v0:eval_out_of_distribution")
-    records = evaluate(load_agent(spec, seed=0), board.env_id, split=board.split, task_ids=board.task_ids[:3], progress=False)
-    bundle = parse_bundle(json.dumps(build_bundle(records, board.spec_fields, board.spec_hash, AgentInfo(name=spec), [0])))
+    records = evaluate(load_agent("expert"), board.env_id, split=board.split, task_ids=board.task_ids[:2], batch_size=2, progress=False)
+    bundle = parse_bundle(json.dumps(build_bundle(records, board.spec_fields, board.spec_hash, AgentInfo(name="expert"), [0])))
     result = replay_bundle(bundle)
     assert result.verified, result.message
-    bundle["episodes"][0]["turns"][0]["output"] = "<think>x</think><action>inventory</action>"
-    assert not replay_bundle(bundle).verified
+    bundle["episodes"][1]["turns"][0]["output"] = "<think>x</think><action>inventory</action>"
+    result = replay_bundle(bundle)
+    assert not result.verified and result.message.startswith("episode 1 ")
