@@ -84,7 +84,7 @@ class WebShopEnv(TextEnv):
 
     def backend_versions(self) -> dict[str, str]:
         versions = {"reward": REWARD_VERSION}
-        for package in ("bm25s", "rapidfuzz"):
+        for package in ("bm25s", "rapidfuzz", "PyStemmer"):
             try:
                 versions[package] = version(package)
             except PackageNotFoundError:

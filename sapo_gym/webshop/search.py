@@ -1,6 +1,8 @@
 """Keyword search over the catalog: BM25 (``bm25s``, pure Python/numpy) instead of pyserini/Lucene.
 
-Each product is indexed by its title, description, bullet points and option values. The index
+Each product is indexed by its title, description, bullet points and option values, as
+lower-case words minus English stopwords, Snowball-stemmed (PyStemmer; pyserini's Lucene analyzer
+also stems, so ``running shoe`` finds ``Running Shoes``). The index
 is built once per catalog and cached on disk under ``$SAPO_GYM_CACHE`` (default
 ``~/.cache/sapo_gym``), keyed by the catalog's digest; it is written to a temporary folder and
 renamed into place, so parallel workers never read a half-written index. A search returns the
@@ -14,7 +16,9 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +27,8 @@ from sapo_gym.webshop.catalog import Catalog, Product
 __all__ = ["SEARCH_RETURN_N", "tokenize", "product_text", "SearchIndex", "cache_root", "shared_index"]
 
 SEARCH_RETURN_N = 50
+TOKENIZER = "words-stop-snowball-v1"
+"""Names the tokenizer in the index cache key: change it when :func:`tokenize` changes."""
 _TOKEN = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then there these they "
@@ -30,9 +36,21 @@ _STOPWORDS = frozenset(
 )
 
 
+_LOCAL = threading.local()
+
+
+def _stemmer() -> Any:
+    """A Snowball English stemmer per thread (PyStemmer objects are not thread-safe)."""
+    if not hasattr(_LOCAL, "stemmer"):
+        import Stemmer
+
+        _LOCAL.stemmer = Stemmer.Stemmer("english")
+    return _LOCAL.stemmer
+
+
 def tokenize(text: str) -> list[str]:
-    """Lower-case alphanumeric words minus English stopwords (the same for documents and queries)."""
-    return [t for t in _TOKEN.findall(text.lower()) if t not in _STOPWORDS]
+    """Lower-case alphanumeric words minus English stopwords, stemmed (the same for documents and queries)."""
+    return _stemmer().stemWords([t for t in _TOKEN.findall(text.lower()) if t not in _STOPWORDS])
 
 
 def product_text(p: Product) -> str:
@@ -52,7 +70,7 @@ class SearchIndex:
         import bm25s
 
         self.asins = [p.asin for p in catalog.products]
-        folder = (cache_dir or cache_root()) / "webshop" / f"bm25-{catalog.digest}"
+        folder = (cache_dir or cache_root()) / "webshop" / f"bm25-{TOKENIZER}-{catalog.digest}"
         if (folder / "params.index.json").exists():
             self.bm25 = bm25s.BM25.load(str(folder), load_vocab=True, show_progress=False)
             self.cached = True

@@ -7,11 +7,11 @@ from pathlib import Path
 from sapo_gym.webshop.catalog import build_catalog
 from sapo_gym.webshop.dataset import load_catalog
 from sapo_gym.webshop.generate import generate_raw
-from sapo_gym.webshop.search import SEARCH_RETURN_N, SearchIndex, tokenize
+from sapo_gym.webshop.search import SEARCH_RETURN_N, TOKENIZER, SearchIndex, tokenize
 
 
 def test_tokenize_drops_stopwords_and_punctuation() -> None:
-    assert tokenize("The Men's T-Shirt, for RUNNING!") == ["men", "s", "t", "shirt", "running"]
+    assert tokenize("The Men's T-Shirts, for RUNNING!") == ["men", "s", "t", "shirt", "run"]
 
 
 def test_search_finds_the_products_of_a_query(tmp_path: Path) -> None:
@@ -21,6 +21,7 @@ def test_search_finds_the_products_of_a_query(tmp_path: Path) -> None:
     assert 0 < len(hits) <= SEARCH_RETURN_N
     top = [catalog.by_asin[a] for a in hits[:10]]
     assert all(p.query == "wireless earbuds" for p in top)
+    assert index.search("wireless earbud")[:10] == hits[:10]  # stemmed: singular finds plural
     assert index.search("zzzz qqqq") == [] and index.search("the of and") == []
 
 
@@ -38,5 +39,5 @@ def test_index_is_cached_on_disk_by_catalog_digest(tmp_path: Path) -> None:
     first = SearchIndex(catalog, cache_dir=tmp_path)
     second = SearchIndex(catalog, cache_dir=tmp_path)
     assert (first.cached, second.cached) == (False, True)
-    assert (tmp_path / "webshop" / f"bm25-{catalog.digest}").is_dir()
+    assert (tmp_path / "webshop" / f"bm25-{TOKENIZER}-{catalog.digest}").is_dir()
     assert first.search("coffee table") == second.search("coffee table")
