@@ -107,7 +107,7 @@ def listing() -> Response:
         if board is None:
             return _error(404, f"no board for env {request.args['env']!r} split {request.args.get('split')!r}", "not_found")
         spec_hash = board.spec_hash
-    rows = store.list(spec_hash, sort=sort, descending=request.args.get("order", "desc") != "asc")
+    rows = store.submissions(spec_hash, sort=sort, descending=request.args.get("order", "desc") != "asc")
     return jsonify(submissions=[submission_summary(r) for r in rows])
 
 

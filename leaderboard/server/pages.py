@@ -34,7 +34,7 @@ def index() -> Any:
     if len(boards) == 1:
         return redirect(url_for("pages.board", spec_hash=boards[0].spec_hash))
     store: Store = _ctx()["store"]
-    cards = [(b, store.list(b.spec_hash, limit=3)) for b in boards]
+    cards = [(b, store.submissions(b.spec_hash, limit=3)) for b in boards]
     return render_template("index.html", cards=cards, skipped=_ctx()["boards"].skipped)
 
 
@@ -48,7 +48,7 @@ def board(spec_hash: str) -> Any:
     if sort not in SORT_KEYS:
         sort = "success"
     order = "asc" if request.args.get("order") == "asc" else "desc"
-    rows = _ctx()["store"].list(spec_hash, sort=sort, descending=order == "desc")
+    rows = _ctx()["store"].submissions(spec_hash, sort=sort, descending=order == "desc")
     entries = [(r, json.loads(r.agent_json), json.loads(r.aggregates_json)) for r in rows]
     by_merit = sorted(rows, key=lambda r: (-r.success, -r.score, r.id))
     ranks = {r.id: i + 1 for i, r in enumerate(by_merit)}
@@ -60,7 +60,7 @@ def board(spec_hash: str) -> Any:
 @pages.get("/submission/<int:submission_id>")
 def submission(submission_id: int) -> Any:
     row, bundle = _submission(submission_id)
-    others = [r for r in _ctx()["store"].list(row.spec_hash) if r.id != row.id]
+    others = [r for r in _ctx()["store"].submissions(row.spec_hash) if r.id != row.id]
     return render_template("submission.html", row=row, bundle=bundle, chart=category_bars(bundle["aggregates"]),
                            score_chart=category_bars(bundle["aggregates"], "score"), others=others)
 

@@ -104,7 +104,7 @@ class Store:
     def bundle_of(row: Submission) -> dict[str, Any]:
         return json.loads(gzip.decompress(row.bundle_gz))
 
-    def list(self, spec_hash: str | None = None, sort: str = "success", descending: bool = True, limit: int = 500) -> list[Submission]:
+    def submissions(self, spec_hash: str | None = None, sort: str = "success", descending: bool = True, limit: int = 500) -> list[Submission]:
         """Submissions (without their bundles loaded into memory twice), best first by default."""
         column = {"success": Submission.success, "score": Submission.score, "agent": func.lower(Submission.agent_name),
                   "episodes": Submission.episodes, "created": Submission.created_at, "status": Submission.status}[sort]

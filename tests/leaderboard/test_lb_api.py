@@ -15,7 +15,7 @@ from lb_support import body, named, refresh
 
 def snapshot(store) -> tuple[Any, ...]:  # type: ignore[no-untyped-def]
     """Everything a rejected request must leave as it was."""
-    rows = store.list(limit=10_000)
+    rows = store.submissions(limit=10_000)
     return (store.counts(), sorted((r.id, r.digest, r.status, r.status_message) for r in rows),
             [(t.id, t.token_hash, t.revoked) for t in store.tokens()])
 
@@ -164,3 +164,25 @@ def test_api_errors_are_json(client) -> None:  # type: ignore[no-untyped-def]
 def test_boards_endpoint_lists_spec_hashes(client, vault_board) -> None:  # type: ignore[no-untyped-def]
     boards = client.get("/api/v1/boards").json["boards"]
     assert boards == [{"env_id": "sapo/Vault-v0", "split": "test", "spec_hash": vault_board.spec_hash, "tasks": 16, "spec": vault_board.spec_fields}]
+
+
+def test_two_verifiers_share_the_queue_without_double_work(client, auth, store, random_bundle) -> None:  # type: ignore[no-untyped-def]
+    import threading
+
+    for i in range(6):
+        client.post("/api/v1/submissions", data=body(named(random_bundle, f"q{i}")), headers=auth)
+    done: list[int] = []
+    verifiers = [Verifier(store), Verifier(store)]
+    threads = [threading.Thread(target=lambda v=v: done.append(v.drain())) for v in verifiers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(done) == 6 and {r.status for r in store.submissions()} == {"verified"}
+
+
+def test_stale_claims_are_requeued(client, auth, store, random_bundle) -> None:  # type: ignore[no-untyped-def]
+    client.post("/api/v1/submissions", data=body(random_bundle), headers=auth)
+    assert store.claim_pending() is not None and store.claim_pending() is None  # claimed once
+    assert store.requeue_stale() == 1  # the worker died mid-replay
+    assert Verifier(store).drain() == 1

@@ -37,10 +37,10 @@ def test_seed_then_verify_commands(tmp_path: Path, capsys: pytest.CaptureFixture
     db = str(tmp_path / "s.db")
     assert main(["leaderboard", "--db", db, "--board", "sapo/Vault-v0:test", "seed"]) == 0
     store = Store(f"sqlite:///{db}")
-    assert [r.status for r in store.list()] == ["pending", "pending"]
+    assert [r.status for r in store.submissions()] == ["pending", "pending"]
     assert main(["leaderboard", "--db", db, "verify"]) == 0
     assert "verified 2 submission(s)" in capsys.readouterr().out
-    assert sorted((r.agent_name, r.status) for r in store.list()) == [("expert (oracle)", "verified"), ("random (admissible)", "verified")]
+    assert sorted((r.agent_name, r.status) for r in store.submissions()) == [("expert (oracle)", "verified"), ("random (admissible)", "verified")]
 
 
 @pytest.mark.slow

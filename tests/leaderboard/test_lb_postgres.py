@@ -106,5 +106,5 @@ def test_postgres_concurrent_submissions_stored_exactly_once(pg_app, random_bund
     for t in threads:
         t.join()
     assert sorted(codes) == [200] * 8 + [201] * 24
-    names = sorted(r.agent_name for r in store.list(limit=1000))
+    names = sorted(r.agent_name for r in store.submissions(limit=1000))
     assert names == sorted(f"pg agent {i}" for i in range(24))
