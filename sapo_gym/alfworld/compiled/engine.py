@@ -21,7 +21,7 @@ from sapo_gym.alfworld.compiled import text
 from sapo_gym.alfworld.compiled.game import CompiledGame, compile_game
 from sapo_gym.alfworld.compiled.pddl import UnsupportedGame
 from sapo_gym.alfworld.compiled.state import SUPPORTED_GOAL_PREDICATES, GameState
-from sapo_gym.alfworld.engine import EngineState, GameEngine, ReferenceEngine
+from sapo_gym.alfworld.engine import EngineState, ReferenceEngine
 
 __all__ = ["CompiledEngine"]
 
@@ -40,7 +40,7 @@ class CompiledEngine:
     def __init__(self, game_file: str | os.PathLike[str]):
         self.game_file = str(game_file)
         self.fallback: str | None = None
-        self._reference: GameEngine | None = None
+        self._reference: ReferenceEngine | None = None
         with open(self.game_file) as f:
             data = json.load(f)
         try:
@@ -61,6 +61,9 @@ class CompiledEngine:
         }
         self.state = GameState(self.game.init)
         self._actions: dict[str, Effect] = {}
+        self._history: list[str] = []  # commands that changed something since the last reset
+        self._planner: ReferenceEngine | None = None  # built on the first replan()
+        self._planner_history: list[str] = []
 
     # -- protocol ---------------------------------------------------------------------------------
     def reset(self) -> EngineState:
@@ -68,15 +71,38 @@ class CompiledEngine:
             return self._reference.reset()
         assert self.game is not None
         self.state = GameState(self.game.init)
+        self._history = []
         return self._observe(text.intro(self.game, self.state))
 
     def step(self, command: str) -> EngineState:
         if self._reference is not None:
             return self._reference.step(command)
-        effect = self._actions.get(command.strip())
+        command = command.strip()
+        effect = self._actions.get(command)
         if effect is None:
             return EngineState("Nothing happens.", list(self._admissible), self._won)
+        self._history.append(command)
         return self._observe(effect())
+
+    def replan(self) -> list[str] | None:
+        """Fast Downward's plan from the current state, as ``ReferenceEngine.replan`` gives it.
+
+        Planning is the one thing not compiled: a reference engine is loaded on the first call and
+        kept in step by replaying the commands played since the reset (slow, like the planner).
+        """
+        if self._reference is not None:
+            return self._reference.replan()
+        if self._planner is None:
+            self._planner = ReferenceEngine(self.game_file)
+            self._planner.reset()
+        done = self._planner_history
+        if done != self._history[: len(done)]:
+            self._planner.reset()
+            done.clear()
+        for command in self._history[len(done) :]:
+            self._planner.step(command)
+            done.append(command)
+        return self._planner.replan()
 
     # -- internals --------------------------------------------------------------------------------
     def _observe(self, feedback: str) -> EngineState:

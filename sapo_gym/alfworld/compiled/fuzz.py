@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from sapo_gym.alfworld.compiled.engine import CompiledEngine
+from sapo_gym.alfworld.compiled.missions import Mission
 from sapo_gym.alfworld.engine import EngineState, ReferenceEngine
 
 __all__ = ["ChainPolicy", "GameReport", "Mismatch", "extract_games", "first_difference", "fuzz_game", "sampled"]
@@ -132,8 +133,12 @@ def first_difference(reference: EngineState, compiled: EngineState) -> tuple[str
     return None
 
 
-def fuzz_game(game_file: str, steps: int, seed: int, walkthrough_rate: float = 0.5) -> GameReport:
-    """Play ``steps`` commands of ``game_file`` on both engines (after a reset), comparing everything."""
+def fuzz_game(game_file: str, steps: int, seed: int, walkthrough_rate: float = 0.3, mission_rate: float = 0.8) -> GameReport:
+    """Play ``steps`` commands of ``game_file`` on both engines (after a reset), comparing everything.
+
+    The commands start with a walkthrough prefix (probability ``walkthrough_rate``) or else a
+    :class:`.missions.Mission` (probability ``mission_rate``), then follow :class:`ChainPolicy`.
+    """
     rng = random.Random(f"{seed}:{game_file}")
     report = GameReport(game=game_file)
     t0 = time.perf_counter()
@@ -148,6 +153,7 @@ def fuzz_game(game_file: str, steps: int, seed: int, walkthrough_rate: float = 0
     with open(game_file) as f:
         walkthrough = list(json.load(f).get("walkthrough") or [])
     prefix = walkthrough[: rng.randint(0, len(walkthrough))] if rng.random() < walkthrough_rate else []
+    mission = Mission(compiled, rng) if not prefix and rng.random() < mission_rate else None
     policy = ChainPolicy(rng)
     command: str | None = None
     for step in range(steps + 1):
@@ -164,7 +170,9 @@ def fuzz_game(game_file: str, steps: int, seed: int, walkthrough_rate: float = 0
             return report
         if step == steps:
             break
-        command = prefix.pop(0) if prefix else policy.choose(ref_state.admissible)
+        command = prefix.pop(0) if prefix else mission.next(ref_state.admissible) if mission else None
+        if command is None:
+            command, mission = policy.choose(ref_state.admissible), None
         report.verbs[command.strip().split(" ", 1)[0] if command.strip() in ref_state.admissible else "<not admissible>"] += 1
     return report
 
