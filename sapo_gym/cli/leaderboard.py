@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--max-upload-mb", type=float, default=64.0, help="largest accepted bundle upload, MiB")
     s.add_argument("--no-verify", action="store_true", help="do not run the replay verifier in this process")
-    s.add_argument("--seed", action="store_true", help="seed the expert and random baselines first when the database is empty")
+    s.add_argument("--seed", action="store_true", help="seed the expert and random baselines (in the background) when the database is empty")
     s.set_defaults(func=_serve)
 
     t = cmds.add_parser("token", help="API tokens (only their hashes are stored)")
@@ -61,14 +61,13 @@ def _registry(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 def _serve(args: argparse.Namespace) -> int:
     import logging
+    import threading
 
     from werkzeug.serving import run_simple
 
     from leaderboard.server.app import ServerConfig, create_app
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    if args.seed and _store(args).counts()["submissions"] == 0:
-        _seed(argparse.Namespace(**{**vars(args), "agents": "expert,random", "verify": False}))
     config = ServerConfig(db_url=args.db, max_upload_mb=args.max_upload_mb, boards=tuple(args.board) if args.board else None,
                           verify=not args.no_verify)
     app = create_app(config)
@@ -77,6 +76,10 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"board {b.key}: {len(b.task_ids)} tasks, spec {b.spec_hash}", flush=True)
     for key, why in boards.skipped.items():
         print(f"board {key} unavailable: {why}", flush=True)
+    if args.seed and app.extensions["sapo_gym"]["store"].counts()["submissions"] == 0:
+        # in the background: the pages are up at once and the baselines appear as they are evaluated
+        seed_args = argparse.Namespace(**{**vars(args), "agents": "expert,random", "verify": False})
+        threading.Thread(target=_seed, args=(seed_args,), name="sapo-gym-seed", daemon=True).start()
     print(f"sapo-gym leaderboard on http://{args.host}:{args.port}/ (database {args.db})", flush=True)
     run_simple(args.host, args.port, app, threaded=True)
     return 0
