@@ -40,7 +40,7 @@ def submit_bundle(data: bytes, server: str, token: str, retries: int = 3, timeou
         try:
             response = requests.post(url, data=body, headers=headers, timeout=timeout)
             break
-        except requests.ConnectionError as exc:
+        except (requests.ConnectionError, requests.Timeout) as exc:  # safe to retry: submissions are idempotent
             if attempt == retries:
                 raise SubmitError(f"cannot reach {url}: {exc}") from None
             time.sleep(0.5 * 2**attempt)

@@ -1,7 +1,7 @@
 """JSON API, version 1.
 
 ``POST /api/v1/submissions`` (``Authorization: Bearer TOKEN``; body: a bundle, optionally
-``Content-Encoding: gzip``) · ``GET /api/v1/submissions[?env=&split=&sort=&order=]`` ·
+``Content-Encoding: gzip``) · ``GET /api/v1/submissions[?env=&split=&sort=&order=&limit=]`` ·
 ``GET /api/v1/submissions/<id>`` · ``GET /api/v1/submissions/<id>/bundle`` · ``GET /api/v1/boards`` ·
 ``GET /api/v1/compare?a=<id>&b=<id>``. Errors: ``{"error", "message", "status"}``.
 """
@@ -107,7 +107,8 @@ def listing() -> Response:
         if board is None:
             return _error(404, f"no board for env {request.args['env']!r} split {request.args.get('split')!r}", "not_found")
         spec_hash = board.spec_hash
-    rows = store.submissions(spec_hash, sort=sort, descending=request.args.get("order", "desc") != "asc")
+    limit = min(max(request.args.get("limit", 500, type=int), 1), 5000)
+    rows = store.submissions(spec_hash, sort=sort, descending=request.args.get("order", "desc") != "asc", limit=limit)
     return jsonify(submissions=[submission_summary(r) for r in rows])
 
 
