@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,7 +125,7 @@ class WebShopBrowserEnv(WebShopEnv):
         self.page_timeout_s = page_timeout_s
         self._server: Any = None
         self._driver: Any = None
-        self._profile: str | None = None
+        self._stop: weakref.finalize | None = None
         self._sid: str | None = None
         self._dom: DomPage | None = None
 
@@ -143,21 +144,18 @@ class WebShopBrowserEnv(WebShopEnv):
         threading.Thread(target=self._server.serve_forever, name="webshop-flask", daemon=True).start()
         self.base_url = f"http://127.0.0.1:{self._server.server_port}"
         self._state = app.extensions["webshop"]
-        self._profile = tempfile.mkdtemp(prefix="sapo-webshop-chromium-")
+        profile = tempfile.mkdtemp(prefix="sapo-webshop-chromium-")
         os.environ.setdefault("SE_AVOID_STATS", "true")
-        self._driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=chrome_options(self._profile))
+        self._driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=chrome_options(profile))
         self._driver.set_page_load_timeout(self.page_timeout_s)
+        self._stop = weakref.finalize(self, _shutdown, self._driver, self._server, profile)
 
     def close(self) -> None:
-        if self._driver is not None:
-            self._driver.quit()
-            self._driver = None
-        if self._server is not None:
-            self._server.shutdown()
-            self._server = None
-        if self._profile is not None:
-            shutil.rmtree(self._profile, ignore_errors=True)
-            self._profile = None
+        """Stop Chromium and the server (also done at garbage collection or exit if never called)."""
+        if self._stop is not None:
+            self._stop()
+            self._stop = None
+            self._driver = self._server = None
         super().close()
 
     # ------------------------------------------------------------------ DOM
@@ -218,6 +216,12 @@ class WebShopBrowserEnv(WebShopEnv):
         if already_done:
             turn.reward = 0.0
         return turn
+
+
+def _shutdown(driver: Any, server: Any, profile: str) -> None:
+    driver.quit()
+    server.shutdown()
+    shutil.rmtree(profile, ignore_errors=True)
 
 
 def _dom_accepts(dom: DomPage, action: str) -> bool:
