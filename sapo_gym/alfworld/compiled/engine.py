@@ -20,7 +20,7 @@ from collections.abc import Callable
 from sapo_gym.alfworld.compiled import text
 from sapo_gym.alfworld.compiled.game import CompiledGame, compile_game
 from sapo_gym.alfworld.compiled.pddl import UnsupportedGame
-from sapo_gym.alfworld.compiled.state import SUPPORTED_GOAL_PREDICATES, GameState
+from sapo_gym.alfworld.compiled.state import GameState
 from sapo_gym.alfworld.engine import EngineState, ReferenceEngine
 
 __all__ = ["CompiledEngine"]
@@ -36,6 +36,8 @@ class CompiledEngine:
     """
 
     name = "compiled"
+    game: CompiledGame
+    """The compiled game (absent when the reference engine plays instead)."""
 
     def __init__(self, game_file: str | os.PathLike[str]):
         self.game_file = str(game_file)
@@ -44,23 +46,16 @@ class CompiledEngine:
         with open(self.game_file) as f:
             data = json.load(f)
         try:
-            self.game: CompiledGame | None = compile_game(data)
-            for clause in self.game.goal:
-                for term in clause:
-                    for fact in term:
-                        if fact[0] not in SUPPORTED_GOAL_PREDICATES:
-                            raise UnsupportedGame(f"goal reads {fact[0]}, which is not modelled")
+            self.game = compile_game(data)
         except UnsupportedGame as err:
-            self.game = None
             self.fallback = str(err)
             self._reference = ReferenceEngine(self.game_file)
             return
-        self._goto = {  # agent location -> "go to" commands (GotoLocation with lStart != lEnd)
-            loc: {"go to " + self.game.names[r]: r for r in self.game.receptacles if self.game.location_of[r] != loc}
-            for loc in {*self.game.location_of.values(), *(f[2] for f in self.game.init if f[0] == "atlocation")}
-        }
         self.state = GameState(self.game.init)
+        self._goto: dict[str, dict[str, str]] = {}  # agent location -> {"go to X": X}, built on first visit
         self._actions: dict[str, Effect] = {}
+        self._admissible: list[str] = []
+        self._won = False
         self._history: list[str] = []  # commands that changed something since the last reset
         self._planner: ReferenceEngine | None = None  # built on the first replan()
         self._planner_history: list[str] = []
@@ -69,7 +64,6 @@ class CompiledEngine:
     def reset(self) -> EngineState:
         if self._reference is not None:
             return self._reference.reset()
-        assert self.game is not None
         self.state = GameState(self.game.init)
         self._history = []
         return self._observe(text.intro(self.game, self.state))
@@ -109,22 +103,22 @@ class CompiledEngine:
         self._actions = self._applicable()
         self._admissible = sorted(self._actions)
         self._won = self._goal_holds()
-        return EngineState(feedback, self._admissible, self._won)
+        return EngineState(feedback, list(self._admissible), self._won)
 
     def _goal_holds(self) -> bool:
-        assert self.game is not None
         has = self.state.has
         return all(any(all(map(has, term)) for term in clause) for clause in self.game.goal)
 
     def _applicable(self) -> dict[str, Effect]:
         """Command -> effect for every applicable ground operator (the admissible commands)."""
-        g, s, names = self.game, self.state, self.game.names  # type: ignore[union-attr]
-        assert g is not None
+        g, s, names = self.game, self.state, self.game.names
         acts: dict[str, Effect] = {
             "look": lambda: text.look(g, s),
             "inventory": lambda: text.inventory(g, s),
             "help": lambda: text.HELP,
         }
+        if s.loc not in self._goto:  # GotoLocation exists only for lStart != lEnd
+            self._goto[s.loc] = {"go to " + names[r]: r for r in g.receptacles if g.location_of[r] != s.loc}
         for command, r in self._goto[s.loc].items():
             acts[command] = lambda r=r: self._goto_location(r)
         held = s.holding
@@ -161,22 +155,18 @@ class CompiledEngine:
         return acts
 
     def _goto_location(self, r: str) -> str:
-        assert self.game is not None
         self.state.loc = self.game.location_of[r]
         return f"You arrive at {self.game.names[r]}. " + text.examine_receptacle(self.game, self.state, r)
 
     def _open(self, r: str) -> str:
-        assert self.game is not None
         self.state.opened.add(r)
         return f"You open the {self.game.names[r]}. " + text.examine_receptacle(self.game, self.state, r)
 
     def _close(self, r: str) -> str:
-        assert self.game is not None
         self.state.opened.discard(r)
         return f"You close the {self.game.names[r]}."
 
     def _pickup(self, o: str, r: str) -> str:
-        assert self.game is not None
         s = self.state
         s.contents[r].discard(o)
         s.not_in.add((o, r))
@@ -185,7 +175,6 @@ class CompiledEngine:
         return f"You pick up the {self.game.names[o]} from the {self.game.names[r]}."
 
     def _put(self, o: str, r: str) -> str:
-        assert self.game is not None
         s = self.state
         s.contents.setdefault(r, set()).add(o)
         s.not_in.discard((o, r))
@@ -194,20 +183,17 @@ class CompiledEngine:
         return f"You move the {self.game.names[o]} to the {self.game.names[r]}."
 
     def _toggle(self, o: str) -> str:
-        assert self.game is not None
         flags = self.state.flags
         flags["ison"].symmetric_difference_update((o,))
         flags["istoggled"].add(o)
         return f"You turn on the {self.game.names[o]}."  # toggleObject.feedback: toggleable & istoggled
 
     def _treat(self, o: str, r: str, add: str, remove: str, verb: str) -> str:
-        assert self.game is not None
         self.state.flags[add].add(o)
         if remove:
             self.state.flags[remove].discard(o)
         return f"You {verb} the {self.game.names[o]} using the {self.game.names[r]}."
 
     def _slice(self, co: str, ko: str) -> str:
-        assert self.game is not None
         self.state.flags["issliced"].add(co)
         return f"You sliced the {self.game.names[co]} with the {self.game.names[ko]}."

@@ -18,6 +18,7 @@ from typing import Any
 from sapo_gym.alfworld.compiled.goal import Clause, compile_goal
 from sapo_gym.alfworld.compiled.pddl import Fact, UnsupportedGame, parse_problem
 from sapo_gym.alfworld.compiled.signature import check_signature
+from sapo_gym.alfworld.compiled.state import SUPPORTED_GOAL_PREDICATES
 
 __all__ = ["DYNAMIC", "FLAGS", "CompiledGame", "compile_game", "demangle"]
 
@@ -137,6 +138,10 @@ def compile_game(data: dict[str, Any]) -> CompiledGame:
     contained: dict[str, list[str]] = defaultdict(list)
     for _, inner, outer in sorted(by_pred["inreceptacleobject"]):
         contained[outer].append(inner)
+    goal = compile_goal(problem.goal, problem.init, problem.objects, DYNAMIC)
+    unmodelled = {fact[0] for clause in goal for term in clause for fact in term} - SUPPORTED_GOAL_PREDICATES
+    if unmodelled:
+        raise UnsupportedGame(f"the goal reads {sorted(unmodelled)}, which the engine does not track")
     static_props = ("pickupable", "cleanable", "heatable", "coolable", "toggleable", "sliceable", "isreceptacleobject")
     return CompiledGame(
         task=task,
@@ -154,5 +159,5 @@ def compile_game(data: dict[str, Any]) -> CompiledGame:
         knives=frozenset(o for o, ots in otypes.items() if ots & set(_KNIVES)),
         contained_objects={outer: tuple(inner) for outer, inner in contained.items()},
         init=tuple(f for fs in by_pred.values() for f in fs if f[0] in DYNAMIC),
-        goal=compile_goal(problem.goal, problem.init, problem.objects, DYNAMIC),
+        goal=goal,
     )

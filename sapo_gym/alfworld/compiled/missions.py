@@ -25,7 +25,8 @@ class Mission:
     """One directed chain, chosen at random among those the game allows."""
 
     def __init__(self, engine: CompiledEngine, rng: random.Random, max_commands: int = 40):
-        assert engine.game is not None
+        if engine.fallback is not None:
+            raise ValueError(f"missions need a compiled game, this one fell back: {engine.fallback}")
         self.engine, self.game, self.rng = engine, engine.game, rng
         self.admissible: list[str] = []
         self.remaining = max_commands
