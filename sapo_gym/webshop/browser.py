@@ -3,7 +3,7 @@
 Each env starts the flask app (:mod:`.app`) on a free port of 127.0.0.1 in a background thread
 and one headless Chromium (Debian's ``/usr/bin/chromium`` and ``/usr/bin/chromedriver``; no
 driver download). Actions have the text env's grammar: ``search[q]`` types into the search box
-and submits, ``click[x]`` clicks the button, product link or option labelled ``x``. The
+and clicks ``Search``, ``click[x]`` clicks the button, product link or option labelled ``x``. The
 observation, admissible actions and score are read back from the browser's DOM (visible text
 nodes in document order; ``data-click`` marks clickables; ``<body data-score>`` the score).
 The oracle (``expert_action``) reads the served session, which lives in this process.
@@ -51,10 +51,9 @@ return {
   outcome: outcome ? JSON.parse(outcome.textContent) : null,
 };
 """
-_CLICK = """
+_FIND_CLICKABLE = """
 const [kind, key] = [arguments[0], arguments[1]];
-const el = Array.from(document.querySelectorAll('[data-click]')).find(e => e.dataset.kind === kind && e.dataset.click === key);
-el.click();
+return Array.from(document.querySelectorAll('[data-click]')).find(e => e.dataset.kind === kind && e.dataset.click === key);
 """
 
 
@@ -208,9 +207,9 @@ class WebShopBrowserEnv(WebShopEnv):
                 box = self._driver.find_element(By.ID, "search_input")
                 box.clear()
                 box.send_keys(arg)
-                box.submit()
-            else:
-                self._driver.execute_script(_CLICK, dom.kind_of(arg), arg)
+                self._driver.find_element(By.CSS_SELECTOR, "form.search button").click()
+            else:  # a real (WebDriver) click on the element the DOM marks with this key
+                self._driver.execute_script(_FIND_CLICKABLE, dom.kind_of(arg), arg).click()
             self._wait_for_nonce_change(dom.nonce)
         turn = self._turn_of_dom()
         if already_done:
