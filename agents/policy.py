@@ -149,8 +149,10 @@ class PolicyModel(torch.nn.Module):
             truncated = len(ids) > budget
             if truncated:
                 content = self._tokenize(text)
-                keep_head = room // 3
-                ids = head + content[:keep_head] + content[len(content) - (room - keep_head):] + tail
+                if len(content) > room:  # (tokenized alone it can differ by a token at the seams)
+                    keep_head = room // 3
+                    content = content[:keep_head] + content[len(content) - (room - keep_head):]
+                ids = head + content + tail
             ids_out.append(list(ids))
             flags.append(truncated)
         return EncodedPrompts(ids_out, flags)

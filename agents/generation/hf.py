@@ -9,6 +9,7 @@ are never sampled, and the returned log-probs are under the same distribution th
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import torch
@@ -87,44 +88,56 @@ class HFGenerator:
 
     @torch.inference_mode()
     def _generate_chunk(self, prompts: Sequence[Sequence[int]], params: GenerationParams, rng: torch.Generator | None) -> list[GenerationOutput]:
-        policy, n = self.policy, len(prompts)
-        budgets = [min(params.max_new_tokens, policy.context_length - len(p)) for p in prompts]
-        tokens: list[list[int]] = [[] for _ in range(n)]
-        log_probs: list[list[float]] = [[] for _ in range(n)]
-        stopped = [False] * n
-        rows = [i for i in range(n) if budgets[i] > 0]
-        if rows:
-            self._decode_loop(prompts, rows, budgets, params, rng, tokens, log_probs, stopped)
+        policy = self.policy
+        rows = _Responses([min(params.max_new_tokens, policy.context_length - len(p)) for p in prompts])
+        active = [i for i, budget in enumerate(rows.budgets) if budget > 0]
+        if active:
+            self._decode_loop(prompts, active, rows, params, rng)
         return [
-            GenerationOutput(tokens[i], log_probs[i], policy.decode(tokens[i]), truncated=not stopped[i])
-            for i in range(n)
+            GenerationOutput(tokens, lps, policy.decode(tokens), truncated=not stopped)
+            for tokens, lps, stopped in zip(rows.tokens, rows.log_probs, rows.stopped)
         ]
 
-    def _decode_loop(self, prompts: Sequence[Sequence[int]], rows: list[int], budgets: list[int], params: GenerationParams,
-                     rng: torch.Generator | None, tokens: list[list[int]], log_probs: list[list[float]], stopped: list[bool]) -> None:
-        """Prefill the active rows, then sample until every row stopped or ran out of budget (fills the lists)."""
+    def _decode_loop(self, prompts: Sequence[Sequence[int]], active: list[int], rows: _Responses,
+                     params: GenerationParams, rng: torch.Generator | None) -> None:
+        """Prefill the ``active`` rows, then sample until each one stopped or used its budget."""
         policy, eos = self.policy, set(self.policy.eos_token_ids)
-        ids, mask, pos = _left_pad([prompts[i] for i in rows], policy.pad_token_id, policy.device)
+        ids, mask, pos = _left_pad([prompts[i] for i in active], policy.pad_token_id, policy.device)
         cache = DynamicCache()
         out = policy.model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True, logits_to_keep=1)
         pos = pos[:, -1:]
         while True:
             next_tok, next_lp = sample_next(out.logits[:, -1], policy.value_token_ids, params, rng)
-            keep = []
-            for j, (i, t, lp) in enumerate(zip(rows, next_tok.tolist(), next_lp.tolist())):
-                tokens[i].append(t)
-                log_probs[i].append(lp)
-                stopped[i] = t in eos
-                if not stopped[i] and len(tokens[i]) < budgets[i]:
-                    keep.append(j)
+            keep = [j for j, (i, t, lp) in enumerate(zip(active, next_tok.tolist(), next_lp.tolist())) if rows.add(i, t, lp, eos)]
             if not keep:
                 return
-            if len(keep) < len(rows):  # drop finished rows from the batch and the cache
+            if len(keep) < len(active):  # drop finished rows from the batch and the cache
                 index = torch.as_tensor(keep, device=mask.device)
                 cache.batch_select_indices(index)
                 mask, pos, next_tok = mask[index], pos[index], next_tok[index]
-                rows = [rows[j] for j in keep]
-            mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=1)
+                active = [active[j] for j in keep]
+            mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
             pos = pos + 1
             out = policy.model(input_ids=next_tok.unsqueeze(-1), attention_mask=mask, position_ids=pos,
                                cache=cache, use_cache=True)
+
+
+@dataclass
+class _Responses:
+    """The responses of one chunk as they grow, indexed by prompt."""
+
+    budgets: list[int]
+    tokens: list[list[int]] = field(init=False)
+    log_probs: list[list[float]] = field(init=False)
+    stopped: list[bool] = field(init=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.budgets)
+        self.tokens, self.log_probs, self.stopped = [[] for _ in range(n)], [[] for _ in range(n)], [False] * n
+
+    def add(self, row: int, token: int, log_prob: float, eos: set[int]) -> bool:
+        """Append one sampled token; True while the row goes on (no end token, budget left)."""
+        self.tokens[row].append(token)
+        self.log_probs[row].append(log_prob)
+        self.stopped[row] = token in eos
+        return not self.stopped[row] and len(self.tokens[row]) < self.budgets[row]

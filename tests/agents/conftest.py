@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
-
-torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="session")
@@ -18,8 +16,9 @@ def tiny_policy():
 
 
 @contextlib.contextmanager
-def steer_logits(policy, edit: Callable[[torch.Tensor, torch.Tensor], None]) -> Iterator[None]:
+def steer_logits(policy, edit: Callable[[Any, Any], None]) -> Iterator[None]:
     """Run ``edit(logits (B, T, V), position_ids (B, T))`` in place on every forward of ``policy.model``."""
+    import torch
 
     def hook(module, args, kwargs, output):
         positions = kwargs.get("position_ids")
