@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from tqdm import tqdm
 
 from sapo_gym.alfworld.compiled.coverage import coverage_table, grammar_branches
-from sapo_gym.alfworld.compiled.fuzz import GameReport, extract_games, fuzz_game
+from sapo_gym.alfworld.compiled.fuzz import GameReport, extract_games, fuzz_game, generated_games
 from sapo_gym.alfworld.compiled.golden import load_golden, replay
 from sapo_gym.alfworld.compiled.refcache import instrumented_reference
 from sapo_gym.alfworld.engine import ReferenceEngine, engine_versions
@@ -35,6 +35,7 @@ class FuzzConfig:
     data: str = field(default="../shared/data/alfworld", metadata={"help": "ALFWorld data root (json_2.1.1/, golden/, the train tarball)"})
     valid_games: int = field(default=274, metadata={"help": "how many valid games to fuzz (all 274 by default)"})
     train_fraction: float = field(default=0.02, metadata={"help": "hash-sampled fraction of the train tarball to fuzz"})
+    generated_games: int = field(default=20, metadata={"help": "games of the embedded generated set to fuzz"})
     steps: int = field(default=40, metadata={"help": "commands per game after the reset"})
     golden_games: int = field(default=30, metadata={"help": "golden traces replayed through the instrumented reference"})
     seed: int = field(default=0, metadata={"help": "fuzzing seed"})
@@ -110,17 +111,20 @@ def main(argv: list[str] | None = None) -> int:
         report += check_golden(cfg) + [""]
         hits.clear()  # coverage counts the fuzzing only
         train = extract_games(os.path.join(cfg.data, "json_2.1.1-train.tar.xz"), tmp, cfg.train_fraction, cfg.seed)
+        generated = generated_games(tmp, cfg.generated_games) if cfg.generated_games else []
         valid_reports, train_reports = fuzz(cfg, valid, "valid"), fuzz(cfg, train, "train sample")
+        generated_reports = fuzz(cfg, generated, "generated")
         branches = grammar_branches(ReferenceEngine(valid[0]))
     report += ["## Differential fuzzing", ""] + summarize("valid_seen + valid_unseen", valid_reports) + [""]
-    report += summarize("train sample", train_reports) + [""] + coverage_lines(branches, hits)
+    report += summarize("train sample", train_reports) + [""]
+    report += summarize("embedded generated set", generated_reports) + [""] + coverage_lines(branches, hits)
     report += ["", f"Wall time: {time.perf_counter() - start:.0f} s."]
     text = "\n".join(report) + "\n"
     if cfg.out:
         with open(cfg.out, "w") as f:
             f.write(text)
     sys.stdout.write(text)
-    failed = any(r.mismatch for r in valid_reports + train_reports) or any("MISMATCH" in line for line in report)
+    failed = any(r.mismatch for r in valid_reports + train_reports + generated_reports) or any("MISMATCH" in line for line in report)
     return 1 if failed else 0
 
 

@@ -23,7 +23,7 @@ from sapo_gym.alfworld.compiled.engine import CompiledEngine
 from sapo_gym.alfworld.compiled.missions import Mission
 from sapo_gym.alfworld.engine import EngineState, ReferenceEngine
 
-__all__ = ["ChainPolicy", "GameReport", "Mismatch", "extract_games", "first_difference", "fuzz_game", "sampled"]
+__all__ = ["ChainPolicy", "GameReport", "Mismatch", "extract_games", "first_difference", "fuzz_game", "generated_games", "sampled"]
 
 _VERB_WEIGHTS = {
     "heat": 40.0, "cool": 40.0, "clean": 40.0, "slice": 40.0,
@@ -192,3 +192,20 @@ def extract_games(tarball: str | os.PathLike[str], dest: str | os.PathLike[str],
                 tar.extract(member, dest, filter="data")
                 out.append(os.path.join(dest, member.name))
     return sorted(out)
+
+
+def generated_games(dest: str | os.PathLike[str], count: int) -> list[str]:
+    """Write ``count`` games of the embedded generated set (evenly spread) as game files under ``dest``."""
+    from pathlib import Path
+
+    from sapo_gym.alfworld.catalog import EMBEDDED_SET
+    from sapo_gym.alfworld.generator.build import read_set
+
+    _, games = read_set(EMBEDDED_SET)
+    picked = [games[i * len(games) // count] for i in range(min(count, len(games)))]
+    out = []
+    for i, game in enumerate(picked):
+        path = Path(dest) / f"generated_{i:03d}.tw-pddl"
+        path.write_text(json.dumps(game.game_data()))
+        out.append(str(path))
+    return out

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sapo_gym.alfworld.compiled.coverage import UNREACHABLE, coverage_table, grammar_branches
-from sapo_gym.alfworld.compiled.fuzz import ChainPolicy, extract_games, fuzz_game, sampled
+from sapo_gym.alfworld.compiled.fuzz import ChainPolicy, extract_games, fuzz_game, generated_games, sampled
 from sapo_gym.alfworld.compiled.golden import load_golden, replay
 from sapo_gym.alfworld.compiled.refcache import instrumented_reference
 from sapo_gym.alfworld.engine import ReferenceEngine
@@ -67,3 +67,14 @@ def test_fuzzing_finds_no_difference_and_reports_coverage(alfworld_data: Path, t
     assert not [b for b in table if b.hits and b.unreachable]  # nothing listed unreachable was derived
     assert set(UNREACHABLE) <= {(b.rule, b.index) for b in table}  # the list names real branches
     assert sum(1 for b in table if b.hits) >= 25
+
+
+def test_generated_games_match_the_reference(tmp_path: Path):
+    """The embedded generated set (no official data needed) uses the same domain and grammar."""
+    from sapo_gym.alfworld.catalog import EMBEDDED_SET
+
+    if not EMBEDDED_SET.is_file() or EMBEDDED_SET.stat().st_size < 100:
+        pytest.skip("the embedded generated set is not built")
+    games = generated_games(tmp_path, 2)
+    reports = [fuzz_game(g, 20, seed=3) for g in games]
+    assert [(r.game, r.mismatch) for r in reports if r.mismatch] == []
