@@ -6,11 +6,45 @@ from functools import partial
 from typing import Any, Literal
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 
 from sapo_gym.wrappers import TaskSchedule
 
-__all__ = ["make_vec"]
+__all__ = ["make_vec", "RAGGED_INFO_KEYS"]
+
+RAGGED_INFO_KEYS = ("action_mask",)
+"""Array-valued info entries whose length differs between envs (one entry per admissible action)."""
+
+
+class _RaggedInfo:
+    """Batch ragged array infos as an object array of per-env arrays.
+
+    gymnasium stacks an ``np.ndarray`` info into one fixed-shape array sized by the first env,
+    which fails as soon as two envs have different numbers of admissible actions.
+    """
+
+    def _add_info(self, vector_infos: dict[str, Any], env_info: dict[str, Any], env_num: int) -> dict[str, Any]:
+        ragged = {k: env_info[k] for k in RAGGED_INFO_KEYS if k in env_info}
+        rest = {k: v for k, v in env_info.items() if k not in ragged}
+        vector_infos = super()._add_info(vector_infos, rest, env_num)  # type: ignore[misc]
+        for key, value in ragged.items():
+            array = vector_infos.get(key)
+            if array is None:
+                array = np.full(self.num_envs, None, dtype=object)  # type: ignore[attr-defined]
+            array[env_num] = value
+            present = vector_infos.get(f"_{key}", np.zeros(self.num_envs, dtype=bool))  # type: ignore[attr-defined]
+            present[env_num] = True
+            vector_infos[key], vector_infos[f"_{key}"] = array, present
+        return vector_infos
+
+
+class RaggedSyncVectorEnv(_RaggedInfo, SyncVectorEnv):
+    """``SyncVectorEnv`` whose ``action_mask`` info is an object array of per-env masks."""
+
+
+class RaggedAsyncVectorEnv(_RaggedInfo, AsyncVectorEnv):
+    """``AsyncVectorEnv`` whose ``action_mask`` info is an object array of per-env masks."""
 
 
 def _make_member(env_id: str, worker: int, group_size: int, num_groups: int, schedule_seed: int, kwargs: dict[str, Any]) -> gym.Env:
@@ -32,6 +66,7 @@ def make_vec(
     ``async`` runs one process per env (``AsyncVectorEnv(shared_memory=False)``: gymnasium's
     shared memory returns stale ``Text`` observations); ``sync`` runs them in this process.
     Sub-envs auto-reset the step *after* an episode ends (gymnasium's next-step mode).
+    ``infos["action_mask"]`` is an object array holding each env's own bool mask.
     """
     if num_tasks < 1 or group_size < 1:
         raise ValueError(f"num_tasks and group_size must be >= 1 (got {num_tasks}, {group_size})")
@@ -42,5 +77,5 @@ def make_vec(
         for w in range(num_tasks * group_size)
     ]
     if vectorization == "sync":
-        return SyncVectorEnv(fns)
-    return AsyncVectorEnv(fns, shared_memory=False, context="spawn")
+        return RaggedSyncVectorEnv(fns)
+    return RaggedAsyncVectorEnv(fns, shared_memory=False, context="spawn")

@@ -66,3 +66,23 @@ def test_make_vec_rejects_bad_arguments() -> None:
         sapo_gym.make_vec("sapo/Vault-v0", num_tasks=0)
     with pytest.raises(ValueError, match="vectorization"):
         sapo_gym.make_vec("sapo/Vault-v0", num_tasks=1, vectorization="threads")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("vectorization", ["async", "sync"])
+def test_envs_with_different_action_counts(vectorization: str) -> None:
+    """WebShop pages list different numbers of actions: masks are batched per env, not stacked."""
+    envs = sapo_gym.make_vec("sapo/WebShop-v0", num_tasks=4, vectorization=vectorization, split="test")
+    try:
+        obs, infos = envs.reset(seed=0)
+        differed = False
+        for _ in range(3):
+            actions = [f"<think></think><action>{a}</action>" for a in infos["expert_action"]]
+            new_obs, _, term, trunc, infos = envs.step(actions)
+            assert all(a != b for a, b in zip(obs, new_obs))
+            obs = new_obs
+            for mask, adm in zip(infos["action_mask"], infos["admissible_actions"]):
+                assert mask.dtype == bool and mask.shape == (len(adm),)
+            differed |= len({len(m) for m in infos["action_mask"]}) > 1
+        assert differed, "the test needs pages with different numbers of actions"
+    finally:
+        envs.close()
