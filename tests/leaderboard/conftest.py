@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 import copy
-import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
 from leaderboard.boards import BoardRegistry
-from lb_support import ServerProcess
-
-from lb_support import VAULT
+from lb_support import VAULT, ServerProcess
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ from leaderboard.bundle import BUNDLE_VERSION, AgentInfo, BundleError, build_bun
 from sapo_gym.cli import main
 from sapo_gym.evaluation import summarize
 
-from lb_support import refresh
 
 
 def test_schema_is_a_valid_documented_draft_2020_12_schema() -> None:
