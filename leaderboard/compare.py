@@ -27,6 +27,8 @@ class Comparison:
     rows: list[PairRow]
     """Shared (seed, task) pairs in a stable order."""
     test: PairedTest
+    categories: dict[str, PairedTest]
+    """The same tests within each task type."""
     only_in_one: int
     """Pairs present in only one of the two bundles (left out of the test)."""
 
@@ -43,5 +45,9 @@ def compare_bundles(a: Mapping[str, Any], b: Mapping[str, Any]) -> Comparison:
         raise BundleError("the submissions share no (seed, task) pair")
     rows = [PairRow(seed, tid, eps_a[(seed, tid)]["task_type"], eps_a[(seed, tid)]["success"], eps_b[(seed, tid)]["success"],
                     eps_a[(seed, tid)]["score"], eps_b[(seed, tid)]["score"]) for seed, tid in shared]
-    test = PairedTest.of([r.success_a for r in rows], [r.success_b for r in rows], [r.score_a for r in rows], [r.score_b for r in rows])
-    return Comparison(rows, test, len(set(eps_a) ^ set(eps_b)))
+    by_type = {t: [r for r in rows if r.task_type == t] for t in sorted({r.task_type for r in rows})}
+    return Comparison(rows, _test(rows), {t: _test(rs) for t, rs in by_type.items()}, len(set(eps_a) ^ set(eps_b)))
+
+
+def _test(rows: list[PairRow]) -> PairedTest:
+    return PairedTest.of([r.success_a for r in rows], [r.success_b for r in rows], [r.score_a for r in rows], [r.score_b for r in rows])

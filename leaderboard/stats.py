@@ -7,9 +7,10 @@ values in ``tests/leaderboard/test_stats.py``.
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass
 from typing import Sequence
+
+import numpy as np
 
 __all__ = ["wilson_interval", "mean_interval", "mcnemar_exact", "paired_permutation", "PairedTest"]
 
@@ -57,24 +58,26 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
 def paired_permutation(a: Sequence[float], b: Sequence[float], rounds: int = 10000, seed: int = 0) -> float:
     """Two-sided paired (sign-flip) permutation p-value for mean(a - b) = 0.
 
-    Exact enumeration of all 2^m sign flips of the m non-zero differences when m <= 16, else a
-    seeded Monte Carlo estimate with ``rounds`` draws (the +1 correction keeps p > 0).
+    Under H0 each pair's difference is equally likely to have either sign. Exact enumeration of
+    all 2^m sign vectors of the m non-zero differences when m <= 16, else a seeded Monte Carlo
+    estimate with ``rounds`` draws (the +1 correction keeps p > 0). Vectorized: ``signs`` is
+    ``(draws, m)``, the permuted sums ``signs @ diffs`` are ``(draws,)``.
     """
     if len(a) != len(b):
         raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
-    diffs = [x - y for x, y in zip(a, b) if abs(x - y) > 1e-12]
-    m = len(diffs)
+    diffs = np.asarray([x - y for x, y in zip(a, b) if abs(x - y) > 1e-12], dtype=np.float64)
+    m = diffs.size
     if m == 0:
         return 1.0
-    observed = abs(sum(diffs)) - 1e-9
+    observed = abs(diffs.sum()) - 1e-9
     if m <= 16:
-        hits = 0
-        for mask in range(2**m):
-            total = sum(-d if mask >> i & 1 else d for i, d in enumerate(diffs))
-            hits += abs(total) >= observed
-        return hits / 2**m
-    rng = random.Random(seed)
-    hits = sum(abs(sum(d if rng.random() < 0.5 else -d for d in diffs)) >= observed for _ in range(rounds))
+        bits = (np.arange(2**m)[:, None] >> np.arange(m)) & 1  # (2^m, m): every sign vector once
+        return float(np.mean(np.abs((1 - 2 * bits) @ diffs) >= observed))
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for start in range(0, rounds, 2048):
+        signs = rng.choice((-1.0, 1.0), size=(min(2048, rounds - start), m))
+        hits += int(np.count_nonzero(np.abs(signs @ diffs) >= observed))
     return (hits + 1) / (rounds + 1)
 
 

@@ -145,4 +145,5 @@ def compare() -> Response:
         result = compare_bundles(Store.bundle_of(_row(a)), Store.bundle_of(_row(b)))
     except BundleError as exc:
         return _error(422, str(exc), "not_comparable")
-    return jsonify(a=a, b=b, test=asdict(result.test), only_in_one=result.only_in_one, pairs=[asdict(r) for r in result.rows])
+    return jsonify(a=a, b=b, test=asdict(result.test), categories={k: asdict(v) for k, v in result.categories.items()},
+                   only_in_one=result.only_in_one, pairs=[asdict(r) for r in result.rows])

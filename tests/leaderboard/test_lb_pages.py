@@ -63,6 +63,8 @@ def test_compare_page_runs_paired_tests(client, seeded) -> None:  # type: ignore
     assert t["mcnemar_p"] == pytest.approx(2 / 2 ** t["only_a"])
     assert f'<td class="num" id="mcnemar-p">{t["mcnemar_p"]:.4g}</td>' in page
     assert "differ significantly" in page
+    assert api["categories"]["code2"] == t  # Vault's test split has a single task type
+    assert '<table class="board stats" id="categories">' in page and "<td>code2</td>" in page
 
 
 def test_compare_needs_the_same_board_and_shared_tasks(expert_bundle, random_bundle) -> None:  # type: ignore[no-untyped-def]

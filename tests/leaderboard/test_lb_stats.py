@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
 
 import pytest
 
@@ -51,6 +53,17 @@ def test_mcnemar_exact(only_a: int, only_b: int, p: float) -> None:
 )
 def test_paired_permutation_exact(a: list[float], b: list[float], p: float) -> None:
     assert paired_permutation(a, b) == pytest.approx(p)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_paired_permutation_exact_matches_a_loop_over_sign_vectors(seed: int) -> None:
+    rng = random.Random(seed)
+    a = [rng.random() for _ in range(9)]
+    b = [rng.random() if rng.random() < 0.8 else x for x in a]
+    diffs = [x - y for x, y in zip(a, b) if x != y]
+    hits = sum(abs(sum(s * d for s, d in zip(signs, diffs))) >= abs(sum(diffs)) - 1e-9
+               for signs in itertools.product((1, -1), repeat=len(diffs)))
+    assert paired_permutation(a, b) == pytest.approx(hits / 2 ** len(diffs))
 
 
 def test_paired_permutation_monte_carlo_matches_binomial() -> None:
