@@ -120,6 +120,7 @@ BAD_INPUTS: dict[str, tuple[Callable[[dict[str, Any]], bytes], dict[str, str], i
     "SQL in name": (_mutate(lambda b: b["agent"].__setitem__("name", "x'); DROP TABLE submissions;--")), {}, 422, "agent.name"),
     "javascript code url": (_mutate(lambda b: b["agent"].__setitem__("code_url", "javascript:alert(1)")), {}, 422, "agent.code_url"),
     "unknown field": (_mutate(lambda b: b["episodes"][0].__setitem__("bonus", 1)), {}, 422, "Additional properties"),
+    "negative seed": (_mutate(lambda b: [b["evaluation"].__setitem__("seeds", [-1])] + [e.__setitem__("seed", -1) for e in b["episodes"]]), {}, 422, "seed"),
     "wrong type": (_mutate(lambda b: b["episodes"][0].__setitem__("success", "yes")), {}, 422, "episodes[0].success"),
     "missing field": (_mutate(lambda b: b["env"].pop("split")), {}, 422, "split"),
 }
