@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=None, help="only the first N tasks of the split (a bundle needs them all)")
     p.add_argument("--data-dir", default=None, help="dataset folder (else the env's default lookup)")
     p.add_argument("--json", dest="json_out", default=None, help="write the per-episode records and summary here")
-    p.add_argument("--out", dest="bundle_out", default=None, help="write a leaderboard result bundle (JSON) here")
+    p.add_argument("--out", dest="bundle_out", default=None,
+                   help="write a leaderboard result bundle (JSON) here (without --split: the env's first leaderboard split)")
     from leaderboard.agent_args import add_agent_arguments
 
     add_agent_arguments(p)
@@ -41,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
         env_kwargs["data_dir"] = args.data_dir
     if args.split:
         env_kwargs["split"] = args.split
+    elif args.bundle_out:  # a bundle is for a leaderboard board: default to the env's evaluation split
+        from leaderboard.boards import EVAL_SPLITS
+
+        env_kwargs.update({"split": s for s in EVAL_SPLITS.get(args.env, ())[:1]})
     seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
     probe = gym.make(args.env, **env_kwargs)
     ids = list(probe.unwrapped.task_ids)

@@ -62,6 +62,8 @@ def test_evaluate_cli_writes_a_valid_bundle_with_agent_metadata(tmp_path: Path, 
                                "code_url": "https://example.org/code", "spec": "random"}
     assert bundle["env"]["id"] == "sapo/Vault-v0" and bundle["env"]["split"] == "test"
     assert bundle["evaluation"]["seeds"] == [0]
+    assert main(["evaluate", "--env", "sapo/Vault-v0", "--agent", "expert", "--out", str(out)]) == 0
+    assert parse_bundle(out.read_bytes())["env"]["split"] == "test"  # the board's split, not the env's default "train"
 
 
 @pytest.mark.parametrize(
