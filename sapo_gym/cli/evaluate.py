@@ -45,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
     elif args.bundle_out:  # a bundle is for a leaderboard board: default to the env's evaluation split
         from leaderboard.boards import EVAL_SPLITS
 
-        env_kwargs.update({"split": s for s in EVAL_SPLITS.get(args.env, ())[:1]})
+        splits = EVAL_SPLITS.get(args.env, ())
+        if splits:
+            env_kwargs["split"] = splits[0]
     seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
     probe = gym.make(args.env, **env_kwargs)
     ids = list(probe.unwrapped.task_ids)
