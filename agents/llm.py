@@ -67,6 +67,13 @@ class LLMAgent:
     def reset(self, num_envs: int) -> None:
         """Stateless between turns: the prompt carries the history."""
 
+    def state_dict(self) -> dict[str, int]:
+        """The sampling position (calls made so far): checkpoint it so a resumed run draws the same samples."""
+        return {"calls": self._calls}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self._calls = int(state["calls"])
+
     def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]]) -> list[str]:
         return [turn.text for turn in self.act_detailed(observations, infos)]
 

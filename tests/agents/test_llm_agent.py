@@ -35,8 +35,12 @@ def test_act_detailed_is_consistent_and_seeded(tiny_policy):
         assert t.text == tiny_policy.decode(t.token_ids)
     again = LLMAgent(tiny_policy, params=params, seed=5).act_detailed(obs)
     assert [t.token_ids for t in again] == [t.token_ids for t in turns]
+    state = agent.state_dict()
     later = agent.act_detailed(obs)  # the next call draws fresh samples
     assert [t.token_ids for t in later] != [t.token_ids for t in turns]
+    resumed = LLMAgent(tiny_policy, params=params, seed=5)
+    resumed.load_state_dict(state)
+    assert [t.token_ids for t in resumed.act_detailed(obs)] == [t.token_ids for t in later]
     assert agent.act_detailed([], []) == []
 
 
