@@ -1,0 +1,191 @@
+"""What one ``sapo-gym compare`` run depends on: a dataclass (docstring per field → ``--help``) and presets.
+
+Everything a method/seed run needs comes from :meth:`CompareConfig.train_config`, which differs
+between runs **only** in ``algo`` and ``seed``: same model, warm start, prompts, horizon, episodes
+per iteration (equal env interactions), optimisation settings and evaluation split.
+
+The CPU default is the README's main command: ALFWorld's embedded generated set, the random-init
+tiny Qwen2 with the project tokenizer, short prompts (``plain``, one step of history), a
+behaviour-cloning warm start from the env's expert, and a budget that finishes in about a quarter
+of an hour on two cores. The presets launch the paper-scale settings (GPU and real weights needed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainers.config import ALGOS, TrainConfig
+
+__all__ = ["CompareConfig", "Preset", "PRESETS", "run_key"]
+
+
+def run_key(algo: str, seed: int) -> str:
+    """The name of one method/seed run (its folder, its bundle, its key in the state file)."""
+    return f"{algo}-seed{seed}"
+
+
+@dataclass
+class CompareConfig:
+    """A controlled comparison: methods × seeds under identical settings and budget."""
+
+    # ------------------------------------------------------------------ what is compared
+    env: str = "sapo/ALFWorld-v0"
+    """Registered env id every method trains and is evaluated on."""
+    env_arg: list[str] = field(default_factory=list)
+    """Extra env keyword argument as KEY=VALUE, passed to training and evaluation envs alike (repeatable)."""
+    algos: str = "sapo,ppo,grpo"
+    """Comma-separated methods to compare (any of sapo, ppo, grpo)."""
+    seeds: int = 2
+    """Seeds per method (0..seeds-1): RL sampling, minibatch order and task schedule; the warm start is shared."""
+    model: str = "tiny"
+    """Base policy: 'tiny' (random-init tiny Qwen2 + the project tokenizer), 'smollm2', or an HF model path/cached id."""
+    out: str = "runs/compare"
+    """Output folder: results.md/json, plots/, bundles/, runs/<algo>-seed<k>/, warm_start/, state.json."""
+    device: str = "cpu"
+    """Torch device of every model."""
+    max_runs: int = 0
+    """Run at most this many method/seed runs in this invocation, then stop (0 = all); rerun to continue."""
+    progress: bool = True
+    """Show progress bars (overall runs with ETA, and each run's iterations)."""
+    # ------------------------------------------------------------------ budget (equal for every method)
+    iterations: int = 12
+    """RL iterations per run (paper: 150)."""
+    episodes_per_iteration: int = 16
+    """Env episodes per iteration, the same for every method (GRPO: episodes / group size tasks)."""
+    grpo_group_size: int = 4
+    """GRPO rollouts per task (paper: 8); SAPO and PPO play one rollout per task."""
+    horizon: int = 15
+    """Maximum turns per episode for training and evaluation (ALFWorld paper: 50, WebShop: 15)."""
+    # ------------------------------------------------------------------ prompts and generation
+    prompt: str = "plain"
+    """Prompt template: 'plain' (short, for tiny CPU models) or 'default' (the env's paper template)."""
+    history_length: int = 1
+    """Past (observation, action) pairs shown in the prompt (paper: 2)."""
+    max_prompt_tokens: int = 1024
+    """Prompt budget in tokens (longer prompts are truncated by the policy's documented rule and counted)."""
+    max_response_tokens: int = 24
+    """Generated tokens per turn (paper: 512)."""
+    temperature: float = 1.0
+    """Training rollout temperature (paper: 1.0)."""
+    eval_temperature: float = 0.4
+    """Evaluation temperature (paper: 0.4)."""
+    # ------------------------------------------------------------------ optimisation
+    lr: float = 1e-4
+    """Actor learning rate (paper, for 1.5B/7B models: 1e-6; a tiny random-init model needs a larger one)."""
+    critic_lr: float = 1e-4
+    """PPO critic learning rate."""
+    kl_coef: float = 0.01
+    """β, low-variance KL to the warm-started reference (paper: 0.01)."""
+    micro_batch_size: int = 16
+    """Turns per forward/backward (bounds memory; does not change the result)."""
+    minibatches: int = 1
+    """Optimizer steps per iteration."""
+    # ------------------------------------------------------------------ warm start (trained once, shared)
+    sft_episodes: int = 34
+    """Expert episodes cloned by the shared behaviour-cloning warm start (0 = start RL from the base model)."""
+    sft_epochs: int = 12
+    """Passes of the warm start over the expert turns."""
+    sft_lr: float = 3e-3
+    """Learning rate of the warm start."""
+    # ------------------------------------------------------------------ evaluation (identical for all)
+    eval_split: str = "eval_in_distribution"
+    """Split evaluated after training and for the warm start ('' = the env's default split)."""
+    eval_seeds: str = "0"
+    """Comma-separated evaluation seeds (one pass over the split each)."""
+    eval_batch_size: int = 18
+    """Envs stepped together during evaluation."""
+
+    def __post_init__(self) -> None:
+        unknown = [a for a in self.algo_list if a not in ALGOS]
+        if unknown or not self.algo_list:
+            raise ValueError(f"unknown algos {unknown or self.algos!r}; valid choices: {list(ALGOS)}")
+        if self.seeds < 1 or self.iterations < 1 or self.horizon < 1:
+            raise ValueError("seeds, iterations and horizon must be >= 1")
+        if "grpo" in self.algo_list and self.episodes_per_iteration % self.grpo_group_size:
+            raise ValueError(
+                f"episodes_per_iteration ({self.episodes_per_iteration}) must be a multiple of grpo_group_size "
+                f"({self.grpo_group_size}): every method plays the same number of episodes per iteration"
+            )
+        if not self.eval_seed_list:
+            raise ValueError("eval_seeds must list at least one seed")
+
+    @property
+    def algo_list(self) -> list[str]:
+        return [a.strip() for a in self.algos.split(",") if a.strip()]
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.seeds))
+
+    @property
+    def eval_seed_list(self) -> list[int]:
+        return [int(s) for s in self.eval_seeds.split(",") if s.strip()]
+
+    def runs(self) -> list[tuple[str, int]]:
+        """Every (algo, seed) pair, seed-major so an early stop still has every method at seed 0."""
+        return [(algo, seed) for seed in self.seed_list for algo in self.algo_list]
+
+    def env_kwargs(self) -> dict[str, Any]:
+        """Env keyword arguments shared by training and evaluation (``env_arg`` and the horizon)."""
+        base = TrainConfig(env=self.env, env_arg=list(self.env_arg))
+        return {**base.env_kwargs(), "max_episode_steps": self.horizon}
+
+    def train_config(self, algo: str, seed: int, model: str | None = None) -> TrainConfig:
+        """The :class:`TrainConfig` of one run; runs differ only in ``algo`` and ``seed``."""
+        return TrainConfig(
+            algo=algo, env=self.env, env_arg=[*self.env_arg, f"max_episode_steps={self.horizon}"],
+            model=model or self.model, seed=seed, iterations=self.iterations, device=self.device,
+            out_dir=f"{self.out}/runs/{run_key(algo, seed)}", resume=True, checkpoint_every=1,
+            progress=self.progress, episodes_per_iteration=self.episodes_per_iteration,
+            group_size=self.grpo_group_size if algo == "grpo" else 1, history_length=self.history_length,
+            prompt=self.prompt, max_prompt_tokens=self.max_prompt_tokens, max_response_tokens=self.max_response_tokens,
+            temperature=self.temperature, eval_temperature=self.eval_temperature, lr=self.lr, critic_lr=self.critic_lr,
+            kl_coef=self.kl_coef, micro_batch_size=self.micro_batch_size, minibatches=self.minibatches,
+            sft_episodes=self.sft_episodes, sft_epochs=self.sft_epochs, sft_lr=self.sft_lr,
+        )
+
+    def fingerprint(self) -> str:
+        """Hash of every field that changes results (a resumed compare must match it)."""
+        volatile = {"out", "max_runs", "progress", "device", "micro_batch_size", "eval_batch_size"}
+        fields = {k: v for k, v in dataclasses.asdict(self).items() if k not in volatile}
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named set of overrides of :class:`CompareConfig` (``--preset NAME``)."""
+
+    name: str
+    description: str
+    needs_gpu: bool
+    overrides: tuple[tuple[str, Any], ...]
+
+    def apply(self, cfg: CompareConfig) -> CompareConfig:
+        return dataclasses.replace(cfg, **dict(self.overrides))
+
+
+def _paper(model: str, horizon: int) -> tuple[tuple[str, Any], ...]:
+    return (
+        ("model", model), ("lr", 1e-6), ("critic_lr", 1e-5), ("kl_coef", 0.01), ("iterations", 150),
+        ("episodes_per_iteration", 128), ("grpo_group_size", 8), ("horizon", horizon), ("prompt", "default"),
+        ("history_length", 2), ("max_prompt_tokens", 2048), ("max_response_tokens", 512), ("sft_episodes", 0),
+        ("seeds", 3), ("device", "cuda"), ("micro_batch_size", 8), ("minibatches", 4), ("eval_batch_size", 32),
+    )
+
+
+PRESETS: dict[str, Preset] = {
+    "cpu": Preset("cpu", "the CPU default: tiny model, embedded ALFWorld set, shared behaviour-cloning warm start", False, ()),
+    "paper-1.5b": Preset("paper-1.5b", "the paper's setting with Qwen2.5-1.5B-Instruct (lr 1e-6, KL 0.01, 150 iterations)",
+                         True, _paper("Qwen/Qwen2.5-1.5B-Instruct", 50)),
+    "paper-7b": Preset("paper-7b", "the paper's setting with Qwen2.5-7B-Instruct (lr 1e-6, KL 0.01, 150 iterations)",
+                       True, _paper("Qwen/Qwen2.5-7B-Instruct", 50)),
+    "smollm2-1gpu": Preset(
+        "smollm2-1gpu", "SmolLM2-135M-Instruct (offline wheel) on one GPU, paper hyper-parameters, 50 iterations", True,
+        _paper("smollm2", 50)[:-1] + (("iterations", 50), ("episodes_per_iteration", 32), ("lr", 1e-6))),
+}
+"""``--preset`` choices. The paper's horizon is 50 for ALFWorld and 15 for WebShop: the CLI sets 15
+when a paper preset runs on a WebShop env."""

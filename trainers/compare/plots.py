@@ -1,0 +1,115 @@
+"""Figures of a comparison, drawn from ``results.json`` alone (matplotlib, Agg backend; PNG and SVG).
+
+* ``learning_curves``: training-rollout success per iteration, mean over seeds with a min–max band,
+  and the starting policy's evaluation success as a dashed line;
+* ``category_success``: evaluation success per category and method (bars: mean over seeds,
+  whiskers: 95 % t-interval), the starting policy beside them;
+* ``phase_times``: the paper's Fig. 2 — seconds per iteration split into its eight phases, one
+  stacked horizontal bar per method.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from trainers.profiling import PHASES
+
+__all__ = ["write_plots", "COLOURS"]
+
+COLOURS = {"sapo": "#1f77b4", "ppo": "#d62728", "grpo": "#2ca02c", "start": "#7f7f7f"}
+"""One colour per method, the same in every figure."""
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, out: Path, name: str) -> list[Path]:
+    paths = [out / f"{name}.png", out / f"{name}.svg"]
+    for p in paths:
+        fig.savefig(p, dpi=150 if p.suffix == ".png" else None, bbox_inches="tight")
+    return paths
+
+
+def learning_curves(res: dict[str, Any], ax: Any) -> None:
+    import numpy as np
+
+    for algo, m in res["methods"].items():
+        it = np.asarray(m["curves"]["iteration"]) + 1
+        ys = np.asarray([s[: len(it)] for s in m["curves"]["rollout_success"] if len(s) >= len(it)], dtype=float)
+        colour = COLOURS.get(algo)
+        ax.plot(it, ys.mean(0), color=colour, label=f"{algo.upper()} (n={len(ys)})", lw=2)
+        if len(ys) > 1:
+            ax.fill_between(it, ys.min(0), ys.max(0), color=colour, alpha=0.2, lw=0)
+    start = res["warm_start"]["summary"]["all"]["success"]
+    ax.axhline(start, color=COLOURS["start"], ls="--", lw=1.5, label=f"{res['start_name']} (eval)")
+    ax.set(xlabel="iteration", ylabel="training rollout success", ylim=(-0.02, 1.02),
+           title="Learning curves (mean over seeds, band: min–max)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+
+
+def category_success(res: dict[str, Any], ax: Any) -> None:
+    import numpy as np
+
+    cats = [*res["categories"], "all"]
+    series = [("start", res["start_name"], [res["warm_start"]["summary"].get(c, {}).get("success", 0.0) for c in cats], None)]
+    for algo, m in res["methods"].items():
+        stats = [m["overall"]["success"] if c == "all" else m["categories"][c]["success"] for c in cats]
+        err = None
+        if stats[0]["ci_high"] is not None:
+            err = np.array([[s["mean"] - s["ci_low"] for s in stats], [s["ci_high"] - s["mean"] for s in stats]])
+        series.append((algo, algo.upper(), [s["mean"] for s in stats], err))
+    width = 0.8 / len(series)
+    x = np.arange(len(cats))
+    for k, (key, label, means, err) in enumerate(series):
+        ax.bar(x + (k - (len(series) - 1) / 2) * width, means, width, yerr=err, capsize=3, color=COLOURS.get(key),
+               label=label, error_kw={"lw": 1})
+    ax.set_xticks(x, cats, rotation=20)
+    ax.set(ylabel="evaluation success", ylim=(0, 1.05),
+           title=f"Success per category ({res['eval_split'] or 'default split'}; whiskers: 95 % CI over seeds)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def phase_times(res: dict[str, Any], ax: Any) -> None:
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    algos = list(res["methods"])
+    for row, algo in enumerate(algos):
+        left = 0.0
+        for k, phase in enumerate(PHASES):
+            width = res["methods"][algo]["phase_seconds"][phase]
+            ax.barh(row, width, left=left, color=cmap(k), label=phase.replace("_", " ") if row == 0 else None)
+            left += width
+        ax.text(left, row, f" {left:.2f} s", va="center", fontsize=8)
+    ax.set_yticks(range(len(algos)), [a.upper() for a in algos])
+    ax.invert_yaxis()
+    ax.set(xlabel="seconds per iteration", title="Time per iteration by phase (cf. the paper's Fig. 2)")
+    ax.legend(ncol=4, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25))
+    ax.margins(x=0.12)
+
+
+def write_plots(res: dict[str, Any], out: str | Path) -> list[Path]:
+    """Draw the three figures into ``out`` (PNG + SVG each); return the written paths."""
+    plt = _pyplot()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for name, draw, size in (("learning_curves", learning_curves, (6.4, 4.0)),
+                             ("category_success", category_success, (7.2, 4.0)),
+                             ("phase_times", phase_times, (7.2, 1.2 + 0.5 * len(res["methods"])))):
+        fig, ax = plt.subplots(figsize=size)
+        try:
+            draw(res, ax)
+            written += _save(fig, out, name)
+        finally:
+            plt.close(fig)
+    return written

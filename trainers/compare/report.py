@@ -1,0 +1,146 @@
+"""The comparison's results: ``results.json`` (every number) and ``results.md`` (the tables).
+
+``results.json`` fields (all success/score values are fractions in [0, 1] / the env's score):
+
+* ``env``, ``eval_split``, ``eval_seeds``, ``seeds``, ``algos``, ``fingerprint``, ``config``
+  (the :class:`~trainers.compare.config.CompareConfig`), ``complete`` (every run finished);
+* ``warm_start``: ``summary`` (per category and ``all``: episodes, success, Wilson CI, score, steps,
+  invalid_rate, as :func:`sapo_gym.evaluation.summarize`), ``sft_loss``, ``train_s``, ``bundle``;
+* ``methods.<algo>``: ``seeds``; ``overall`` and ``categories.<category>``, each with ``success`` and
+  ``score`` as ``{mean, ci_low, ci_high, values}`` over seeds (95 % Student-t; null with one seed);
+  ``lift`` (``baseline``, ``after``, ``gain``, ``verdict``: lifted / lowered / no detectable change)
+  and ``lift_line`` (the sentence in results.md); ``phase_seconds`` (mean seconds per iteration of
+  each of the paper's eight phases, over iterations and seeds); ``iteration_seconds``;
+  ``curves`` (``iteration`` and per-seed ``rollout_success`` lists); ``bundles``; ``per_seed`` summaries.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from trainers.compare.config import CompareConfig
+from trainers.compare.runner import RunResult
+from trainers.compare.stats import lift_over, seed_stat
+from trainers.profiling import PHASES
+
+__all__ = ["build_results", "render_markdown", "write_report"]
+
+
+def _categories(runs: Sequence[RunResult], start: RunResult) -> list[str]:
+    names = {c for r in [start, *runs] for c in r.summary if c != "all"}
+    return sorted(names)
+
+
+def _method(algo: str, runs: list[RunResult], start: RunResult, categories: list[str], start_name: str) -> dict[str, Any]:
+    def stat(cat: str, key: str) -> dict[str, Any]:
+        return seed_stat([r.summary.get(cat, {}).get(key, 0.0) for r in runs]).to_dict()
+
+    lift = lift_over(start.summary["all"]["success"], [r.summary["all"]["success"] for r in runs])
+    rows = [row for r in runs for row in r.metrics]
+    phases = {p: sum(row.get(f"time/{p}", 0.0) for row in rows) / max(len(rows), 1) for p in PHASES}
+    return {
+        "seeds": [r.seed for r in runs],
+        "overall": {"success": stat("all", "success"), "score": stat("all", "score")},
+        "categories": {c: {"success": stat(c, "success"), "score": stat(c, "score")} for c in categories},
+        "lift": lift.to_dict(),
+        "lift_line": lift.line(algo.upper(), start_name),
+        "phase_seconds": phases,
+        "iteration_seconds": sum(phases.values()),
+        "curves": {
+            "iteration": [row["iteration"] for row in runs[0].metrics],
+            "rollout_success": [[row["rollout/success"] for row in r.metrics] for r in runs],
+        },
+        "bundles": [r.bundle for r in runs],
+        "per_seed": {str(r.seed): r.summary for r in runs},
+    }
+
+
+def build_results(cfg: CompareConfig, start: RunResult, runs: Sequence[RunResult], complete: bool) -> dict[str, Any]:
+    """Everything ``results.json`` holds (see the module docstring)."""
+    import dataclasses
+
+    categories = _categories(runs, start)
+    start_name = "behaviour-cloning warm start" if cfg.sft_episodes else "base model"
+    methods = {}
+    for algo in cfg.algo_list:
+        mine = sorted((r for r in runs if r.algo == algo), key=lambda r: r.seed or 0)
+        if mine:
+            methods[algo] = _method(algo, mine, start, categories, start_name)
+    return {
+        "env": cfg.env, "eval_split": cfg.eval_split, "eval_seeds": cfg.eval_seed_list, "seeds": cfg.seed_list,
+        "algos": cfg.algo_list, "fingerprint": cfg.fingerprint(), "complete": complete,
+        "config": dataclasses.asdict(cfg), "start_name": start_name, "categories": categories,
+        "warm_start": {"summary": start.summary, "sft_loss": start.extra.get("sft_loss", []), "train_s": start.train_s,
+                       "bundle": start.bundle},
+        "methods": methods,
+    }
+
+
+def _cell(stat: dict[str, Any], pct: bool = True) -> str:
+    scale, digits = (100.0, 1) if pct else (1.0, 2)
+    text = f"{stat['mean'] * scale:.{digits}f}"
+    if stat["ci_high"] is not None:
+        text += f" ± {(stat['ci_high'] - stat['mean']) * scale:.{digits}f}"
+    return text
+
+
+def _table(res: dict[str, Any]) -> list[str]:
+    cats = res["categories"]
+    head = ["method", "seeds", "success % (all)", "score (all)", *[f"{c} %" for c in cats]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    ws = res["warm_start"]["summary"]
+    start = [res["start_name"], "—", f"{100 * ws['all']['success']:.1f}", f"{ws['all']['score']:.2f}",
+             *[f"{100 * ws[c]['success']:.1f}" if c in ws else "—" for c in cats]]
+    lines.append("| " + " | ".join(start) + " |")
+    for algo, m in res["methods"].items():
+        row = [algo.upper(), str(len(m["seeds"])), _cell(m["overall"]["success"]), _cell(m["overall"]["score"], pct=False),
+               *[_cell(m["categories"][c]["success"]) for c in cats]]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def _timing_table(res: dict[str, Any]) -> list[str]:
+    head = ["method", *PHASES, "iteration"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for algo, m in res["methods"].items():
+        cells = [f"{m['phase_seconds'][p]:.2f}" for p in PHASES]
+        lines.append("| " + " | ".join([algo.upper(), *cells, f"{m['iteration_seconds']:.2f}"]) + " |")
+    return lines
+
+
+def render_markdown(res: dict[str, Any]) -> str:
+    """results.md: the success table, the honest lift lines, the per-phase timing table."""
+    cfg = res["config"]
+    seeds = len(res["seeds"])
+    lines = [
+        f"# sapo-gym compare: {', '.join(a.upper() for a in res['algos'])} on {res['env']}",
+        "",
+        f"Evaluation: split `{res['eval_split'] or 'default'}`, seeds {res['eval_seeds']}, temperature {cfg['eval_temperature']}; "
+        f"model `{cfg['model']}`; {cfg['iterations']} iterations × {cfg['episodes_per_iteration']} episodes per method "
+        f"(horizon {cfg['horizon']}); {seeds} seed(s) per method. Cells: mean ± half-width of the 95 % Student-t "
+        "interval over seeds (no interval with one seed).",
+        "",
+        *(["**Incomplete**: not every method/seed has finished; rerun the same command to continue.", ""] if not res["complete"] else []),
+        *_table(res),
+        "",
+        "## Did RL lift success over the starting policy?",
+        "",
+        *[f"- {m['lift_line']}" for m in res["methods"].values()],
+        "",
+        "## Seconds per iteration, by phase (mean over iterations and seeds)",
+        "",
+        *_timing_table(res),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_report(cfg: CompareConfig, start: RunResult, runs: Sequence[RunResult], complete: bool) -> dict[str, Any]:
+    """Write ``results.json`` and ``results.md`` into ``cfg.out``; return the results dict."""
+    res = build_results(cfg, start, runs, complete)
+    out = Path(cfg.out)
+    (out / "results.json").write_text(json.dumps(res, indent=1, allow_nan=False))
+    (out / "results.md").write_text(render_markdown(res))
+    return res

@@ -1,0 +1,224 @@
+"""Run a comparison: one shared warm start, then every method × seed, each evaluated the same way.
+
+Layout of ``cfg.out``::
+
+    state.json               config fingerprint + finished runs (what a rerun skips)
+    warm_start/              the behaviour-cloned policy (HF format) + result.json (its evaluation)
+    runs/<algo>-seed<k>/     the trainer's metrics.jsonl and checkpoints, result.json
+    bundles/<algo>-seed<k>.json   one leaderboard result bundle per run (and warm-start.json)
+
+A killed compare continues where it stopped: finished runs are skipped (the state file says which),
+and the run that was interrupted resumes from its last checkpoint (one per iteration). Every piece
+is built from the trainer's own parts (:class:`trainers.loop.Trainer`, :mod:`trainers.sft`,
+:func:`sapo_gym.evaluation.evaluate`, :func:`leaderboard.bundle.build_bundle`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from trainers.compare.config import CompareConfig, run_key
+
+__all__ = ["CompareState", "RunResult", "prepare_warm_start", "run_one", "run_compare", "read_result", "evaluate_policy"]
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    """Atomic write (tmp file + rename): a kill never leaves half a file behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, allow_nan=False))
+    os.replace(tmp, path)
+
+
+@dataclass
+class CompareState:
+    """``state.json``: which config this folder belongs to and which runs are finished."""
+
+    fingerprint: str
+    warm_start_done: bool = False
+    finished: list[str] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, cfg: CompareConfig) -> "CompareState":
+        """The folder's state, or a fresh one; refuses a folder that holds another comparison."""
+        path = Path(cfg.out) / "state.json"
+        if not path.exists():
+            return cls(cfg.fingerprint())
+        state = cls(**json.loads(path.read_text()))
+        if state.fingerprint != cfg.fingerprint():
+            raise ValueError(
+                f"{cfg.out} holds a comparison with other settings (fingerprint {state.fingerprint}, "
+                f"now {cfg.fingerprint()}); use another --out or delete that folder"
+            )
+        return state
+
+    def save(self, cfg: CompareConfig) -> None:
+        _write_json(Path(cfg.out) / "state.json", dataclasses.asdict(self))
+
+
+@dataclass
+class RunResult:
+    """What one run (or the warm start) left behind, as stored in its ``result.json``."""
+
+    name: str
+    algo: str | None
+    seed: int | None
+    summary: dict[str, dict[str, float]]
+    """:func:`sapo_gym.evaluation.summarize` of the evaluation (per category and ``all``)."""
+    metrics: list[dict[str, Any]]
+    """The trainer's per-iteration rows (empty for the warm start)."""
+    train_s: float
+    eval_s: float
+    bundle: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def read_result(path: Path) -> RunResult:
+    return RunResult(**json.loads(path.read_text()))
+
+
+def evaluate_policy(policy: Any, tcfg: Any, cfg: CompareConfig, env_kwargs: dict[str, Any]) -> list[Any]:
+    """Every task of the evaluation split, at the evaluation temperature, with the same sampling seed for all."""
+    import torch
+
+    from sapo_gym.evaluation import evaluate
+    from trainers.models import build_agent
+
+    torch.manual_seed(12345)  # common random numbers: every policy is evaluated under the same sampling seed
+    agent = build_agent(policy, tcfg, tcfg.eval_temperature)
+    with torch.no_grad():
+        return evaluate(agent, cfg.env, split=cfg.eval_split or None, seeds=cfg.eval_seed_list,
+                        batch_size=cfg.eval_batch_size, env_kwargs=env_kwargs, progress=cfg.progress)
+
+
+def _write_bundle(cfg: CompareConfig, name: str, records: list[Any], env_kwargs: dict[str, Any], policy: Any,
+                  algo: str | None, budget: str) -> str:
+    """One leaderboard result bundle for ``records`` (env spec and hash probed with the same kwargs)."""
+    import gymnasium as gym
+
+    from leaderboard.bundle import AgentInfo, build_bundle
+
+    kwargs = {**env_kwargs, **({"split": cfg.eval_split} if cfg.eval_split else {})}
+    probe = gym.make(cfg.env, **kwargs)
+    spec_fields, spec_hash = probe.unwrapped.spec_fields(), probe.unwrapped.spec_hash()
+    probe.close()
+    params = sum(p.numel() for p in policy.model.parameters())
+    agent = AgentInfo(
+        name=f"{name} ({cfg.model}, sapo-gym compare)", model=cfg.model, parameters=int(params),
+        algorithm=algo.upper() if algo else "behaviour cloning", training_budget=budget,
+        description=f"sapo-gym compare run {name}; config fingerprint {cfg.fingerprint()}",
+    )
+    command = "sapo-gym " + shlex.join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith(("sapo-gym", "__main__.py")) else None
+    bundle = build_bundle(records, spec_fields, spec_hash, agent, cfg.eval_seed_list, cfg.eval_batch_size, command)
+    path = Path(cfg.out) / "bundles" / f"{name}.json"
+    _write_json(path, bundle)
+    return str(path)
+
+
+def prepare_warm_start(cfg: CompareConfig, state: CompareState) -> tuple[str, RunResult]:
+    """The shared starting policy (trained once, cached in ``warm_start/``) and its evaluation.
+
+    Returns the model path every run starts from (the base model when ``sft_episodes`` is 0).
+    """
+    from sapo_gym.evaluation import summarize
+    from trainers.loop import Trainer
+    from trainers.sft import warm_start
+
+    folder = Path(cfg.out) / "warm_start"
+    model_path = str(folder / "policy") if cfg.sft_episodes > 0 else cfg.model
+    if state.warm_start_done and (folder / "result.json").exists():
+        return model_path, read_result(folder / "result.json")
+    tcfg = dataclasses.replace(cfg.train_config("sapo", 0), out_dir=str(folder), resume=False)
+    trainer = Trainer(tcfg)
+    t0, losses = time.perf_counter(), []
+    if cfg.sft_episodes > 0:
+        losses = warm_start(trainer.policy, tcfg, trainer.env_kwargs())
+        trainer.policy.save_pretrained(model_path)
+    train_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    records = evaluate_policy(trainer.policy, tcfg, cfg, trainer.env_kwargs())
+    eval_s = time.perf_counter() - t0
+    budget = f"behaviour cloning on {cfg.sft_episodes} expert episodes x {cfg.sft_epochs} epochs" if cfg.sft_episodes else "none (base model)"
+    bundle = _write_bundle(cfg, "warm-start", records, trainer.env_kwargs(), trainer.policy, None, budget)
+    trainer.vec.close()
+    result = RunResult("warm-start", None, None, summarize(records), [], train_s, eval_s, bundle, {"sft_loss": losses})
+    _write_json(folder / "result.json", dataclasses.asdict(result))
+    state.warm_start_done = True
+    state.save(cfg)
+    return model_path, result
+
+
+def run_one(cfg: CompareConfig, algo: str, seed: int, model_path: str) -> RunResult:
+    """Train one method/seed from the shared start (resuming its own checkpoint), evaluate, bundle."""
+    from sapo_gym.evaluation import summarize
+    from trainers.loop import Trainer
+    from trainers.metrics import read_metrics
+
+    name = run_key(algo, seed)
+    tcfg = dataclasses.replace(cfg.train_config(algo, seed), model=model_path, sft_episodes=0)
+    trainer = Trainer(tcfg)
+    t0 = time.perf_counter()
+    trainer.train()
+    train_s = time.perf_counter() - t0
+    trainer.vec.close()
+    t0 = time.perf_counter()
+    records = evaluate_policy(trainer.policy, tcfg, cfg, trainer.env_kwargs())
+    eval_s = time.perf_counter() - t0
+    budget = (f"{cfg.iterations} iterations x {cfg.episodes_per_iteration} episodes (horizon {cfg.horizon})"
+              + (f" after behaviour cloning on {cfg.sft_episodes} expert episodes" if cfg.sft_episodes else ""))
+    bundle = _write_bundle(cfg, name, records, trainer.env_kwargs(), trainer.policy, algo, budget)
+    metrics = read_metrics(Path(tcfg.out_dir) / "metrics.jsonl")
+    result = RunResult(name, algo, seed, summarize(records), metrics, train_s, eval_s, bundle)
+    _write_json(Path(tcfg.out_dir) / "result.json", dataclasses.asdict(result))
+    return result
+
+
+def _progress(total: int, done: int, enabled: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=done, desc="compare", unit="run", disable=not enabled, position=0, leave=True)
+
+
+def run_compare(cfg: CompareConfig) -> tuple[RunResult, list[RunResult], bool]:
+    """Warm start once, then every pending run; returns (warm start, finished runs, complete?).
+
+    Stops early after ``cfg.max_runs`` new runs (0 = no limit); a rerun with the same config
+    skips what is finished.
+    """
+    Path(cfg.out).mkdir(parents=True, exist_ok=True)
+    state = CompareState.open(cfg)
+    state.save(cfg)
+    model_path, start = prepare_warm_start(cfg, state)
+    runs = cfg.runs()
+    bar = _progress(len(runs), sum(run_key(a, s) in state.finished for a, s in runs), cfg.progress)
+    new = 0
+    try:
+        for algo, seed in runs:
+            key = run_key(algo, seed)
+            if key in state.finished:
+                continue
+            if cfg.max_runs and new >= cfg.max_runs:
+                break
+            bar.set_postfix_str(key)
+            run_one(cfg, algo, seed, model_path)
+            state.finished.append(key)
+            state.save(cfg)
+            new += 1
+            bar.update(1)
+    finally:
+        bar.close()
+    results = [read_result(Path(cfg.out) / "runs" / run_key(a, s) / "result.json") for a, s in runs if run_key(a, s) in state.finished]
+    return start, results, len(results) == len(runs)
+
+
+def finished_results(cfg: CompareConfig, names: Sequence[str]) -> list[RunResult]:
+    """The stored results of the named runs (for re-reporting a finished folder)."""
+    return [read_result(Path(cfg.out) / "runs" / n / "result.json") for n in names]
