@@ -114,3 +114,17 @@ def test_push_weights_loads_another_models_weights():
     gen.push_weights(source)
     assert torch.equal(target.model.get_input_embeddings().weight, source.model.get_input_embeddings().weight)
     gen.push_weights(target)  # its own module: nothing to copy
+
+
+def test_sample_next_draws_from_the_masked_tempered_nucleus():
+    from agents.generation.hf import sample_next
+
+    logits = torch.tensor([2.0, 1.0, 0.5, 0.0, 9.0, 8.0]).repeat(40_000, 1)  # ids 4, 5 play w+/w-
+    params = GenerationParams(temperature=0.5, top_p=0.9)
+    tokens, log_probs = sample_next(logits, (4, 5), params, torch.Generator().manual_seed(0))
+    tempered = torch.softmax(torch.tensor([2.0, 1.0, 0.5, 0.0]) / 0.5, dim=0)  # [0.84, 0.11, 0.04, 0.02]
+    nucleus = torch.tensor([tempered[0], tempered[1], 0.0, 0.0])  # 0.84 < 0.9 ≤ 0.84 + 0.11
+    freq = torch.bincount(tokens, minlength=6).float() / len(tokens)
+    torch.testing.assert_close(freq[:4], nucleus / nucleus.sum(), atol=0.01, rtol=0)
+    assert freq[4] == freq[5] == 0
+    torch.testing.assert_close(log_probs, tempered.log()[tokens])  # log-probs ignore top_p
