@@ -4,6 +4,9 @@ V(s_t) is read at the last prompt token (the logits that choose the first action
 Q(s_t, a_t) at the last valid response token, both as ``trainers.core_algos.value_readout`` of
 the w⁺/w⁻ logits. Taking the logits the trainer already computed for the log-probs means the
 readout costs two gathers, not a forward pass: that is SAPO's saving over a separate critic.
+(The bundled trainer goes one step further and applies the LM head only at these positions —
+``trainers.forward``; the positions are the same as ``Experience.state_positions`` and
+``Experience.action_end_positions``, a test checks.)
 """
 
 from __future__ import annotations
