@@ -37,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
     from agents.registry import load_agent
     from sapo_gym.evaluation import evaluate, format_table, summarize
 
+    # read before any backend is loaded (some parse or rewrite sys.argv)
+    command = "sapo-gym " + shlex.join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith(("sapo-gym", "__main__.py")) else None
     env_kwargs = {}
     if args.data_dir:
         env_kwargs["data_dir"] = args.data_dir
@@ -68,7 +70,6 @@ def run(args: argparse.Namespace) -> int:
         from leaderboard.agent_args import agent_info_from_args
         from leaderboard.bundle import build_bundle
 
-        command = "sapo-gym " + shlex.join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith(("sapo-gym", "__main__.py")) else None
         bundle = build_bundle(records, spec_fields, spec_hash, agent_info_from_args(args, args.agent), seeds, args.batch_size, command)
         with open(args.bundle_out, "w") as fh:
             json.dump(bundle, fh, allow_nan=False)
