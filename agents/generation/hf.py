@@ -9,6 +9,7 @@ are never sampled, and the returned log-probs are under the same distribution th
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -62,6 +63,9 @@ class HFGenerator:
         self.policy = policy
         self.max_batch_size = max_batch_size
         """Prompts per forward batch; larger inputs are generated in chunks."""
+        # transformers renamed the cache argument (``past_key_values`` → ``cache``, 5.x): adapt once, here.
+        forward_params = inspect.signature(policy.model.forward).parameters
+        self._cache_arg = "cache" if "cache" in forward_params else "past_key_values"
 
     def push_weights(self, model: Any) -> None:
         """No copy when ``model`` is this generator's policy (the usual case); else load its weights."""
@@ -104,7 +108,8 @@ class HFGenerator:
         policy, eos = self.policy, set(self.policy.eos_token_ids)
         ids, mask, pos = _left_pad([prompts[i] for i in active], policy.pad_token_id, policy.device)
         cache = DynamicCache()
-        out = policy.model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True, logits_to_keep=1)
+        out = policy.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1,
+                           **{self._cache_arg: cache})
         pos = pos[:, -1:]
         while True:
             next_tok, next_lp = sample_next(out.logits[:, -1], policy.value_token_ids, params, rng)
@@ -118,8 +123,8 @@ class HFGenerator:
                 active = [active[j] for j in keep]
             mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
             pos = pos + 1
-            out = policy.model(input_ids=next_tok.unsqueeze(-1), attention_mask=mask, position_ids=pos,
-                               cache=cache, use_cache=True)
+            out = policy.model(input_ids=next_tok.unsqueeze(-1), attention_mask=mask, position_ids=pos, use_cache=True,
+                               **{self._cache_arg: cache})
 
 
 @dataclass
