@@ -34,6 +34,7 @@ import gymnasium as gym
 import numpy as np
 
 from sapo_gym.parsing import Protocol, get_protocol, parse_action
+from sapo_gym.registration import ENVS
 from sapo_gym.spaces import UnicodeText
 
 __all__ = ["Turn", "TextEnv", "OBSERVATION_MAX_LENGTH", "ACTION_MAX_LENGTH"]
@@ -111,11 +112,15 @@ class TextEnv(gym.Env[str, str]):
     def spec_fields(self) -> dict[str, Any]:
         """What pins the results of this env; hashed by :meth:`spec_hash`."""
         spec = self.spec
+        env_id = spec.id if spec is not None else f"sapo/{self.env_name}-{self.version}"
+        entry = ENVS.get(env_id)
         return {
-            "id": spec.id if spec is not None else f"sapo/{self.env_name}-{self.version}",
+            "id": env_id,
             "version": self.version,
             "protocol": self.protocol.name,
-            "horizon": spec.max_episode_steps if spec is not None else None,
+            # gymnasium keeps max_episode_steps off the unwrapped env's spec: pin the registered horizon
+            # (results run with an overridden max_episode_steps are not comparable and not accepted).
+            "horizon": entry.horizon if entry is not None else None,
             "split": self.split,
             "dataset": self._dataset_name(),
             "backend": self.backend_versions(),

@@ -60,6 +60,9 @@ def test_info_keys_and_step(env: gym.Env) -> None:
     assert info2["action"] == action and info2["is_action_valid"] and info2["is_action_admissible"]
     assert isinstance(reward, float) and 0.0 <= info2["score"] <= 1.0
     assert env.unwrapped.spec_hash() == env.unwrapped.spec_hash() and len(env.unwrapped.spec_hash()) == 16
+    fields = env.unwrapped.spec_fields()
+    assert fields["horizon"] == env.spec.max_episode_steps and fields["protocol"] == "verl-agent-v1"
+    assert fields["id"] == env.spec.id
 
 
 def test_seeded_reset_is_deterministic(env: gym.Env) -> None:
