@@ -31,7 +31,8 @@ from trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpo
 from trainers.config import TrainConfig
 from trainers.experience import Experience
 from trainers.methods import make_method
-from trainers.methods.base import action_log_probs, micro_batches, pad_to
+from trainers.forward import action_log_probs, forward_positions
+from trainers.methods.base import micro_batches, pad_to
 from trainers.metrics import MetricsLogger
 from trainers.models import build_agent, build_policy, turn_samples
 from trainers.profiling import MemoryMeter, PhaseTimer
@@ -89,12 +90,26 @@ class Trainer:
     def step(self) -> dict[str, Any]:
         """One iteration: rollout → old log-probs → reference → values → advantages → updates."""
         self.start_reinforcement()
-        cfg, timer, memory = self.cfg, PhaseTimer(), MemoryMeter(self.device)
+        timer, memory = PhaseTimer(), MemoryMeter(self.device)
+        rollout, exp = self.collect_batch(timer)
+        stats = self.learn(exp, timer, memory)
+        peak = memory.peak_bytes(self.policy.model, self.optimizer, self.reference,
+                                 self.method.critic, self.method.critic_optimizer)
+        row = {"iteration": self.iteration, **self._rollout_metrics(rollout, exp), **stats,
+               **timer.as_metrics(), "memory/peak_bytes": peak}
+        self.iteration += 1
+        return row
+
+    def collect_batch(self, timer: PhaseTimer) -> tuple[Rollout, Experience]:
+        """Phases *generation* and *reward*: one episode per env, as a padded batch of turns."""
         with torch.no_grad():
-            rollout = collect(self.vec, self.agent.act_detailed, episode=self.iteration, seed=cfg.seed)
+            rollout = collect(self.vec, self.agent.act_detailed, episode=self.iteration, seed=self.cfg.seed)
         timer.add("generation", rollout.generation_s)
         timer.add("reward", rollout.env_s)
-        exp = Experience.collate(turn_samples(rollout), self.policy.pad_token_id).to(self.device)
+        return rollout, Experience.collate(turn_samples(rollout), self.policy.pad_token_id).to(self.device)
+
+    def learn(self, exp: Experience, timer: PhaseTimer, memory: MemoryMeter) -> dict[str, float]:
+        """The six learning phases on one batch (the order every method follows)."""
         with timer("old_log_prob"):
             exp = self.method.old_forward(exp)
         with timer("reference"):
@@ -107,12 +122,7 @@ class Trainer:
             critic_stats = self.method.critic_update(exp, self.shuffle, memory)
         with timer("actor_update"):
             actor_stats = self._actor_update(exp, memory)
-        peak = memory.peak_bytes(self.policy.model, self.optimizer, self.reference,
-                                 self.method.critic, self.method.critic_optimizer)
-        row = {"iteration": self.iteration, **self._rollout_metrics(rollout, exp), **actor_stats,
-               **critic_stats, **timer.as_metrics(), "memory/peak_bytes": peak}
-        self.iteration += 1
-        return row
+        return {**actor_stats, **critic_stats}
 
     @torch.no_grad()
     def _reference_log_probs(self, exp: Experience) -> torch.Tensor | None:
@@ -120,8 +130,8 @@ class Trainer:
             return None
         parts = []
         for mb in micro_batches(exp, self.cfg.micro_batch_size):
-            logits = self.reference(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
-            lp = action_log_probs(logits, mb.input_ids, mb.action_mask, self.method.value_token_ids, self.cfg.temperature)
+            logits = forward_positions(self.reference, mb)
+            lp = action_log_probs(logits, mb, self.method.value_token_ids, self.cfg.temperature)
             parts.append(pad_to(lp, exp.input_ids.shape[1]))
         return torch.cat(parts)
 
@@ -133,7 +143,7 @@ class Trainer:
                 self.optimizer.zero_grad(set_to_none=True)
                 for micro in micro_batches(mb, cfg.micro_batch_size):
                     with memory.track_activations():
-                        logits = self.policy.logits(micro.input_ids, micro.attention_mask)
+                        logits = forward_positions(self.policy.model, micro, readout=self.method.readout)
                         loss, s = self.method.actor_loss(micro, logits)
                         self._check_finite("actor loss", loss)
                         (loss * len(micro) / len(mb)).backward()

@@ -21,7 +21,7 @@ import torch
 from trainers.config import TrainConfig
 from trainers.core_algos import masked_mean
 from trainers.experience import Experience, TurnSample
-from trainers.methods.base import action_log_probs
+from trainers.forward import action_log_probs, forward_positions
 from trainers.rollout import collect, make_train_vec
 
 __all__ = ["Demonstration", "collect_demonstrations", "behaviour_clone", "warm_start"]
@@ -77,8 +77,8 @@ def behaviour_clone(
     for _ in range(epochs):
         losses = []
         for mb in data.minibatches(batch_size, generator=shuffle):
-            logits = policy.logits(mb.input_ids, mb.attention_mask)
-            loss = -masked_mean(action_log_probs(logits, mb.input_ids, mb.action_mask, value_ids, temperature), mb.action_mask)
+            logits = forward_positions(policy.model, mb)
+            loss = -masked_mean(action_log_probs(logits, mb, value_ids, temperature), mb.action_mask)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.model.parameters(), 1.0)

@@ -42,7 +42,7 @@ def test_nan_loss_stops_with_a_clear_error_and_keeps_the_last_checkpoint(make_tr
     before = {n: p.detach().clone() for n, p in trainer.policy.model.named_parameters()}
 
     def poisoned(mb, logits, stats):
-        return logits.new_tensor(float("nan"))
+        return logits.action.new_tensor(float("nan"))
 
     trainer.method.value_terms = poisoned
     with pytest.raises(TrainingDiverged, match="non-finite actor loss .* last good checkpoint: .*checkpoint-000001.pt"):

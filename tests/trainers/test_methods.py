@@ -70,3 +70,25 @@ def test_grpo_groups_share_tasks_and_advantages_are_group_relative(make_trainer)
             assert torch.allclose(members, (returns - returns.mean()) / (returns.std() + 1e-6), atol=1e-4)
         else:
             assert torch.allclose(members, torch.zeros_like(members))
+
+
+def test_forward_positions_matches_the_full_forward(make_trainer):
+    from trainers.experience import Experience
+    from trainers.forward import action_log_probs, forward_positions
+    from trainers.models import turn_samples
+    from trainers.rollout import collect
+
+    trainer = make_trainer("sapo")
+    rollout = collect(trainer.vec, trainer.agent.act_detailed, episode=0)
+    exp = Experience.collate(turn_samples(rollout), trainer.policy.pad_token_id)
+    with torch.no_grad():
+        full = trainer.policy.logits(exp.input_ids, exp.attention_mask)
+        some = forward_positions(trainer.policy.model, exp, readout=True)
+        lp = action_log_probs(some, exp, trainer.method.value_token_ids, 1.0)
+    rows = torch.arange(len(exp))
+    assert torch.allclose(some.action, full[:, :-1][exp.action_mask[:, 1:]], atol=1e-5)
+    assert torch.allclose(some.state, full[rows, exp.state_positions], atol=1e-5)
+    assert torch.allclose(some.end, full[rows, exp.action_end_positions], atol=1e-5)
+    # the generator's log-probs (sampling time) are what the loop recomputes as old log-probs
+    assert torch.allclose(lp, exp.old_log_probs, atol=1e-4)
+    assert bool((lp[~exp.action_mask] == 0).all())

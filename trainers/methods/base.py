@@ -19,19 +19,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from trainers.config import TrainConfig
-from trainers.core_algos import (
-    aggregate_loss,
-    clipped_policy_loss,
-    entropy_from_logits,
-    kl_penalty,
-    mask_value_tokens,
-    normalize_turn_advantages,
-    token_log_probs,
-    turn_targets,
-)
+from trainers.core_algos import aggregate_loss, clipped_policy_loss, kl_penalty, normalize_turn_advantages, turn_targets
 from trainers.experience import Experience
+from trainers.forward import PositionLogits, action_entropy, action_log_probs, forward_positions
 
-__all__ = ["Method", "micro_batches", "action_log_probs", "action_entropy", "pad_to"]
+__all__ = ["Method", "micro_batches", "pad_to"]
 
 
 def micro_batches(exp: Experience, size: int) -> Iterator[Experience]:
@@ -44,39 +36,12 @@ def pad_to(x: Tensor, width: int) -> Tensor:
     return F.pad(x, (0, width - x.shape[1]))
 
 
-def _predicting(logits: Tensor, action_mask: Tensor, value_token_ids: tuple[int, ...], temperature: float) -> Tensor:
-    """``(K, V)`` policy logits of the K action tokens: the logits one position before each of them.
-
-    Logits at position t predict the token at t+1. Only the action positions are kept before any
-    vocabulary-wide operation, so those run on K rows instead of B·T. The logits are divided by the
-    sampling temperature (as verl does) and w+/w- are removed (``mask_value_tokens``).
-    """
-    z = logits[:, :-1][action_mask[:, 1:]]
-    return mask_value_tokens(z / temperature, value_token_ids)
-
-
-def action_log_probs(
-    logits: Tensor, input_ids: Tensor, action_mask: Tensor, value_token_ids: tuple[int, ...], temperature: float
-) -> Tensor:
-    """``(B, T, V)`` logits → ``(B, T)`` log π(token_t | tokens_<t) at action tokens, 0 elsewhere.
-
-    Lined up with ``input_ids`` (and ``Experience.old_log_probs``); see :func:`_predicting`.
-    """
-    mask = action_mask.bool()
-    out = logits.new_zeros(input_ids.shape, dtype=torch.float32)
-    lp = token_log_probs(_predicting(logits, mask, value_token_ids, temperature), input_ids[:, 1:][mask[:, 1:]])
-    return out.masked_scatter(F.pad(mask[:, 1:], (1, 0)), lp)
-
-
-def action_entropy(logits: Tensor, action_mask: Tensor, value_token_ids: tuple[int, ...], temperature: float) -> Tensor:
-    """``(K,)`` entropy of the policy at each of the K action tokens (same alignment as above)."""
-    return entropy_from_logits(_predicting(logits, action_mask.bool(), value_token_ids, temperature))
-
-
 class Method:
     """The shared parts of the three methods (a turn-level GAE actor, as in PPO)."""
 
     name: ClassVar[str] = "base"
+    readout: ClassVar[bool] = False
+    """Whether the losses read the logits at the V/Q positions (SAPO)."""
     critic: torch.nn.Module | None = None
     critic_optimizer: torch.optim.Optimizer | None = None
 
@@ -91,14 +56,14 @@ class Method:
         """Old log-prob phase: recompute log π_old of the sampled tokens with one forward pass."""
         parts = []
         for mb in micro_batches(exp, self.cfg.micro_batch_size):
-            logits = self.policy.logits(mb.input_ids, mb.attention_mask)
-            lp = action_log_probs(logits, mb.input_ids, mb.action_mask, self.value_token_ids, self.cfg.temperature)
+            logits = forward_positions(self.policy.model, mb, readout=self.readout)
+            lp = action_log_probs(logits, mb, self.value_token_ids, self.cfg.temperature)
             parts.append(pad_to(lp, exp.input_ids.shape[1]))
             self.on_old_logits(mb, logits)
         exp.old_log_probs = torch.cat(parts)
         return exp
 
-    def on_old_logits(self, mb: Experience, logits: Tensor) -> None:
+    def on_old_logits(self, mb: Experience, logits: PositionLogits) -> None:
         """Hook: SAPO keeps the readout logits of the old policy's forward pass."""
 
     def compute_values(self, exp: Experience) -> Experience:
@@ -120,11 +85,11 @@ class Method:
         return {}
 
     # ----------------------------------------------------------------- actor loss
-    def actor_loss(self, mb: Experience, logits: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+    def actor_loss(self, mb: Experience, logits: PositionLogits) -> tuple[Tensor, dict[str, Tensor]]:
         """``L = L_pol + β·L_KL − c_H·H (+ the method's value terms)`` on one micro-batch."""
         cfg = self.cfg
         assert mb.advantages is not None
-        lp = action_log_probs(logits, mb.input_ids, mb.action_mask, self.value_token_ids, cfg.temperature)
+        lp = action_log_probs(logits, mb, self.value_token_ids, cfg.temperature)
         loss, stats = clipped_policy_loss(lp, mb.old_log_probs, mb.advantages, mb.action_mask, cfg.clip_eps)
         stats["policy_loss"] = loss.detach()
         if mb.ref_log_probs is not None and cfg.kl_coef > 0:
@@ -132,7 +97,7 @@ class Method:
             loss = loss + cfg.kl_coef * kl
             stats["kl"] = kl.detach()
         with torch.set_grad_enabled(cfg.entropy_coef > 0 and torch.is_grad_enabled()):
-            per_token = action_entropy(logits, mb.action_mask, self.value_token_ids, cfg.temperature)
+            per_token = action_entropy(logits, self.value_token_ids, cfg.temperature)
             entropy = per_token.sum() / max(1, per_token.numel())  # token-mean (0 without action tokens)
         if cfg.entropy_coef > 0:
             loss = loss - cfg.entropy_coef * entropy
@@ -141,9 +106,9 @@ class Method:
         stats["loss"] = loss.detach()
         return loss, stats
 
-    def value_terms(self, mb: Experience, logits: Tensor, stats: dict[str, Tensor]) -> Tensor:
+    def value_terms(self, mb: Experience, logits: PositionLogits, stats: dict[str, Tensor]) -> Tensor:
         """Extra actor-loss terms (SAPO: ``c_V·L_V + c_Q·L_Q``); 0 for PPO and GRPO."""
-        return logits.new_zeros(())
+        return logits.action.new_zeros(())
 
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:

@@ -1,9 +1,9 @@
 """SAPO: V and Q read from two reserved vocabulary entries of the policy itself (no new head).
 
 ``V(s_t) = R_max·clip((z_{w+} − z_{w−})/τ_v, −1, 1)`` at the last prompt token and ``Q(s_t, a_t)``
-the same at the last response token (:func:`agents.value.sapo_readout`). The old values come out
-of the old-log-prob forward pass for free (two gathers on logits computed anyway); the value phase
-has nothing left to run. Targets come from the frozen rollout policy (GAE for the advantage and
+the same at the last response token (the positions of :func:`agents.value.readout_positions`).
+The old values come out of the old-log-prob forward pass for free (the LM head applied at two more
+positions per row); the value phase has nothing left to run. Targets come from the frozen rollout policy (GAE for the advantage and
 y^V, SARSA for y^Q); the clipped V and Q losses join the actor loss with weights c_V, c_Q.
 """
 
@@ -14,9 +14,9 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from agents.value import sapo_readout
-from trainers.core_algos import clipped_value_loss
+from trainers.core_algos import clipped_value_loss, value_readout
 from trainers.experience import Experience
+from trainers.forward import PositionLogits
 from trainers.methods.base import Method
 
 __all__ = ["SAPO"]
@@ -24,10 +24,14 @@ __all__ = ["SAPO"]
 
 class SAPO(Method):
     name: ClassVar[str] = "sapo"
+    readout: ClassVar[bool] = True
 
-    def _readout(self, mb: Experience, logits: Tensor) -> tuple[Tensor, Tensor]:
-        return sapo_readout(logits, mb.prompt_lengths, mb.response_lengths, self.value_token_ids,
-                            self.cfg.tau_v, self.cfg.r_max)
+    def _readout(self, logits: PositionLogits) -> tuple[Tensor, Tensor]:
+        """(V (b,), Q (b,)) in reward units from the logits at the last prompt / response token."""
+        assert logits.state is not None and logits.end is not None
+        w_plus, w_minus = self.value_token_ids
+        v = value_readout(logits.state, w_plus, w_minus, self.cfg.tau_v, self.cfg.r_max)
+        return v, value_readout(logits.end, w_plus, w_minus, self.cfg.tau_v, self.cfg.r_max)
 
     def old_forward(self, exp: Experience) -> Experience:
         self._old: list[tuple[Tensor, Tensor]] = []
@@ -36,18 +40,18 @@ class SAPO(Method):
         exp.extra["readout_q"] = torch.cat([q for _, q in self._old])
         return exp
 
-    def on_old_logits(self, mb: Experience, logits: Tensor) -> None:
-        self._old.append(self._readout(mb, logits))
+    def on_old_logits(self, mb: Experience, logits: PositionLogits) -> None:
+        self._old.append(self._readout(logits))
 
     def compute_values(self, exp: Experience) -> Experience:
         exp.old_values, exp.old_q = exp.extra["readout_v"], exp.extra["readout_q"]
         return exp
 
-    def value_terms(self, mb: Experience, logits: Tensor, stats: dict[str, Tensor]) -> Tensor:
+    def value_terms(self, mb: Experience, logits: PositionLogits, stats: dict[str, Tensor]) -> Tensor:
         cfg = self.cfg
         assert mb.old_values is not None and mb.value_targets is not None
         assert mb.old_q is not None and mb.q_targets is not None
-        v, q = self._readout(mb, logits)
+        v, q = self._readout(logits)
         value_loss = clipped_value_loss(v, mb.old_values, mb.value_targets, cfg.value_clip, scale=cfg.r_max)
         q_loss = clipped_value_loss(q, mb.old_q, mb.q_targets, cfg.q_clip, scale=cfg.r_max)
         stats["value_loss"], stats["q_loss"], stats["value_mean"] = value_loss.detach(), q_loss.detach(), v.detach().mean()
