@@ -98,6 +98,16 @@ class CompiledGame:
     """The goal compiled by :func:`.goal.compile_goal`."""
 
 
+def _accepts(
+    location_of: dict[str, str], rtypes: dict[str, set[str]], otypes: dict[str, set[str]], can_contain: set[tuple[str, str]]
+) -> dict[str, frozenset[str]]:
+    """Receptacle -> objects with ``objectType(o, ot) & receptacleType(r, rt) & canContain(rt, ot)``."""
+    return {
+        r: frozenset(o for o, ots in otypes.items() if any((rt, ot) in can_contain for rt in rtypes[r] for ot in ots))
+        for r in location_of
+    }
+
+
 def compile_game(data: dict[str, Any]) -> CompiledGame:
     """Compile a parsed ``game.tw-pddl`` object (raises :class:`UnsupportedGame` when it is unknown)."""
     task = check_signature(data["pddl_domain"], data["grammar"])
@@ -126,11 +136,6 @@ def compile_game(data: dict[str, Any]) -> CompiledGame:
     otypes: dict[str, set[str]] = defaultdict(set)
     for _, o, ot in by_pred["objecttype"]:
         otypes[o].add(ot)
-    can_contain = {(rt, ot) for _, rt, ot in by_pred["cancontain"]}
-    accepts = {
-        r: frozenset(o for o, ots in otypes.items() if any((rt, ot) in can_contain for rt in rtypes[r] for ot in ots))
-        for r in location_of
-    }
 
     def of_type(wanted: tuple[str, ...]) -> frozenset[str]:
         return frozenset(r for r in location_of if rtypes[r] & set(wanted))
@@ -154,7 +159,7 @@ def compile_game(data: dict[str, Any]) -> CompiledGame:
         sinks=of_type(_SINKS),
         microwaves=of_type(("microwavetype",)),
         fridges=of_type(("fridgetype",)),
-        accepts=accepts,
+        accepts=_accepts(location_of, rtypes, otypes, {(f[1], f[2]) for f in by_pred["cancontain"]}),
         properties={p: frozenset(f[1] for f in by_pred[p]) for p in static_props},
         knives=frozenset(o for o, ots in otypes.items() if ots & set(_KNIVES)),
         contained_objects={outer: tuple(inner) for outer, inner in contained.items()},
