@@ -36,8 +36,6 @@ def config_from_args(args: argparse.Namespace):  # -> CompareConfig
     given = from_args(args, CompareConfig)
     preset = PRESETS[args.preset]
     cfg = preset.apply(CompareConfig())
-    if preset.needs_gpu and "WebShop" in given.env:
-        cfg = dataclasses.replace(cfg, horizon=15)  # the paper's WebShop horizon
     default = CompareConfig()
     explicit = {f.name: getattr(given, f.name) for f in dataclasses.fields(CompareConfig)
                 if getattr(given, f.name) != getattr(default, f.name)}

@@ -59,7 +59,8 @@ class CompareConfig:
     grpo_group_size: int = 4
     """GRPO rollouts per task (paper: 8); SAPO and PPO play one rollout per task."""
     horizon: int = 15
-    """Maximum turns per episode for training and evaluation (ALFWorld paper: 50, WebShop: 15)."""
+    """Maximum turns per episode, training and evaluation (0 = the env's registered horizon, the paper's:
+    ALFWorld 50, WebShop 15; another value changes the spec hash, so a board will not host those bundles)."""
     # ------------------------------------------------------------------ prompts and generation
     prompt: str = "plain"
     """Prompt template: 'plain' (short, for tiny CPU models) or 'default' (the env's paper template)."""
@@ -103,8 +104,8 @@ class CompareConfig:
         unknown = [a for a in self.algo_list if a not in ALGOS]
         if unknown or not self.algo_list:
             raise ValueError(f"unknown algos {unknown or self.algos!r}; valid choices: {list(ALGOS)}")
-        if self.seeds < 1 or self.iterations < 1 or self.horizon < 1:
-            raise ValueError("seeds, iterations and horizon must be >= 1")
+        if self.seeds < 1 or self.iterations < 1 or self.horizon < 0:
+            raise ValueError("seeds and iterations must be >= 1, horizon >= 0")
         if "grpo" in self.algo_list and self.episodes_per_iteration % self.grpo_group_size:
             raise ValueError(
                 f"episodes_per_iteration ({self.episodes_per_iteration}) must be a multiple of grpo_group_size "
@@ -129,15 +130,10 @@ class CompareConfig:
         """Every (algo, seed) pair, seed-major so an early stop still has every method at seed 0."""
         return [(algo, seed) for seed in self.seed_list for algo in self.algo_list]
 
-    def env_kwargs(self) -> dict[str, Any]:
-        """Env keyword arguments shared by training and evaluation (``env_arg`` and the horizon)."""
-        base = TrainConfig(env=self.env, env_arg=list(self.env_arg))
-        return {**base.env_kwargs(), "max_episode_steps": self.horizon}
-
     def train_config(self, algo: str, seed: int, model: str | None = None) -> TrainConfig:
         """The :class:`TrainConfig` of one run; runs differ only in ``algo`` and ``seed``."""
         return TrainConfig(
-            algo=algo, env=self.env, env_arg=[*self.env_arg, f"max_episode_steps={self.horizon}"],
+            algo=algo, env=self.env, env_arg=[*self.env_arg, *([f"max_episode_steps={self.horizon}"] if self.horizon else [])],
             model=model or self.model, seed=seed, iterations=self.iterations, device=self.device,
             out_dir=f"{self.out}/runs/{run_key(algo, seed)}", resume=True, checkpoint_every=1,
             progress=self.progress, episodes_per_iteration=self.episodes_per_iteration,
@@ -168,10 +164,10 @@ class Preset:
         return dataclasses.replace(cfg, **dict(self.overrides))
 
 
-def _paper(model: str, horizon: int) -> tuple[tuple[str, Any], ...]:
+def _paper(model: str) -> tuple[tuple[str, Any], ...]:
     return (
         ("model", model), ("lr", 1e-6), ("critic_lr", 1e-5), ("kl_coef", 0.01), ("iterations", 150),
-        ("episodes_per_iteration", 128), ("grpo_group_size", 8), ("horizon", horizon), ("prompt", "default"),
+        ("episodes_per_iteration", 128), ("grpo_group_size", 8), ("horizon", 0), ("prompt", "default"),
         ("history_length", 2), ("max_prompt_tokens", 2048), ("max_response_tokens", 512), ("sft_episodes", 0),
         ("seeds", 3), ("device", "cuda"), ("micro_batch_size", 8), ("minibatches", 4), ("eval_batch_size", 32),
     )
@@ -180,12 +176,11 @@ def _paper(model: str, horizon: int) -> tuple[tuple[str, Any], ...]:
 PRESETS: dict[str, Preset] = {
     "cpu": Preset("cpu", "the CPU default: tiny model, embedded ALFWorld set, shared behaviour-cloning warm start", False, ()),
     "paper-1.5b": Preset("paper-1.5b", "the paper's setting with Qwen2.5-1.5B-Instruct (lr 1e-6, KL 0.01, 150 iterations)",
-                         True, _paper("Qwen/Qwen2.5-1.5B-Instruct", 50)),
+                         True, _paper("Qwen/Qwen2.5-1.5B-Instruct")),
     "paper-7b": Preset("paper-7b", "the paper's setting with Qwen2.5-7B-Instruct (lr 1e-6, KL 0.01, 150 iterations)",
-                       True, _paper("Qwen/Qwen2.5-7B-Instruct", 50)),
+                       True, _paper("Qwen/Qwen2.5-7B-Instruct")),
     "smollm2-1gpu": Preset(
         "smollm2-1gpu", "SmolLM2-135M-Instruct (offline wheel) on one GPU, paper hyper-parameters, 50 iterations", True,
-        _paper("smollm2", 50)[:-1] + (("iterations", 50), ("episodes_per_iteration", 32), ("lr", 1e-6))),
+        _paper("smollm2")[:-1] + (("iterations", 50), ("episodes_per_iteration", 32), ("lr", 1e-6))),
 }
-"""``--preset`` choices. The paper's horizon is 50 for ALFWorld and 15 for WebShop: the CLI sets 15
-when a paper preset runs on a WebShop env."""
+"""``--preset`` choices. The paper presets keep the env's registered horizon (ALFWorld 50, WebShop 15)."""

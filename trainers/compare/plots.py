@@ -51,6 +51,7 @@ def learning_curves(res: dict[str, Any], ax: Any) -> None:
     ax.axhline(start, color=COLOURS["start"], ls="--", lw=1.5, label=f"{res['start_name']} (eval)")
     ax.set(xlabel="iteration", ylabel="training rollout success", ylim=(-0.02, 1.02),
            title="Learning curves (mean over seeds, band: min–max)")
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
 

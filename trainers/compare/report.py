@@ -119,7 +119,7 @@ def render_markdown(res: dict[str, Any]) -> str:
         "",
         f"Evaluation: split `{res['eval_split'] or 'default'}`, seeds {res['eval_seeds']}, temperature {cfg['eval_temperature']}; "
         f"model `{cfg['model']}`; {cfg['iterations']} iterations × {cfg['episodes_per_iteration']} episodes per method "
-        f"(horizon {cfg['horizon']}); {seeds} seed(s) per method. Cells: mean ± half-width of the 95 % Student-t "
+        f"(horizon {cfg['horizon'] or 'as registered'}); {seeds} seed(s) per method. Cells: mean ± half-width of the 95 % Student-t "
         "interval over seeds (no interval with one seed).",
         "",
         *(["**Incomplete**: not every method/seed has finished; rerun the same command to continue.", ""] if not res["complete"] else []),

@@ -112,7 +112,7 @@ def _write_bundle(cfg: CompareConfig, name: str, records: list[Any], env_kwargs:
     probe.close()
     params = sum(p.numel() for p in policy.model.parameters())
     agent = AgentInfo(
-        name=f"{name} ({cfg.model}, sapo-gym compare)", model=cfg.model, parameters=int(params),
+        name=f"{name} {Path(cfg.model).name or cfg.model} (sapo-gym compare)", model=cfg.model, parameters=int(params),
         algorithm=algo.upper() if algo else "behaviour cloning", training_budget=budget,
         description=f"sapo-gym compare run {name}; config fingerprint {cfg.fingerprint()}",
     )
@@ -172,7 +172,7 @@ def run_one(cfg: CompareConfig, algo: str, seed: int, model_path: str) -> RunRes
     t0 = time.perf_counter()
     records = evaluate_policy(trainer.policy, tcfg, cfg, trainer.env_kwargs())
     eval_s = time.perf_counter() - t0
-    budget = (f"{cfg.iterations} iterations x {cfg.episodes_per_iteration} episodes (horizon {cfg.horizon})"
+    budget = (f"{cfg.iterations} iterations x {cfg.episodes_per_iteration} episodes (horizon {cfg.horizon or 'as registered'})"
               + (f" after behaviour cloning on {cfg.sft_episodes} expert episodes" if cfg.sft_episodes else ""))
     bundle = _write_bundle(cfg, name, records, trainer.env_kwargs(), trainer.policy, algo, budget)
     metrics = read_metrics(Path(tcfg.out_dir) / "metrics.jsonl")

@@ -1,0 +1,172 @@
+"""``sapo-gym compare`` end to end on Vault: tables, plots, bundles the leaderboard admits, resume.
+
+One reduced comparison (tiny model, 3 methods × 2 seeds × 2 iterations, the registered horizon so
+the bundles match the hosted Vault board) is shared by the module; the resume test interrupts a
+second comparison twice (a crash inside a run, then a ``max_runs`` stop) and must end with the very
+same table.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("matplotlib")
+
+REDUCED = dict(env="sapo/Vault-v0", eval_split="test", algos="sapo,ppo,grpo", seeds=2, iterations=2, horizon=0,
+               episodes_per_iteration=8, grpo_group_size=4, history_length=0, max_response_tokens=16, max_prompt_tokens=256,
+               lr=1e-3, critic_lr=1e-3, sft_episodes=8, sft_epochs=8, sft_lr=3e-3, eval_batch_size=16, progress=False)
+
+
+def _config(out: Path, **overrides: Any):
+    from trainers.compare.config import CompareConfig
+
+    return CompareConfig(**{**REDUCED, "out": str(out), **overrides})
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> tuple[Any, dict[str, Any]]:
+    from trainers.compare import compare
+
+    cfg = _config(tmp_path_factory.mktemp("compare") / "out")
+    return cfg, compare(cfg)
+
+
+def _comparable(res: dict[str, Any]) -> dict[str, Any]:
+    """results.json without what legitimately differs between two identical runs: paths and timings."""
+    out = json.loads(json.dumps(res))
+    out["config"].pop("out")
+    out["config"].pop("max_runs")
+    out["warm_start"].pop("train_s")
+    out["warm_start"].pop("bundle")
+    for m in out["methods"].values():
+        for key in ("phase_seconds", "iteration_seconds", "bundles"):
+            m.pop(key)
+    return out
+
+
+def test_results_json_has_the_documented_fields(finished):
+    cfg, res = finished
+    stored = json.loads((Path(cfg.out) / "results.json").read_text())
+    assert stored == json.loads(json.dumps(res))
+    assert res["complete"] and res["algos"] == ["sapo", "ppo", "grpo"] and res["seeds"] == [0, 1]
+    assert res["categories"] == ["code2"]
+    for algo, m in res["methods"].items():
+        assert m["seeds"] == [0, 1]
+        for stat in (m["overall"]["success"], m["overall"]["score"], m["categories"]["code2"]["success"]):
+            assert len(stat["values"]) == 2 and stat["ci_low"] <= stat["mean"] <= stat["ci_high"]
+        per_seed = [m["per_seed"][s]["all"]["success"] for s in ("0", "1")]
+        assert m["overall"]["success"]["values"] == per_seed
+        assert m["lift"]["baseline"] == res["warm_start"]["summary"]["all"]["success"]
+        assert m["lift"]["verdict"] in ("lifted", "lowered", "no detectable change")
+        assert f"{100 * m['lift']['baseline']:.1f} %" in m["lift_line"]
+        assert set(m["phase_seconds"]) == {"generation", "old_log_prob", "reward", "reference", "value", "advantage",
+                                           "critic_update", "actor_update"}
+        assert m["phase_seconds"]["generation"] > 0 and m["phase_seconds"]["actor_update"] > 0
+        assert (m["phase_seconds"]["critic_update"] > 1e-3) == (algo == "ppo")  # only PPO has a critic
+        assert m["curves"]["iteration"] == [0, 1] and all(len(c) == 2 for c in m["curves"]["rollout_success"])
+
+
+def test_markdown_table_and_lift_lines(finished):
+    cfg, res = finished
+    md = (Path(cfg.out) / "results.md").read_text()
+    assert "| method | seeds | success % (all) | score (all) | code2 % |" in md
+    for algo, m in res["methods"].items():
+        assert f"| {algo.upper()} | 2 | " in md
+        assert m["lift_line"] in md
+    assert "behaviour-cloning warm start" in md and "Incomplete" not in md
+    assert "| SAPO | " in md.split("by phase")[1]
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_plots_are_valid_png_and_svg(finished):
+    cfg, _ = finished
+    plots = Path(cfg.out) / "plots"
+    for name in ("learning_curves", "category_success", "phase_times"):
+        width, height = _png_size(plots / f"{name}.png")
+        assert width > 400 and height > 150 and (plots / f"{name}.png").stat().st_size > 10_000
+        root = ET.parse(plots / f"{name}.svg").getroot()
+        assert root.tag == "{http://www.w3.org/2000/svg}svg"
+        assert len(list(root.iter("{http://www.w3.org/2000/svg}path"))) > 20
+    svg = (plots / "phase_times.svg").read_text()
+    assert "actor update" in svg and "GRPO" in svg
+
+
+def test_every_bundle_is_admitted_and_replays(finished):
+    from leaderboard.boards import BoardRegistry
+    from leaderboard.bundle import parse_bundle
+    from leaderboard.checks import admit
+    from leaderboard.replay import replay_bundle
+
+    cfg, res = finished
+    boards = BoardRegistry(["sapo/Vault-v0:test"])
+    paths = [res["warm_start"]["bundle"], *[b for m in res["methods"].values() for b in m["bundles"]]]
+    assert len(paths) == 1 + 3 * 2
+    for path in paths:
+        bundle = parse_bundle(Path(path).read_bytes())
+        assert admit(bundle, boards).key == "sapo/Vault-v0:test"
+        assert bundle["agent"]["algorithm"] in ("SAPO", "PPO", "GRPO", "behaviour cloning")
+    replay = replay_bundle(parse_bundle(Path(paths[1]).read_bytes()))
+    assert replay.verified, replay.message
+
+
+def test_interrupted_compare_resumes_and_ends_with_the_same_table(finished, tmp_path, monkeypatch):
+    from trainers.compare import compare, runner
+
+    full_cfg, full = finished
+    started: list[str] = []
+    real_run_one, real_eval = runner.run_one, runner.evaluate_policy
+
+    def spy_run_one(cfg, algo, seed, model_path):
+        started.append(f"{algo}-seed{seed}")
+        return real_run_one(cfg, algo, seed, model_path)
+
+    evals = []
+
+    def killed_at_second_run_eval(policy, tcfg, cfg, env_kwargs):
+        evals.append(tcfg.out_dir)
+        if len(evals) == 3:  # warm start, sapo-seed0, then ppo-seed0 dies after training, before its result
+            raise KeyboardInterrupt
+        return real_eval(policy, tcfg, cfg, env_kwargs)
+
+    monkeypatch.setattr(runner, "run_one", spy_run_one)
+    monkeypatch.setattr(runner, "evaluate_policy", killed_at_second_run_eval)
+    cfg = _config(tmp_path / "out")
+    with pytest.raises(KeyboardInterrupt):
+        compare(cfg)
+    state = json.loads((tmp_path / "out" / "state.json").read_text())
+    assert state["warm_start_done"] and state["finished"] == ["sapo-seed0"]
+    assert (tmp_path / "out" / "runs" / "ppo-seed0" / "checkpoints").is_dir()
+
+    monkeypatch.setattr(runner, "evaluate_policy", real_eval)
+    started.clear()
+    partial = compare(_config(tmp_path / "out", max_runs=1))
+    assert started == ["ppo-seed0"] and not partial["complete"]
+    assert "Incomplete" in (tmp_path / "out" / "results.md").read_text()
+    metrics = (tmp_path / "out" / "runs" / "ppo-seed0" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(r)["iteration"] for r in metrics] == [0, 1]  # resumed from its checkpoint, not retrained
+
+    started.clear()
+    final = compare(cfg)
+    assert started == ["grpo-seed0", "sapo-seed1", "ppo-seed1", "grpo-seed1"]
+    assert final["complete"]
+    assert _comparable(final) == _comparable(full)
+
+
+def test_a_folder_of_another_comparison_is_refused(finished):
+    from trainers.compare.runner import CompareState
+
+    cfg, _ = finished
+    with pytest.raises(ValueError, match="other settings"):
+        CompareState.open(_config(Path(cfg.out), iterations=3))

