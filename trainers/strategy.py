@@ -5,10 +5,10 @@ The loop never touches ``loss.backward()`` or ``optimizer.step()`` itself; it as
     strategy = make_strategy(StrategyConfig(backend="deepspeed", zero_stage=2, bf16=True))
     actor = strategy.prepare(model, lr=1e-6, weight_decay=0.0)
     for mb in minibatches:                      # one optimizer step per minibatch
-        for i, micro in enumerate(micro_batches(mb)):
-            with strategy.autocast():
-                loss = method.actor_loss(micro, actor(input_ids=..., attention_mask=...).logits)
-            strategy.backward(actor, loss * len(micro) / len(mb), boundary=i == last)
+        for micro in micro_batches(mb):
+            with strategy.autocast(), strategy.train_forward(actor):
+                loss, _ = method.actor_loss(micro, forward_positions(actor.module, micro, readout=...))
+            strategy.backward(actor, loss * len(micro) / len(mb))
         grad_norm = strategy.step(actor)
     weights = strategy.full_state_dict(actor)   # gathered (ZeRO-3 too), for generators / HF export
     strategy.save(actor, dir); strategy.load(actor, dir)
@@ -22,6 +22,7 @@ Launch several processes with ``torchrun --nproc_per_node N`` or ``deepspeed --n
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -65,8 +66,8 @@ class Trainable:
     """The ``DeepSpeedEngine`` (DeepSpeed backend only)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Forward pass for training. Under DeepSpeed it MUST go through the engine: ZeRO-3 counts
-        micro-batches in the engine's forward and would overwrite, not accumulate, gradients otherwise."""
+        """A full forward pass for training, through the DeepSpeed engine when there is one. (Code that
+        runs submodules itself wraps them in :meth:`TrainingStrategy.train_forward` instead.)"""
         return (self.engine or self.module)(*args, **kwargs)
 
 
@@ -87,8 +88,8 @@ class TrainingStrategy(ABC):
         """Move ``model`` to the device, switch on gradient checkpointing if asked, build the optimizer."""
 
     @abstractmethod
-    def backward(self, trainable: Trainable, loss: Tensor, boundary: bool = True) -> None:
-        """Accumulate gradients of ``loss``; ``boundary`` is true on the last micro-batch before :meth:`step`."""
+    def backward(self, trainable: Trainable, loss: Tensor) -> None:
+        """Accumulate gradients of ``loss`` (scaled by the caller); they add up until :meth:`step`."""
 
     @abstractmethod
     def step(self, trainable: Trainable) -> float:
@@ -108,6 +109,10 @@ class TrainingStrategy(ABC):
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """Context for forward passes (bf16 autocast on the torch backend)."""
+        return contextlib.nullcontext()
+
+    def train_forward(self, trainable: Trainable) -> contextlib.AbstractContextManager:
+        """Wrap each forward pass whose loss goes to :meth:`backward` (one per micro-batch)."""
         return contextlib.nullcontext()
 
     def all_reduce_mean(self, x: Tensor) -> Tensor:
@@ -157,7 +162,7 @@ class TorchStrategy(TrainingStrategy):
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
 
-    def backward(self, trainable: Trainable, loss: Tensor, boundary: bool = True) -> None:
+    def backward(self, trainable: Trainable, loss: Tensor) -> None:
         loss.backward()
 
     def step(self, trainable: Trainable) -> float:
@@ -201,9 +206,8 @@ class DeepSpeedStrategy(TrainingStrategy):
         if accelerator.device_name() == "cpu" and not cfg.cpu_shm_comm:
             # DeepSpeed compiles a shared-memory all-reduce op (60-90 s of gcc) when its CPU backend
             # starts; plain gloo collectives are all a CPU run needs, so skip the build.
-            import deepspeed.comm.torch as ds_torch_comm
-
-            ds_torch_comm.build_shm_op = lambda: None
+            # (importlib: `import deepspeed.comm.torch as m` would bind the torch package that deepspeed.comm imports)
+            importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
         backend = "gloo" if accelerator.device_name() == "cpu" else accelerator.communication_backend_name()
         deepspeed.init_distributed(dist_backend=backend)
         self.rank = torch.distributed.get_rank()
@@ -223,7 +227,9 @@ class DeepSpeedStrategy(TrainingStrategy):
             zero.update(stage3_param_persistence_threshold=0, stage3_gather_16bit_weights_on_model_save=True)
         return {
             "train_micro_batch_size_per_gpu": 1,  # unused: the loop feeds the engine itself
-            "gradient_accumulation_steps": 1,  # accumulation is driven by `boundary`
+            "gradient_accumulation_steps": 1,
+            # the caller owns accumulation: gradients add up over backward() calls until step()
+            "managed_gradient_accumulation": False,
             "gradient_clipping": self.cfg.grad_clip,
             "zero_optimization": zero,
             "bf16": {"enabled": self.cfg.bf16},
@@ -242,13 +248,22 @@ class DeepSpeedStrategy(TrainingStrategy):
         )
         return Trainable(engine.module, ds_optimizer, engine)
 
-    def backward(self, trainable: Trainable, loss: Tensor, boundary: bool = True) -> None:
-        trainable.engine.set_gradient_accumulation_boundary(boundary)
+    @contextlib.contextmanager
+    def train_forward(self, trainable: Trainable) -> Iterator[None]:
+        # What DeepSpeedEngine.forward does before running the module, for callers that run submodules
+        # themselves (trainers.forward applies the LM head to a few positions only): ZeRO counts a new
+        # micro-batch here, without which ZeRO-3 overwrites instead of accumulating micro-batch gradients.
+        from deepspeed.runtime.base_optimizer import ZeROOptimizer
+
+        if isinstance(trainable.engine.optimizer, ZeROOptimizer):
+            trainable.engine.optimizer.clear_backward_seen_flag()
+        yield
+
+    def backward(self, trainable: Trainable, loss: Tensor) -> None:
         # the loop already scales micro-batch losses, so DeepSpeed must not divide by its accumulation steps
         trainable.engine.backward(loss, scale_wrt_gas=False)
 
     def step(self, trainable: Trainable) -> float:
-        trainable.engine.set_gradient_accumulation_boundary(True)
         trainable.engine.step()
         norm = trainable.engine.get_global_grad_norm()
         return float(norm) if norm is not None else float("nan")

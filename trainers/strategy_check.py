@@ -43,6 +43,7 @@ def sapo_update(strategy: TrainingStrategy, lr: float = 1e-4, micro_batch_size: 
     """Run one SAPO update on this rank's shard; returns (global pre-step loss, full weights)."""
     from agents.policy import PolicyModel
     from trainers.config import TrainConfig
+    from trainers.forward import forward_positions
     from trainers.methods import make_method
 
     policy = PolicyModel.tiny(seed=0)
@@ -59,12 +60,12 @@ def sapo_update(strategy: TrainingStrategy, lr: float = 1e-4, micro_batch_size: 
     shard = exp.shard(strategy.rank, strategy.world_size).to(strategy.device)
     micros = list(shard.minibatches(micro_batch_size, shuffle=False))
     total = torch.zeros((), device=strategy.device)
-    for i, micro in enumerate(micros):
-        with strategy.autocast():
-            logits = actor(input_ids=micro.input_ids, attention_mask=micro.attention_mask, use_cache=False).logits
-        loss, _ = method.actor_loss(micro, logits.float())
+    for micro in micros:
+        with strategy.autocast(), strategy.train_forward(actor):
+            logits = forward_positions(actor.module, micro, readout=method.readout)
+            loss, _ = method.actor_loss(micro, logits)
         scaled = loss * len(micro) / len(shard)
-        strategy.backward(actor, scaled, boundary=i == len(micros) - 1)
+        strategy.backward(actor, scaled)
         total += scaled.detach()
     strategy.step(actor)
     return float(strategy.all_reduce_mean(total)), strategy.full_state_dict(actor)
