@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from trainers.experience import Experience, TurnSample
-from trainers.strategy import StrategyConfig, TrainingStrategy, make_strategy
+from trainers.strategy import StrategyConfig, Trainable, TrainingStrategy, make_strategy
 
-__all__ = ["synthetic_turns", "sapo_update"]
+__all__ = ["synthetic_turns", "prepare_update", "update_step", "sapo_update", "resume_gap"]
 
 
 def synthetic_turns(vocab: int, banned: tuple[int, ...], seed: int = 0, response_len: int = 6) -> list[TurnSample]:
@@ -39,11 +41,20 @@ def synthetic_turns(vocab: int, banned: tuple[int, ...], seed: int = 0, response
     return turns
 
 
-def sapo_update(strategy: TrainingStrategy, lr: float = 1e-4, micro_batch_size: int = 2) -> tuple[float, dict]:
-    """Run one SAPO update on this rank's shard; returns (global pre-step loss, full weights)."""
+@dataclass
+class Update:
+    """What one SAPO update needs: the prepared actor, the method, this rank's shard of the batch."""
+
+    actor: Trainable
+    method: Any
+    shard: Experience
+    micro_batch_size: int
+
+
+def prepare_update(strategy: TrainingStrategy, lr: float = 1e-4, micro_batch_size: int = 2) -> Update:
+    """A seeded tiny Qwen2 under SAPO, the synthetic batch through the old-forward/value/advantage phases."""
     from agents.policy import PolicyModel
     from trainers.config import TrainConfig
-    from trainers.forward import forward_positions
     from trainers.methods import make_method
 
     policy = PolicyModel.tiny(seed=0)
@@ -54,21 +65,48 @@ def sapo_update(strategy: TrainingStrategy, lr: float = 1e-4, micro_batch_size: 
     policy.model.eval()
     exp = method.compute_advantages(method.compute_values(method.old_forward(exp)))
     exp.ref_log_probs = exp.old_log_probs.clone()  # iteration 0: the reference is the initial policy
-
     actor = strategy.prepare(policy.model, lr=lr, weight_decay=cfg.weight_decay)
     actor.module.train()
-    shard = exp.shard(strategy.rank, strategy.world_size).to(strategy.device)
-    micros = list(shard.minibatches(micro_batch_size, shuffle=False))
+    return Update(actor, method, exp.shard(strategy.rank, strategy.world_size).to(strategy.device), micro_batch_size)
+
+
+def update_step(strategy: TrainingStrategy, u: Update) -> float:
+    """One optimizer step over this rank's shard in micro-batches; returns the pre-step loss averaged over ranks."""
+    from trainers.forward import forward_positions
+
     total = torch.zeros((), device=strategy.device)
-    for micro in micros:
-        with strategy.autocast(), strategy.train_forward(actor):
-            logits = forward_positions(actor.module, micro, readout=method.readout)
-            loss, _ = method.actor_loss(micro, logits)
-        scaled = loss * len(micro) / len(shard)
-        strategy.backward(actor, scaled)
+    for micro in u.shard.minibatches(u.micro_batch_size, shuffle=False):
+        with strategy.autocast(), strategy.train_forward(u.actor):
+            loss, _ = u.method.actor_loss(micro, forward_positions(u.actor.module, micro, readout=u.method.readout))
+        scaled = loss * len(micro) / len(u.shard)
+        strategy.backward(u.actor, scaled)
         total += scaled.detach()
-    strategy.step(actor)
-    return float(strategy.all_reduce_mean(total)), strategy.full_state_dict(actor)
+    strategy.step(u.actor)
+    return float(strategy.all_reduce_mean(total))
+
+
+def sapo_update(strategy: TrainingStrategy, lr: float = 1e-4, micro_batch_size: int = 2) -> tuple[float, dict]:
+    """Run one SAPO update on this rank's shard; returns (global pre-step loss, full weights)."""
+    u = prepare_update(strategy, lr, micro_batch_size)
+    loss = update_step(strategy, u)
+    return loss, strategy.full_state_dict(u.actor)
+
+
+def resume_gap(strategy: TrainingStrategy, directory: Path, lr: float = 1e-4) -> float:
+    """Step, save, step again; then a fresh model loads the save and takes the same second step.
+
+    Returns the largest weight difference between the two second steps (0 when model AND optimizer
+    state were restored exactly)."""
+    u = prepare_update(strategy, lr)
+    update_step(strategy, u)
+    strategy.save(u.actor, directory)
+    update_step(strategy, u)
+    continued = strategy.full_state_dict(u.actor)
+    fresh = prepare_update(strategy, lr)
+    strategy.load(fresh.actor, directory)
+    update_step(strategy, fresh)
+    resumed = strategy.full_state_dict(fresh.actor)
+    return max(float((continued[k] - resumed[k]).abs().max()) for k in continued)
 
 
 def main() -> None:
@@ -78,6 +116,7 @@ def main() -> None:
     parser.add_argument("--bf16", action="store_true")
     parser.add_argument("--gradient-checkpointing", action="store_true")
     parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--check-resume", action="store_true", help="also check save -> load -> step against continuing")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -85,9 +124,10 @@ def main() -> None:
                                             gradient_checkpointing=args.gradient_checkpointing))
     loss, weights = sapo_update(strategy, lr=args.lr)
     args.out.mkdir(parents=True, exist_ok=True)
-    torch.save({"loss": loss, "weights": weights, "world_size": strategy.world_size},
+    gap = resume_gap(strategy, args.out / "checkpoint", lr=args.lr) if args.check_resume else None
+    torch.save({"loss": loss, "weights": weights, "world_size": strategy.world_size, "resume_gap": gap},
                args.out / f"rank{strategy.rank}.pt")
-    print(f"rank {strategy.rank}/{strategy.world_size}: loss {loss:.6f}")
+    print(f"rank {strategy.rank}/{strategy.world_size}: loss {loss:.6f}" + ("" if gap is None else f", resume gap {gap:.3g}"))
     strategy.barrier()
 
 

@@ -102,7 +102,8 @@ def _free_port() -> int:
 
 def _run_check(out: Path, nproc: int, stage: int) -> list[dict]:
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    args = ["-m", "trainers.strategy_check", "--backend", "deepspeed", "--zero-stage", str(stage), "--out", str(out)]
+    args = ["-m", "trainers.strategy_check", "--backend", "deepspeed", "--zero-stage", str(stage), "--check-resume",
+            "--out", str(out)]
     if nproc == 1:
         cmd = [sys.executable, *args]
         env["MASTER_PORT"] = str(_free_port())
@@ -118,7 +119,8 @@ def _run_check(out: Path, nproc: int, stage: int) -> list[dict]:
 @pytest.mark.skipif(not HAS_DEEPSPEED, reason="deepspeed not installed (pip install -e '.[deepspeed]')")
 @pytest.mark.parametrize("stage", [2, 3])
 def test_deepspeed_two_processes_match_one_process(tmp_path, torch_run, stage):
-    """2 CPU processes (gloo): identical weights on both ranks, the single-process loss and update."""
+    """2 CPU processes (gloo): identical weights on both ranks, the single-process loss and update, and a
+    save -> load into a fresh engine -> step that equals continuing (model and optimizer state restored)."""
     ranks = _run_check(tmp_path, nproc=2, stage=stage)
     assert [r["world_size"] for r in ranks] == [2, 2]
     assert _max_diff(ranks[0]["weights"], ranks[1]["weights"]) == 0.0
@@ -126,3 +128,4 @@ def test_deepspeed_two_processes_match_one_process(tmp_path, torch_run, stage):
         assert r["loss"] == pytest.approx(torch_run[0], rel=1e-5)
         # the update is ~lr = 1e-4 per element; agreement to 1e-6 means the same step, not just a close one
         assert _max_diff(r["weights"], torch_run[1]) < 1e-6
+        assert r["resume_gap"] == 0.0
