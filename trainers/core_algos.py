@@ -282,8 +282,8 @@ def grpo_advantages(
     A group whose statistics rest on one entry gets mean 0, std 1 (verl's convention), so a singleton
     trajectory keeps its raw return as advantage. Returns ``(N,)``; the caller broadcasts to turns/tokens.
     """
-    w = torch.ones_like(returns) if weights is None else weights.to(returns.dtype)
-    _, g = torch.unique(group_ids, return_inverse=True)
+    w = torch.ones_like(returns) if weights is None else weights.to(device=returns.device, dtype=returns.dtype)
+    _, g = torch.unique(group_ids.to(returns.device), return_inverse=True)
     num_groups = int(g.max()) + 1 if g.numel() else 0
 
     def group_sum(x: Tensor) -> Tensor:
