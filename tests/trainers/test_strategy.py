@@ -100,10 +100,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run_check(out: Path, nproc: int, stage: int) -> list[dict]:
+def _run_check(out: Path, nproc: int, stage: int, *extra: str) -> list[dict]:
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     args = ["-m", "trainers.strategy_check", "--backend", "deepspeed", "--zero-stage", str(stage), "--check-resume",
-            "--out", str(out)]
+            "--out", str(out), *extra]
     if nproc == 1:
         cmd = [sys.executable, *args]
         env["MASTER_PORT"] = str(_free_port())
@@ -129,3 +129,14 @@ def test_deepspeed_two_processes_match_one_process(tmp_path, torch_run, stage):
         # the update is ~lr = 1e-4 per element; agreement to 1e-6 means the same step, not just a close one
         assert _max_diff(r["weights"], torch_run[1]) < 1e-6
         assert r["resume_gap"] == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_DEEPSPEED, reason="deepspeed not installed (pip install -e '.[deepspeed]')")
+def test_deepspeed_bf16_one_process(tmp_path, torch_run):
+    """DeepSpeed's bf16 mode: bf16 compute, float32 master weights, a step close to the float32 one."""
+    (rank,) = _run_check(tmp_path, 1, 2, "--bf16")
+    assert rank["loss"] == pytest.approx(torch_run[0], rel=0.05)
+    assert rank["resume_gap"] == 0.0
+    # the gathered weights are the bf16 module copy: equal to the fp32 run up to bf16 rounding (2^-8 relative)
+    assert _max_diff(rank["weights"], torch_run[1]) < 1e-3
