@@ -43,11 +43,11 @@ def _policy(args: argparse.Namespace) -> Any:
                             num_attention_heads=heads, intermediate_size=2 * args.hidden)
 
 
-def _config(args: argparse.Namespace, algo: str, **extra: Any) -> TrainConfig:
-    return TrainConfig(algo=algo, env=args.env, prompt="plain", history_length=args.history, device=args.device,
-                       episodes_per_iteration=args.episodes, group_size=8, max_response_tokens=args.max_response_tokens,
-                       micro_batch_size=args.micro_batch_size, kl_coef=args.kl_coef, progress=False,
-                       out_dir="/tmp/sapo-bench", **extra)
+def _config(args: argparse.Namespace, algo: str, **overrides: Any) -> TrainConfig:
+    fields = dict(algo=algo, env=args.env, prompt="plain", history_length=args.history, device=args.device,
+                  episodes_per_iteration=args.episodes, group_size=8, max_response_tokens=args.max_response_tokens,
+                  micro_batch_size=args.micro_batch_size, kl_coef=args.kl_coef, progress=False, out_dir="/tmp/sapo-bench")
+    return TrainConfig(**{**fields, **overrides})
 
 
 def _sync(device: str) -> None:
@@ -85,8 +85,7 @@ def our_grpo_step(args: argparse.Namespace, prompt: str, rewards: list[float]) -
     """Median seconds of one GRPO iteration at TRL's work: generate 8 × 32 tokens for one prompt, learn."""
     from agents.generation.base import GenerationParams
 
-    trainer = Trainer(_config(args, "grpo", lr=1e-6, ppo_epochs=1, micro_batch_size=8), policy=_policy(args).to(args.device))
-    trainer.cfg.kl_coef = 0.0
+    trainer = Trainer(_config(args, "grpo", kl_coef=0.0, micro_batch_size=8), policy=_policy(args).to(args.device))
     ids = trainer.policy.encode_prompts([prompt]).token_ids * 8
     params = GenerationParams(max_new_tokens=32, temperature=1.0)
     times = []

@@ -67,3 +67,17 @@ def test_empty_generations_train_without_nan(make_trainer):
         handle.remove()
     assert rollout_row["rollout/invalid_rate"] == 1.0 and rollout_row["rollout/response_tokens"] == 1.0
     assert math.isfinite(rollout_row["actor/loss"]) and math.isfinite(rollout_row["critic/value_loss"])
+
+
+def test_cli_train_runs_end_to_end(tmp_path, capsys):
+    from sapo_gym.cli import main
+
+    argv = ["train", "--algo", "grpo", "--env", "sapo/Vault-v0", "--iterations", "1", "--episodes-per-iteration", "4",
+            "--group-size", "2", "--max-response-tokens", "6", "--prompt", "plain", "--history-length", "0",
+            "--env-arg", "code_length=1", "--out-dir", str(tmp_path), "--no-progress", "--eval-split", "test"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "grpo: 1 iterations" in out and "success" in out
+    assert (tmp_path / "metrics.jsonl").read_text().count("\n") == 1
+    assert (tmp_path / "final" / "config.json").exists() and (tmp_path / "eval.json").exists()
+    assert [p.name for p in (tmp_path / "checkpoints").glob("*.pt")] == ["checkpoint-000001.pt"]
