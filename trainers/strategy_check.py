@@ -85,11 +85,24 @@ def update_step(strategy: TrainingStrategy, u: Update) -> float:
     return float(strategy.all_reduce_mean(total))
 
 
-def sapo_update(strategy: TrainingStrategy, lr: float = 1e-4, micro_batch_size: int = 2) -> tuple[float, dict]:
-    """Run one SAPO update on this rank's shard; returns (global pre-step loss, full weights)."""
+@torch.no_grad()
+def shard_loss(strategy: TrainingStrategy, u: Update) -> float:
+    """The loss on this rank's shard without a step (averaged over ranks)."""
+    from trainers.forward import forward_positions
+
+    total = torch.zeros((), device=strategy.device)
+    for micro in u.shard.minibatches(u.micro_batch_size, shuffle=False):
+        with strategy.autocast():
+            loss, _ = u.method.actor_loss(micro, forward_positions(u.actor.module, micro, readout=u.method.readout))
+        total += loss * len(micro) / len(u.shard)
+    return float(strategy.all_reduce_mean(total))
+
+
+def sapo_update(strategy: TrainingStrategy, lr: float = 1e-4, micro_batch_size: int = 2) -> tuple[float, dict, float]:
+    """One SAPO update on this rank's shard: (global loss before, full weights after, global loss after)."""
     u = prepare_update(strategy, lr, micro_batch_size)
     loss = update_step(strategy, u)
-    return loss, strategy.full_state_dict(u.actor)
+    return loss, strategy.full_state_dict(u.actor), shard_loss(strategy, u)
 
 
 def resume_gap(strategy: TrainingStrategy, directory: Path, lr: float = 1e-4) -> float:
@@ -122,12 +135,13 @@ def main() -> None:
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     strategy = make_strategy(StrategyConfig(backend=args.backend, zero_stage=args.zero_stage, bf16=args.bf16,
                                             gradient_checkpointing=args.gradient_checkpointing))
-    loss, weights = sapo_update(strategy, lr=args.lr)
+    loss, weights, after = sapo_update(strategy, lr=args.lr)
     args.out.mkdir(parents=True, exist_ok=True)
     gap = resume_gap(strategy, args.out / "checkpoint", lr=args.lr) if args.check_resume else None
-    torch.save({"loss": loss, "weights": weights, "world_size": strategy.world_size, "resume_gap": gap},
-               args.out / f"rank{strategy.rank}.pt")
-    print(f"rank {strategy.rank}/{strategy.world_size}: loss {loss:.6f}" + ("" if gap is None else f", resume gap {gap:.3g}"))
+    torch.save({"loss": loss, "loss_after": after, "weights": weights, "world_size": strategy.world_size,
+                "resume_gap": gap}, args.out / f"rank{strategy.rank}.pt")
+    print(f"rank {strategy.rank}/{strategy.world_size}: loss {loss:.6f} -> {after:.6f}"
+          + ("" if gap is None else f", resume gap {gap:.3g}"))
     strategy.barrier()
 
 

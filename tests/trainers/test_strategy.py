@@ -22,7 +22,7 @@ HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
 
 
 @pytest.fixture(scope="module")
-def torch_run() -> tuple[float, dict]:
+def torch_run() -> tuple[float, dict, float]:
     """The reference: one SAPO update in this process with the plain torch strategy."""
     return sapo_update(TorchStrategy(StrategyConfig(device="cpu")))
 
@@ -39,22 +39,24 @@ def _max_diff(a: dict, b: dict) -> float:
 
 
 def test_torch_update_changes_every_parameter(torch_run):
-    loss, weights = torch_run
+    loss, weights, after = torch_run
     assert torch.isfinite(torch.tensor(loss))
+    assert after < loss - 1e-3  # the step lowers the loss on its own batch
     init = _initial_weights()
     unchanged = [k for k in init if torch.equal(init[k], weights[k])]
     assert unchanged == []
 
 
 def test_gradient_checkpointing_gives_the_same_update(torch_run):
-    loss, weights = sapo_update(TorchStrategy(StrategyConfig(device="cpu", gradient_checkpointing=True)))
+    loss, weights, _ = sapo_update(TorchStrategy(StrategyConfig(device="cpu", gradient_checkpointing=True)))
     assert loss == pytest.approx(torch_run[0], rel=1e-6)
     assert _max_diff(weights, torch_run[1]) < 1e-6
 
 
 def test_bf16_autocast_update_is_close(torch_run):
-    loss, weights = sapo_update(TorchStrategy(StrategyConfig(device="cpu", bf16=True)))
+    loss, weights, after = sapo_update(TorchStrategy(StrategyConfig(device="cpu", bf16=True)))
     assert loss == pytest.approx(torch_run[0], rel=0.1, abs=1e-2)
+    assert after == pytest.approx(torch_run[2], rel=0.1, abs=1e-2) and after < loss - 1e-3
     assert all(v.dtype == torch.float32 for v in weights.values())  # master weights stay float32
 
 
@@ -126,6 +128,7 @@ def test_deepspeed_two_processes_match_one_process(tmp_path, torch_run, stage):
     assert _max_diff(ranks[0]["weights"], ranks[1]["weights"]) == 0.0
     for r in ranks:
         assert r["loss"] == pytest.approx(torch_run[0], rel=1e-5)
+        assert r["loss_after"] == pytest.approx(torch_run[2], rel=1e-4)
         # the update is ~lr = 1e-4 per element; agreement to 1e-6 means the same step, not just a close one
         assert _max_diff(r["weights"], torch_run[1]) < 1e-6
         assert r["resume_gap"] == 0.0
@@ -137,6 +140,9 @@ def test_deepspeed_bf16_one_process(tmp_path, torch_run):
     """DeepSpeed's bf16 mode: bf16 compute, float32 master weights, a step close to the float32 one."""
     (rank,) = _run_check(tmp_path, 1, 2, "--bf16")
     assert rank["loss"] == pytest.approx(torch_run[0], rel=0.05)
+    # the bf16 step lowers the loss as much as the float32 one (a silently skipped step would not)
+    assert rank["loss_after"] == pytest.approx(torch_run[2], rel=0.05)
+    assert torch_run[0] - rank["loss_after"] > 0.5 * (torch_run[0] - torch_run[2])
     assert rank["resume_gap"] == 0.0
     # the gathered weights are the bf16 module copy: equal to the fp32 run up to bf16 rounding (2^-8 relative)
     assert _max_diff(rank["weights"], torch_run[1]) < 1e-3
