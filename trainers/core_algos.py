@@ -22,26 +22,10 @@ import torch
 from torch import Tensor
 
 __all__ = [
-    "masked_mean",
-    "masked_var",
-    "scatter_turns",
-    "gather_turns",
-    "turn_gae",
-    "turn_gae_loop",
-    "sarsa_targets",
-    "sarsa_targets_loop",
-    "normalize_turn_advantages",
-    "turn_targets",
-    "trajectory_returns",
-    "grpo_advantages",
-    "value_readout",
-    "mask_value_tokens",
-    "token_log_probs",
-    "entropy_from_logits",
-    "clipped_policy_loss",
-    "clipped_value_loss",
-    "kl_penalty",
-    "aggregate_loss",
+    "masked_mean", "masked_var", "scatter_turns", "gather_turns", "turn_gae", "turn_gae_loop",
+    "sarsa_targets", "sarsa_targets_loop", "normalize_turn_advantages", "turn_targets", "trajectory_returns",
+    "grpo_advantages", "value_readout", "mask_value_tokens", "token_log_probs", "entropy_from_logits",
+    "clipped_policy_loss", "clipped_value_loss", "kl_penalty", "aggregate_loss",
 ]
 
 AggMode = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"]
