@@ -92,7 +92,10 @@ class VLLMGenerator:
         seed: int = 0,
         **llm_kwargs: Any,
     ):
-        """``policy`` is saved (HF format) under ``workdir`` and served from there; ``llm_kwargs`` go to ``vllm.LLM``."""
+        """``policy`` is saved (HF format) under ``workdir`` and served from there; ``llm_kwargs`` go to ``vllm.LLM``.
+
+        Build it before ``strategy.prepare`` (ZeRO-3 partitions the parameters); later weights arrive
+        through :meth:`push_weights` (``strategy.full_state_dict(actor)`` gathers them)."""
         self.policy = policy
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="sapo_vllm_"))
         self.model_dir = self.workdir / "model"
