@@ -115,3 +115,5 @@ def test_vllm_generator_matches_hf_and_takes_pushed_weights(tmp_path):
     # the ban held although w+ is the unmasked argmax somewhere in the pushed model's outputs
     assert any(banned[0] in seq for seq in _hf_greedy(pushed, prompts, (), eos))
     assert not any(t in banned for o in out["greedy_after_push"] + out["sampled"] for t in o["token_ids"])
+    # behind the Generator protocol, the LLM agent played 4 Vault episodes (horizon 4) through vLLM
+    assert out["is_generator"] and len(out["vault_steps"]) == 4 and all(1 <= s <= 4 for s in out["vault_steps"])

@@ -14,9 +14,14 @@ from dataclasses import asdict
 def main(model_dir: str, pushed: str, prompts_file: str, out_file: str) -> None:
     from safetensors.torch import load_file
 
-    from agents.generation.base import GenerationParams
+    import gymnasium as gym
+
+    import sapo_gym  # noqa: F401  (registers the env ids)
+    from agents.generation.base import GenerationParams, Generator
     from agents.generation.vllm import VLLMGenerator
+    from agents.llm import LLMAgent
     from agents.policy import PolicyModel
+    from sapo_gym.evaluation import evaluate
 
     prompts = json.loads(open(prompts_file).read())
     start = time.perf_counter()
@@ -29,6 +34,12 @@ def main(model_dir: str, pushed: str, prompts_file: str, out_file: str) -> None:
     gen.push_weights(load_file(pushed))
     result["push_s"] = gen.last_push_s
     result["greedy_after_push"] = [asdict(o) for o in gen.generate(prompts, greedy)]
+    # a drop-in for the HF generator: the LLM agent plays the diagnostic env through it
+    result["is_generator"] = isinstance(gen, Generator)
+    agent = LLMAgent(gen.policy, gen, GenerationParams(max_new_tokens=16, temperature=1.0, seed=0))
+    records = evaluate(agent, "sapo/Vault-v0", task_ids=gym.make("sapo/Vault-v0").unwrapped.task_ids[:4],
+                       batch_size=4, progress=False)
+    result["vault_steps"] = [r.steps for r in records]
     with open(out_file, "w") as f:
         json.dump(result, f)
 
