@@ -279,7 +279,7 @@ class DeepSpeedStrategy(TrainingStrategy):
 
     def full_state_dict(self, trainable: Trainable) -> dict[str, Tensor]:
         with self.gathered(trainable) as module:
-            return {k: v.detach().float().cpu().clone() for k, v in module.state_dict().items()}
+            return {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
 
     def save(self, trainable: Trainable, directory: str | Path) -> None:
         trainable.engine.save_checkpoint(str(directory), tag="strategy")
