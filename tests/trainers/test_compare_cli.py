@@ -24,9 +24,11 @@ def test_preset_values_apply_and_explicit_flags_win():
 
     cfg = config_from_args(build_parser().parse_args(["compare", "--preset", "paper-7b", "--iterations", "3"]))
     assert (cfg.model, cfg.lr, cfg.kl_coef, cfg.iterations, cfg.horizon) == ("Qwen/Qwen2.5-7B-Instruct", 1e-6, 0.01, 3, 0)
+    assert cfg.env == "sapo/ALFWorld-v0" and cfg.resolved_eval_split == "eval_out_of_distribution"
     assert cfg.device == "cuda" and cfg.grpo_group_size == 8 and cfg.episodes_per_iteration % 8 == 0
     default = config_from_args(build_parser().parse_args(["compare"]))
-    assert default.model == "tiny" and default.env == "sapo/ALFWorld-v0" and default.algo_list == ["sapo", "ppo", "grpo"]
+    assert default.model == "tiny" and default.sft_agent == "expert" and default.algo_list == ["sapo", "ppo", "grpo"]
+    assert default.resolved_eval_split == "test" and default.horizon == 0  # the hosted board's split and horizon
 
 
 def test_paper_preset_without_gpu_or_weights_says_why(capsys, tmp_path):

@@ -69,7 +69,7 @@ def build_results(cfg: CompareConfig, start: RunResult, runs: Sequence[RunResult
         if mine:
             methods[algo] = _method(algo, mine, start, categories, start_name)
     return {
-        "env": cfg.env, "eval_split": cfg.eval_split, "eval_seeds": cfg.eval_seed_list, "seeds": cfg.seed_list,
+        "env": cfg.env, "eval_split": cfg.resolved_eval_split, "eval_seeds": cfg.eval_seed_list, "seeds": cfg.seed_list,
         "algos": cfg.algo_list, "fingerprint": cfg.fingerprint(), "complete": complete,
         "config": dataclasses.asdict(cfg), "start_name": start_name, "categories": categories,
         "warm_start": {"summary": start.summary, "sft_loss": start.extra.get("sft_loss", []), "train_s": start.train_s,

@@ -95,7 +95,7 @@ def evaluate_policy(policy: Any, tcfg: Any, cfg: CompareConfig, env_kwargs: dict
     torch.manual_seed(12345)  # common random numbers: every policy is evaluated under the same sampling seed
     agent = build_agent(policy, tcfg, tcfg.eval_temperature)
     with torch.no_grad():
-        return evaluate(agent, cfg.env, split=cfg.eval_split or None, seeds=cfg.eval_seed_list,
+        return evaluate(agent, cfg.env, split=cfg.resolved_eval_split, seeds=cfg.eval_seed_list,
                         batch_size=cfg.eval_batch_size, env_kwargs=env_kwargs, progress=cfg.progress)
 
 
@@ -106,7 +106,7 @@ def _write_bundle(cfg: CompareConfig, name: str, records: list[Any], env_kwargs:
 
     from leaderboard.bundle import AgentInfo, build_bundle
 
-    kwargs = {**env_kwargs, **({"split": cfg.eval_split} if cfg.eval_split else {})}
+    kwargs = {**env_kwargs, **({"split": cfg.resolved_eval_split} if cfg.resolved_eval_split else {})}
     probe = gym.make(cfg.env, **kwargs)
     spec_fields, spec_hash = probe.unwrapped.spec_fields(), probe.unwrapped.spec_hash()
     probe.close()
