@@ -25,14 +25,23 @@ from typing import Any
 
 from sapo_gym.alfworld import TASK_TYPES
 
-__all__ = ["SPLITS", "OFFICIAL_COUNTS", "EMBEDDED_SET", "GameRecord", "Catalog", "resolve", "official_catalog", "parse_task_folder"]
+__all__ = [
+    "EMBEDDED_SET",
+    "OFFICIAL_COUNTS",
+    "SPLITS",
+    "Catalog",
+    "GameRecord",
+    "official_catalog",
+    "parse_task_folder",
+    "resolve",
+]
 
 SPLITS = {"train": "train", "eval_in_distribution": "valid_seen", "eval_out_of_distribution": "valid_unseen"}
 """sapo_gym split -> folder of the official data."""
 OFFICIAL_COUNTS = {"train": 3553, "eval_in_distribution": 140, "eval_out_of_distribution": 134}
 """Games per split in ALFWorld 2.1.1 after alfworld's filters (the paper's numbers)."""
 OFFICIAL_DATASET = "alfworld-json_2.1.1"
-EMBEDDED_SET = Path(__file__).parent / "embedded" / "generated-v1.jsonl.gz"
+EMBEDDED_SET = Path(__file__).resolve().parent / "embedded" / "generated-v1.jsonl.gz"
 _SOLVABLE = re.compile(rb'"solvable"\s*:\s*(true|false)')
 
 
@@ -109,9 +118,16 @@ def generated_catalog(path: Path, split: str) -> Catalog:
     dataset = header["dataset"] if path == EMBEDDED_SET else f"{header['dataset']}-seed{header['seed']}"
     records = tuple(
         GameRecord(
-            f"{g.split}/{g.folder}", TASK_TYPES[g.task_type], g.task_type,
-            {"object_target": g.object_target, "object_sliced": False, "mrecep_target": "",
-             "parent_target": g.parent_target, "toggle_target": g.toggle_target},
+            f"{g.split}/{g.folder}",
+            TASK_TYPES[g.task_type],
+            g.task_type,
+            {
+                "object_target": g.object_target,
+                "object_sliced": False,
+                "mrecep_target": "",
+                "parent_target": g.parent_target,
+                "toggle_target": g.toggle_target,
+            },
             generated=g,
         )
         for g in games
@@ -148,5 +164,7 @@ def resolve(split: str, data_dir: str | os.PathLike[str] | None = None) -> Catal
         if split_dir is not None:
             return Catalog(OFFICIAL_DATASET, str(Path(root).expanduser()), official_catalog(split_dir.resolve()))
         if label == "$ALFWORLD_DATA" and (Path(root).expanduser() / "json_2.1.1").is_dir():
-            warnings.warn(f"ALFWORLD_DATA={root} has no json_2.1.1/{SPLITS[split]}/; using the next source", stacklevel=3)
+            warnings.warn(
+                f"ALFWORLD_DATA={root} has no json_2.1.1/{SPLITS[split]}/; using the next source", stacklevel=3
+            )
     return generated_catalog(EMBEDDED_SET, split)

@@ -27,13 +27,27 @@ _DOWNLOAD_HOST = ("github.com", 443)
 
 def register_data_cli(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("alfworld", help="fetch/verify the official ALFWorld games, or generate games")
-    p.add_argument("--data-dir", default=None, help="root holding json_2.1.1/ (default: $ALFWORLD_DATA or ~/.cache/alfworld)")
+    p.add_argument(
+        "--data-dir", default=None, help="root holding json_2.1.1/ (default: $ALFWORLD_DATA or ~/.cache/alfworld)"
+    )
     p.add_argument("--verify-only", action="store_true", help="do not download; only verify the per-split counts")
-    p.add_argument("--generate", type=int, default=None, metavar="N", help="generate N train games (and --eval per eval split)")
-    p.add_argument("--eval", type=int, default=None, metavar="M", help="games per evaluation split when generating (default N // 4)")
+    p.add_argument(
+        "--generate", type=int, default=None, metavar="N", help="generate N train games (and --eval per eval split)"
+    )
+    p.add_argument(
+        "--eval",
+        type=int,
+        default=None,
+        metavar="M",
+        help="games per evaluation split when generating (default N // 4)",
+    )
     p.add_argument("--seed", type=int, default=0, help="generator seed")
     p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1) // 2), help="generator processes")
-    p.add_argument("--out", default=None, help="generated set file (default ~/.cache/sapo_gym/alfworld/generated-v1-seedS.jsonl.gz)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="generated set file (default ~/.cache/sapo_gym/alfworld/generated-v1-seedS.jsonl.gz)",
+    )
     p.set_defaults(func=run)
 
 
@@ -64,7 +78,7 @@ def verify_counts(root: Path) -> dict[str, tuple[int, int]]:
 def _report(root: Path) -> int:
     counts = verify_counts(root)
     for split, (found, expected) in counts.items():
-        mark = "ok" if found == expected else "MISMATCH"
+        mark = "ok" if found == expected else ("absent" if found == 0 else "MISMATCH")
         print(f"  {split:<26} {found:>5} / {expected:<5} {mark}")
     return 0 if all(f == e for f, e in counts.values()) else 1
 

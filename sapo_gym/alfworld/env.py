@@ -14,14 +14,14 @@ import json
 import shutil
 import tempfile
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
 
 from sapo_gym.alfworld.catalog import Catalog, GameRecord, resolve
 from sapo_gym.alfworld.engine import ENGINES, EngineState, GameEngine, engine_versions, load_engine
 from sapo_gym.core import TaskInfo, TextEnv, Turn
 
-__all__ = ["AlfWorldEnv", "EXPERTS"]
+__all__ = ["EXPERTS", "AlfWorldEnv"]
 
 EXPERTS = ("walkthrough", "planner", "none")
 """``walkthrough``: the game's walkthrough while the agent follows it, then None. ``planner``: the
@@ -126,14 +126,22 @@ class AlfWorldEnv(TextEnv):
             won=state.won,
             score=score,
             reward=self.success_reward * max(0.0, score - previous_score),
-            extra={"engine": self.engine_name, "pddl_params": dict(self._record.pddl_params), "alfworld_task_type": self._record.task_type},
+            extra={
+                "engine": self.engine_name,
+                "pddl_params": dict(self._record.pddl_params),
+                "alfworld_task_type": self._record.task_type,
+            },
         )
 
     def _advance_expert(self, action: str) -> None:
         assert self._turn is not None
         if action not in self._turn.admissible_actions:
             return  # "Nothing happens.": the state, hence the expert's plan, is unchanged
-        if self._on_walkthrough >= 0 and self._on_walkthrough < len(self._walkthrough) and action == self._walkthrough[self._on_walkthrough]:
+        if (
+            self._on_walkthrough >= 0
+            and self._on_walkthrough < len(self._walkthrough)
+            and action == self._walkthrough[self._on_walkthrough]
+        ):
             self._on_walkthrough += 1
         else:
             self._on_walkthrough = -1

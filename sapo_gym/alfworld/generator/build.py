@@ -12,15 +12,15 @@ from __future__ import annotations
 import gzip
 import json
 import random
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from sapo_gym.alfworld.generator.problem import GeneratedGame
 from sapo_gym.alfworld.generator.sample import ROOMS, sample_game
 from sapo_gym.alfworld.generator.scenes import load_scene, props
 
-__all__ = ["DATASET", "SPLITS", "generate_game", "generate", "write_set", "read_set"]
+__all__ = ["DATASET", "SPLITS", "generate", "generate_game", "read_set", "write_set"]
 
 DATASET = "generated-v1"
 SPLITS = ("train", "eval_in_distribution", "eval_out_of_distribution")

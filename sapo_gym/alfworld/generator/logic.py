@@ -17,7 +17,14 @@ from functools import lru_cache
 from importlib.util import find_spec
 from pathlib import Path
 
-__all__ = ["TASK_PLACEHOLDER", "official_domain", "official_grammar", "grammar_for_task", "DOMAIN_SHA256", "GRAMMAR_SHA256"]
+__all__ = [
+    "DOMAIN_SHA256",
+    "GRAMMAR_SHA256",
+    "TASK_PLACEHOLDER",
+    "grammar_for_task",
+    "official_domain",
+    "official_grammar",
+]
 
 TASK_PLACEHOLDER = "UNKNOWN GOAL"
 DOMAIN_SHA256 = "0af55e7f92d12b09d28515aa730e4d03fddd17228ef1fd7b18a3ee8ba49b27b9"
@@ -39,7 +46,9 @@ def _sha(text: str) -> str:
 
 def _checked(text: str, expected: str, name: str) -> str:
     if _sha(text) != expected:
-        raise RuntimeError(f"the alfworld wheel's {name} differs from the one generated games were built for (alfworld 0.4.2)")
+        raise RuntimeError(
+            f"the alfworld wheel's {name} differs from the one generated games were built for (alfworld 0.4.2)"
+        )
     return text
 
 
@@ -57,11 +66,15 @@ def official_domain() -> str:
 def official_grammar() -> str:
     """The grammar of the official games, with ``UNKNOWN GOAL`` where the task sentence goes."""
     text = _wheel_file("alfred.twl2")
-    rule = re.search(r'feedback :: "#help\.feedback#";\s*grammar :: """.*?"rhs": (".*?")\s*}\s*]\s*}\s*""";', text, re.S)
+    rule = re.search(
+        r'feedback :: "#help\.feedback#";\s*grammar :: """.*?"rhs": (".*?")\s*}\s*]\s*}\s*""";', text, re.DOTALL
+    )
     if rule is None:
         raise RuntimeError("unexpected alfred.twl2: the help rule is not where alfworld 0.4.2 has it")
     literal = json.loads(rule.group(1))
-    return _checked(text[: rule.start()] + f'feedback :: "{literal}";' + text[rule.end() :], GRAMMAR_SHA256, "alfred.twl2")
+    return _checked(
+        text[: rule.start()] + f'feedback :: "{literal}";' + text[rule.end() :], GRAMMAR_SHA256, "alfred.twl2"
+    )
 
 
 def grammar_for_task(sentence: str) -> str:

@@ -49,7 +49,12 @@ class GeneratedGame:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> GeneratedGame:
         return cls(
-            **{**d, "agent": tuple(d["agent"]), "objects": tuple(map(tuple, d["objects"])), "walkthrough": tuple(d["walkthrough"])}
+            **{
+                **d,
+                "agent": tuple(d["agent"]),
+                "objects": tuple(map(tuple, d["objects"])),
+                "walkthrough": tuple(d["walkthrough"]),
+            }
         )
 
     def game_data(self) -> dict[str, Any]:
@@ -66,8 +71,7 @@ class GeneratedGame:
         p, scene = props(), load_scene(self.scene)
         where = {r.id: r for r in scene.receptacles}
         obj_types = {o: o.split("|", 1)[0] for o, _ in self.objects}
-        loc = lambda l: mangle("loc|" + "|".join(map(str, l)))  # noqa: E731
-        locations = sorted({loc(r.location) for r in scene.receptacles} | {loc(self.agent)})
+        locations = sorted({_loc(r.location) for r in scene.receptacles} | {_loc(self.agent)})
         facts: list[str] = [f"(receptacleType {mangle(r.id)} {r.type}Type)" for r in scene.receptacles]
         facts += [f"(objectType {mangle(o)} {t}Type)" for o, t in obj_types.items()]
         present = sorted(set(obj_types.values()))
@@ -76,13 +80,18 @@ class GeneratedGame:
         facts += [f"(pickupable {mangle(o)})" for o, t in obj_types.items() if t not in p.toggleable]
         facts += [f"(isReceptacleObject {mangle(o)})" for o, t in obj_types.items() if t in p.receptacle_objects]
         facts += [f"(openable {mangle(r.id)})" for r in scene.receptacles if r.type in p.openable]
-        facts.append(f"(atLocation agent1 {loc(self.agent)})")
-        for pred, kinds in (("cleanable", p.cleanable), ("heatable", p.heatable), ("coolable", p.coolable),
-                            ("toggleable", p.toggleable), ("sliceable", p.sliceable)):
+        facts.append(f"(atLocation agent1 {_loc(self.agent)})")
+        for pred, kinds in (
+            ("cleanable", p.cleanable),
+            ("heatable", p.heatable),
+            ("coolable", p.coolable),
+            ("toggleable", p.toggleable),
+            ("sliceable", p.sliceable),
+        ):
             facts += [f"({pred} {mangle(o)})" for o, t in obj_types.items() if t in kinds]
         facts += [f"(inReceptacle {mangle(o)} {mangle(r)})" for o, r in self.objects]
-        facts += [f"(receptacleAtLocation {mangle(r.id)} {loc(r.location)})" for r in scene.receptacles]
-        facts += [f"(objectAtLocation {mangle(o)} {loc(where[r].location)})" for o, r in self.objects]
+        facts += [f"(receptacleAtLocation {mangle(r.id)} {_loc(r.location)})" for r in scene.receptacles]
+        facts += [f"(objectAtLocation {mangle(o)} {_loc(where[r].location)})" for o, r in self.objects]
         declared = (
             ["agent1 - agent"]
             + [f"{o} - object" for o in p.header_objects]
@@ -98,9 +107,15 @@ class GeneratedGame:
         return "\n".join(lines)
 
 
+def _loc(location: tuple[int, ...]) -> str:
+    return mangle("loc|" + "|".join(map(str, location)))
+
+
 def goal_pddl(game: GeneratedGame) -> str:
     """The goal of ``game``, from alfworld's goal library (the definition's closing paren included)."""
     from alfworld.gen import goal_library
 
     template = goal_library.gdict[game.task_type]["pddl"]
-    return template.format(obj=game.object_target, recep=game.parent_target, toggle=game.toggle_target, mrecep="").replace("#", "-")
+    return template.format(
+        obj=game.object_target, recep=game.parent_target, toggle=game.toggle_target, mrecep=""
+    ).replace("#", "-")

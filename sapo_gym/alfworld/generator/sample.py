@@ -9,12 +9,12 @@ hold it, openable receptacles closed, the agent away from every receptacle.
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 from sapo_gym.alfworld.generator.problem import GeneratedGame
 from sapo_gym.alfworld.generator.scenes import LAMP_HOLDERS, Receptacle, Scene, props
 
-__all__ = ["ROOMS", "TEMPLATES", "sample_game"]
+__all__ = ["ROOMS", "sample_game", "templates"]
 
 ROOMS = {
     "pick_and_place_simple": ("Kitchen", "LivingRoom", "Bathroom", "Bedroom"),
@@ -33,7 +33,7 @@ _TOOL = {
 }
 
 
-def TEMPLATES(task_type: str) -> list[str]:  # noqa: N802 - mirrors alfworld's goal library
+def templates(task_type: str) -> list[str]:
     """Task-sentence templates of alfworld's goal library for ``task_type``."""
     from alfworld.gen import goal_library
 
@@ -107,7 +107,9 @@ def _agent_start(rng: random.Random, scene: Scene) -> tuple[int, int, int, int]:
             return loc
 
 
-def sample_game(rng: random.Random, task_type: str, scenes: Sequence[Scene], split: str, index: int) -> GeneratedGame | None:
+def sample_game(
+    rng: random.Random, task_type: str, scenes: Sequence[Scene], split: str, index: int
+) -> GeneratedGame | None:
     """A game of ``task_type`` in one of ``scenes`` (the caller retries on None)."""
     candidates = [s for s in scenes if s.room in ROOMS[task_type] and len(s.receptacles) >= 4]
     if not candidates:
@@ -118,7 +120,9 @@ def sample_game(rng: random.Random, task_type: str, scenes: Sequence[Scene], spl
         return None
     obj, recep = target
     look = task_type == "look_at_obj_in_light"
-    sentence = rng.choice(TEMPLATES(task_type)).format(obj=obj.lower(), recep=recep.lower(), toggle=recep.lower(), mrecep="")
+    sentence = rng.choice(templates(task_type)).format(
+        obj=obj.lower(), recep=recep.lower(), toggle=recep.lower(), mrecep=""
+    )
     return GeneratedGame(
         split=split,
         index=index,

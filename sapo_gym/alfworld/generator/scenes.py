@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib.util import find_spec
 from pathlib import Path
 
-__all__ = ["Location", "Receptacle", "Scene", "load_scene", "Props", "props", "mangle"]
+__all__ = ["Location", "Props", "Receptacle", "Scene", "load_scene", "mangle", "props"]
 
 Location = tuple[int, int, int, int]
 """(x, z, rotation, horizon) on ALFRED's 0.25 m grid, as in ``loc|x|z|rot|horizon``."""
@@ -107,7 +107,7 @@ def _layouts() -> Path:
     return Path(spec.origin).parent / "gen" / "layouts"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_scene(number: int) -> Scene:
     """Scene ``FloorPlan<number>`` with its receptacles (basins for sink/bathtub) and portable objects."""
     p = props()
@@ -115,7 +115,7 @@ def load_scene(number: int) -> Scene:
     poses = json.loads((layouts / f"FloorPlan{number}-openable.json").read_text())
     receptacles = []
     for thor_id, (x, z, rotation, horizon) in sorted(poses.items()):
-        kind, _, coords = thor_id.partition("|")
+        kind = thor_id.split("|", 1)[0]
         kind = _RECEPTACLE_ALIASES.get(kind, kind)
         if kind in p.static_receptacles:
             location = (round(x / 0.25), round(z / 0.25), int(rotation) // 90 % 4, int(horizon))

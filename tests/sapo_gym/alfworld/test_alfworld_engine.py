@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 from pathlib import Path
 
 import pytest
+from alfworld_support import FULL
 
 from sapo_gym.alfworld import TASK_TYPES
 from sapo_gym.alfworld.engine import ENGINES, EngineState, GameEngine, load_engine
-
-FULL = os.environ.get("SAPO_ALFWORLD_FULL") == "1"
 
 
 def _golden(root: Path) -> list[dict]:
