@@ -7,8 +7,8 @@ Every rank builds the same seeded model and the same synthetic batch of turns (4
 turns, equal response lengths so that each rank's loss is an exact share of the global one), runs
 SAPO's old-forward / readout / advantage phases on the whole batch, then trains on its shard
 (``Experience.shard``) in micro-batches through the strategy and takes one optimizer step. Each
-rank writes ``rank{r}.pt`` with the pre-step loss (averaged over ranks) and the gathered weights,
-which the tests compare across ranks and against the one-process run.
+rank writes ``zero{stage}/rank{r}.pt`` with the losses before and after the step (averaged over ranks)
+and the gathered weights, which the tests compare across ranks and against the one-process run.
 """
 
 from __future__ import annotations
@@ -125,24 +125,26 @@ def resume_gap(strategy: TrainingStrategy, directory: Path, lr: float = 1e-4) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=("torch", "deepspeed"), default="deepspeed")
-    parser.add_argument("--zero-stage", type=int, default=2)
+    parser.add_argument("--zero-stage", default="2", help="ZeRO stage, or several comma-separated (one launch, one run each)")
     parser.add_argument("--bf16", action="store_true")
     parser.add_argument("--gradient-checkpointing", action="store_true")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--check-resume", action="store_true", help="also check save -> load -> step against continuing")
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True, help="writes OUT/zero{stage}/rank{rank}.pt")
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    strategy = make_strategy(StrategyConfig(backend=args.backend, zero_stage=args.zero_stage, bf16=args.bf16,
-                                            gradient_checkpointing=args.gradient_checkpointing))
-    loss, weights, after = sapo_update(strategy, lr=args.lr)
-    args.out.mkdir(parents=True, exist_ok=True)
-    gap = resume_gap(strategy, args.out / "checkpoint", lr=args.lr) if args.check_resume else None
-    torch.save({"loss": loss, "loss_after": after, "weights": weights, "world_size": strategy.world_size,
-                "resume_gap": gap}, args.out / f"rank{strategy.rank}.pt")
-    print(f"rank {strategy.rank}/{strategy.world_size}: loss {loss:.6f} -> {after:.6f}"
-          + ("" if gap is None else f", resume gap {gap:.3g}"))
-    strategy.barrier()
+    for stage in (int(x) for x in args.zero_stage.split(",")):
+        strategy = make_strategy(StrategyConfig(backend=args.backend, zero_stage=stage, bf16=args.bf16,
+                                                gradient_checkpointing=args.gradient_checkpointing))
+        out = args.out / f"zero{stage}"
+        out.mkdir(parents=True, exist_ok=True)
+        loss, weights, after = sapo_update(strategy, lr=args.lr)
+        gap = resume_gap(strategy, out / "checkpoint", lr=args.lr) if args.check_resume else None
+        torch.save({"loss": loss, "loss_after": after, "weights": weights, "world_size": strategy.world_size,
+                    "resume_gap": gap}, out / f"rank{strategy.rank}.pt")
+        print(f"ZeRO-{stage} rank {strategy.rank}/{strategy.world_size}: loss {loss:.6f} -> {after:.6f}"
+              + ("" if gap is None else f", resume gap {gap:.3g}"))
+        strategy.barrier()
 
 
 if __name__ == "__main__":

@@ -102,9 +102,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run_check(out: Path, nproc: int, stage: int, *extra: str) -> list[dict]:
+def _run_check(out: Path, nproc: int, stages: str, *extra: str) -> dict[int, list[dict]]:
+    """Launch trainers.strategy_check; {stage: [rank 0 result, rank 1 result, ...]}."""
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    args = ["-m", "trainers.strategy_check", "--backend", "deepspeed", "--zero-stage", str(stage), "--check-resume",
+    args = ["-m", "trainers.strategy_check", "--backend", "deepspeed", "--zero-stage", stages, "--check-resume",
             "--out", str(out), *extra]
     if nproc == 1:
         cmd = [sys.executable, *args]
@@ -114,16 +115,24 @@ def _run_check(out: Path, nproc: int, stage: int, *extra: str) -> list[dict]:
                "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), *args]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return [torch.load(out / f"rank{r}.pt", weights_only=True) for r in range(nproc)]
+    return {int(st): [torch.load(out / f"zero{st}" / f"rank{r}.pt", weights_only=True) for r in range(nproc)]
+            for st in stages.split(",")}
+
+
+@pytest.fixture(scope="module")
+def two_process_runs(tmp_path_factory) -> dict[int, list[dict]]:
+    """ZeRO-2 and ZeRO-3, one after the other in one 2-process launch (DeepSpeed's start-up paid once)."""
+    if not HAS_DEEPSPEED:
+        pytest.skip("deepspeed not installed (pip install -e '.[deepspeed]')")
+    return _run_check(tmp_path_factory.mktemp("ds2"), 2, "2,3")
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAS_DEEPSPEED, reason="deepspeed not installed (pip install -e '.[deepspeed]')")
 @pytest.mark.parametrize("stage", [2, 3])
-def test_deepspeed_two_processes_match_one_process(tmp_path, torch_run, stage):
+def test_deepspeed_two_processes_match_one_process(two_process_runs, torch_run, stage):
     """2 CPU processes (gloo): identical weights on both ranks, the single-process loss and update, and a
     save -> load into a fresh engine -> step that equals continuing (model and optimizer state restored)."""
-    ranks = _run_check(tmp_path, nproc=2, stage=stage)
+    ranks = two_process_runs[stage]
     assert [r["world_size"] for r in ranks] == [2, 2]
     assert _max_diff(ranks[0]["weights"], ranks[1]["weights"]) == 0.0
     for r in ranks:
@@ -138,7 +147,7 @@ def test_deepspeed_two_processes_match_one_process(tmp_path, torch_run, stage):
 @pytest.mark.skipif(not HAS_DEEPSPEED, reason="deepspeed not installed (pip install -e '.[deepspeed]')")
 def test_deepspeed_bf16_one_process(tmp_path, torch_run):
     """DeepSpeed's bf16 mode: bf16 compute, float32 master weights, a step close to the float32 one."""
-    (rank,) = _run_check(tmp_path, 1, 2, "--bf16")
+    (rank,) = _run_check(tmp_path, 1, "2", "--bf16")[2]
     assert rank["loss"] == pytest.approx(torch_run[0], rel=0.05)
     # the bf16 step lowers the loss as much as the float32 one (a silently skipped step would not)
     assert rank["loss_after"] == pytest.approx(torch_run[2], rel=0.05)
