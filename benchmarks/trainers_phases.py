@@ -63,22 +63,20 @@ def phase_table(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     _, batch = collector.collect_batch(shared)
     print(f"rollout: {len(batch)} turns, {batch.num_action_tokens} action tokens, "
           f"{int(batch.attention_mask.sum())} tokens in all (generation {shared.seconds['generation']:.2f} s)")
-    results: dict[str, dict[str, float]] = {}
-    for algo in ALGOS:
-        trainer = Trainer(_config(args, algo), policy=copy.deepcopy(base))
-        trainer.start_reinforcement()
-        runs = []
-        for _ in range(args.repeats):
+    trainers = {algo: Trainer(_config(args, algo), policy=copy.deepcopy(base)) for algo in ALGOS}
+    runs: dict[str, list[dict[str, float]]] = {algo: [] for algo in ALGOS}
+    for _ in range(args.repeats):  # round-robin, so machine load hits the three methods alike
+        for algo, trainer in trainers.items():
+            trainer.start_reinforcement()
             timer, memory = PhaseTimer(), MemoryMeter(torch.device(args.device))
             timer.add("generation", shared.seconds["generation"])
             timer.add("reward", shared.seconds["reward"])
             trainer.learn(copy.deepcopy(batch), timer, memory)
             _sync(args.device)
-            runs.append({**timer.as_metrics(), "peak_bytes": memory.peak_bytes(
+            runs[algo].append({**timer.as_metrics(), "peak_bytes": memory.peak_bytes(
                 trainer.policy.model, trainer.optimizer, trainer.reference, trainer.method.critic,
                 trainer.method.critic_optimizer)})
-        results[algo] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-    return results
+    return {algo: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for algo, rs in runs.items()}
 
 
 def our_grpo_step(args: argparse.Namespace, prompt: str, rewards: list[float]) -> float:

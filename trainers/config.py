@@ -148,6 +148,13 @@ class TrainConfig:
         """Tasks per iteration (the vector env's groups)."""
         return self.episodes_per_iteration // self.rollouts_per_task
 
+    def env_make_kwargs(self) -> dict[str, Any]:
+        """Everything ``gym.make`` / ``make_vec`` get: the prompt template, the history length, ``env_arg``."""
+        from sapo_gym.prompts import PLAIN_PROMPT
+
+        prompt = PLAIN_PROMPT if self.prompt == "plain" else "default"
+        return {"prompt": prompt, "history_length": self.history_length, **self.env_kwargs()}
+
     def env_kwargs(self) -> dict[str, Any]:
         """``env_arg`` entries as keyword arguments for ``gym.make`` / ``make_vec``."""
         out: dict[str, Any] = {}
@@ -191,7 +198,7 @@ def add_arguments(parser: argparse.ArgumentParser | Any, cls: type = TrainConfig
             parser.add_argument(_flag(f.name), action="append", default=None, metavar="KEY=VALUE", help=help_text)
         else:
             kind = {"int": int, "float": float, "str": str}[str(f.type)]
-            choices = list(ALGOS) if f.name == "algo" else None
+            choices = list(ALGOS) if f.name == "algo" and cls is TrainConfig else None
             parser.add_argument(_flag(f.name), type=kind, default=default, choices=choices, help=help_text)
 
 

@@ -76,10 +76,7 @@ class Trainer:
 
     def env_kwargs(self) -> dict[str, Any]:
         """The env's prompt and history settings plus the ``--env-arg`` entries."""
-        from sapo_gym.prompts import PLAIN_PROMPT
-
-        prompt = PLAIN_PROMPT if self.cfg.prompt == "plain" else "default"
-        return {"prompt": prompt, "history_length": self.cfg.history_length, **self.cfg.env_kwargs()}
+        return self.cfg.env_make_kwargs()
 
     # ------------------------------------------------------------------ one iteration
     def start_reinforcement(self) -> None:
@@ -253,10 +250,15 @@ class Trainer:
 
     def evaluate(self, split: str = "test", seeds: tuple[int, ...] = (0,), temperature: float | None = None) -> dict[str, Any]:
         """Success on every task of ``split`` at the evaluation temperature (``sapo_gym.evaluation``)."""
-        from sapo_gym.evaluation import evaluate, summarize
+        from sapo_gym.evaluation import summarize
+
+        return summarize(self.evaluation_records(split, seeds, temperature))
+
+    def evaluation_records(self, split: str = "test", seeds: tuple[int, ...] = (0,), temperature: float | None = None) -> list[Any]:
+        """One :class:`~sapo_gym.evaluation.EpisodeRecord` per (seed, task) of ``split``."""
+        from sapo_gym.evaluation import evaluate
 
         temp = self.cfg.eval_temperature if temperature is None else temperature
         agent = build_agent(self.policy, self.cfg, temp)
-        records = evaluate(agent, self.cfg.env, split=split, seeds=seeds, batch_size=16,
-                           env_kwargs=self.env_kwargs(), progress=self.cfg.progress)
-        return summarize(records)
+        return evaluate(agent, self.cfg.env, split=split, seeds=seeds, batch_size=16,
+                        env_kwargs=self.env_kwargs(), progress=self.cfg.progress)
