@@ -254,11 +254,16 @@ class Trainer:
 
         return summarize(self.evaluation_records(split, seeds, temperature))
 
-    def evaluation_records(self, split: str = "test", seeds: tuple[int, ...] = (0,), temperature: float | None = None) -> list[Any]:
+    def evaluation_records(self, split: str = "test", seeds: tuple[int, ...] = (0,), temperature: float | None = None,
+                           batch_size: int = 16) -> list[Any]:
         """One :class:`~sapo_gym.evaluation.EpisodeRecord` per (seed, task) of ``split``."""
         from sapo_gym.evaluation import evaluate
 
         temp = self.cfg.eval_temperature if temperature is None else temperature
         agent = build_agent(self.policy, self.cfg, temp)
-        return evaluate(agent, self.cfg.env, split=split, seeds=seeds, batch_size=16,
+        return evaluate(agent, self.cfg.env, split=split, seeds=seeds, batch_size=batch_size,
                         env_kwargs=self.env_kwargs(), progress=self.cfg.progress)
+
+    def close(self) -> None:
+        """Close the training envs."""
+        self.vec.close()
