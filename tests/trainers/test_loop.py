@@ -81,3 +81,18 @@ def test_cli_train_runs_end_to_end(tmp_path, capsys):
     assert (tmp_path / "metrics.jsonl").read_text().count("\n") == 1
     assert (tmp_path / "final" / "config.json").exists() and (tmp_path / "eval.json").exists()
     assert [p.name for p in (tmp_path / "checkpoints").glob("*.pt")] == ["checkpoint-000001.pt"]
+
+
+def test_tensorboard_is_optional(tmp_path):
+    import importlib.util
+
+    from trainers.metrics import MetricsLogger
+
+    if importlib.util.find_spec("tensorboard") is None:
+        with pytest.raises(ValueError, match="pip install tensorboard"):
+            MetricsLogger(tmp_path, tensorboard=True)
+        return
+    logger = MetricsLogger(tmp_path, tensorboard=True)
+    logger.log({"iteration": 0, "rollout/success": 0.5})
+    logger.close()
+    assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
