@@ -19,9 +19,12 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("matplotlib")
 
-REDUCED = dict(env="sapo/Vault-v0", eval_split="test", algos="sapo,ppo,grpo", seeds=2, iterations=2, horizon=0,
-               episodes_per_iteration=8, grpo_group_size=4, history_length=0, max_response_tokens=16, max_prompt_tokens=256,
-               lr=1e-3, critic_lr=1e-3, sft_episodes=8, sft_epochs=8, sft_lr=3e-3, eval_batch_size=16, progress=False)
+REDUCED: dict[str, Any] = {
+    "env": "sapo/Vault-v0", "eval_split": "test", "algos": "sapo,ppo,grpo", "seeds": 2, "iterations": 2, "horizon": 0,
+    "episodes_per_iteration": 8, "grpo_group_size": 4, "history_length": 0, "max_response_tokens": 16,
+    "max_prompt_tokens": 256, "lr": 1e-3, "critic_lr": 1e-3, "sft_episodes": 8, "sft_epochs": 8, "sft_lr": 3e-3,
+    "eval_seeds": "0", "eval_batch_size": 16, "progress": False,
+}
 
 
 def _config(out: Path, **overrides: Any):
@@ -109,7 +112,7 @@ def test_every_bundle_is_admitted_and_replays(finished):
     from leaderboard.checks import admit
     from leaderboard.replay import replay_bundle
 
-    cfg, res = finished
+    _, res = finished
     boards = BoardRegistry(["sapo/Vault-v0:test"])
     paths = [res["warm_start"]["bundle"], *[b for m in res["methods"].values() for b in m["bundles"]]]
     assert len(paths) == 1 + 3 * 2
@@ -124,7 +127,7 @@ def test_every_bundle_is_admitted_and_replays(finished):
 def test_interrupted_compare_resumes_and_ends_with_the_same_table(finished, tmp_path, monkeypatch):
     from trainers.compare import compare, runner
 
-    full_cfg, full = finished
+    _, full = finished
     started: list[str] = []
     real_run_one, real_eval = runner.run_one, runner.evaluate_policy
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from trainers.compare.config import PRESETS, CompareConfig, Preset
 
-__all__ = ["CompareConfig", "Preset", "PRESETS", "compare"]
+__all__ = ["PRESETS", "CompareConfig", "Preset", "compare"]
 
 
 def compare(cfg: CompareConfig) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from trainers.config import ALGOS, TrainConfig
 
-__all__ = ["CompareConfig", "Preset", "PRESETS", "run_key"]
+__all__ = ["PRESETS", "CompareConfig", "Preset", "run_key"]
 
 
 def run_key(algo: str, seed: int) -> str:
@@ -55,7 +55,7 @@ class CompareConfig:
     progress: bool = True
     """Show progress bars (overall runs with ETA, and each run's iterations)."""
     # ------------------------------------------------------------------ budget (equal for every method)
-    iterations: int = 25
+    iterations: int = 60
     """RL iterations per run (paper: 150)."""
     episodes_per_iteration: int = 16
     """Env episodes per iteration, the same for every method (GRPO: episodes / group size tasks)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from trainers.profiling import PHASES
 
-__all__ = ["write_plots", "COLOURS"]
+__all__ = ["COLOURS", "write_plots"]
 
 COLOURS = {"sapo": "#1f77b4", "ppo": "#d62728", "grpo": "#2ca02c", "start": "#7f7f7f"}
 """One colour per method, the same in every figure."""
@@ -59,7 +59,7 @@ def learning_curves(res: dict[str, Any], ax: Any) -> None:
 def category_success(res: dict[str, Any], ax: Any) -> None:
     import numpy as np
 
-    cats = [*res["categories"], "all"]
+    cats = [*res["categories"], "all"] if len(res["categories"]) > 1 else ["all"]
     series = [("start", res["start_name"], [res["warm_start"]["summary"].get(c, {}).get("success", 0.0) for c in cats], None)]
     for algo, m in res["methods"].items():
         stats = [m["overall"]["success"] if c == "all" else m["categories"][c]["success"] for c in cats]
@@ -73,10 +73,10 @@ def category_success(res: dict[str, Any], ax: Any) -> None:
         ax.bar(x + (k - (len(series) - 1) / 2) * width, means, width, yerr=err, capsize=3, color=COLOURS.get(key),
                label=label, error_kw={"lw": 1})
     ax.set_xticks(x, cats, rotation=20)
-    ax.set(ylabel="evaluation success", ylim=(0, 1.05),
+    ax.set(ylabel="evaluation success", ylim=(0, 1.0),
            title=f"Success per category ({res['eval_split'] or 'default split'}; whiskers: 95 % CI over seeds)")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, ncol=len(series), loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
 
 
 def phase_times(res: dict[str, Any], ax: Any) -> None:

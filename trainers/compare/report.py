@@ -17,8 +17,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from trainers.compare.config import CompareConfig
 from trainers.compare.runner import RunResult
@@ -117,12 +118,15 @@ def render_markdown(res: dict[str, Any]) -> str:
     lines = [
         f"# sapo-gym compare: {', '.join(a.upper() for a in res['algos'])} on {res['env']}",
         "",
-        f"Evaluation: split `{res['eval_split'] or 'default'}`, seeds {res['eval_seeds']}, temperature {cfg['eval_temperature']}; "
+        (f"Evaluation: split `{res['eval_split'] or 'default'}`, seeds {res['eval_seeds']}, temperature {cfg['eval_temperature']}; "
         f"model `{cfg['model']}`; {cfg['iterations']} iterations × {cfg['episodes_per_iteration']} episodes per method "
         f"(horizon {cfg['horizon'] or 'as registered'}); {seeds} seed(s) per method. Cells: mean ± half-width of the 95 % Student-t "
-        "interval over seeds (no interval with one seed).",
+        "interval over seeds (no interval with one seed)."),
         "",
-        *(["**Incomplete**: not every method/seed has finished; rerun the same command to continue.", ""] if not res["complete"] else []),
+        *(
+            ["**Incomplete**: not every method/seed has finished; rerun the same command to continue.", ""]
+            if not res["complete"] else []
+        ),
         *_table(res),
         "",
         "## Did RL lift success over the starting policy?",

@@ -23,11 +23,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from trainers.compare.config import CompareConfig, run_key
 
-__all__ = ["CompareState", "RunResult", "prepare_warm_start", "run_one", "run_compare", "read_result", "evaluate_policy"]
+__all__ = ["CompareState", "RunResult", "evaluate_policy", "prepare_warm_start", "read_result", "run_compare", "run_one"]
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -47,7 +47,7 @@ class CompareState:
     finished: list[str] = field(default_factory=list)
 
     @classmethod
-    def open(cls, cfg: CompareConfig) -> "CompareState":
+    def open(cls, cfg: CompareConfig) -> CompareState:
         """The folder's state, or a fresh one; refuses a folder that holds another comparison."""
         path = Path(cfg.out) / "state.json"
         if not path.exists():
@@ -126,14 +126,17 @@ def _write_bundle(cfg: CompareConfig, name: str, records: list[Any], env_kwargs:
 def prepare_warm_start(cfg: CompareConfig, state: CompareState) -> tuple[str, RunResult]:
     """The shared starting policy (trained once, cached in ``warm_start/``) and its evaluation.
 
-    Returns the model path every run starts from (the base model when ``sft_episodes`` is 0).
+    Returns the model path every run starts from (the base model itself when there is no warm start
+    and the base model is not a seeded random init).
     """
     from sapo_gym.evaluation import summarize
     from trainers.loop import Trainer
     from trainers.sft import warm_start
 
     folder = Path(cfg.out) / "warm_start"
-    model_path = str(folder / "policy") if cfg.sft_episodes > 0 else cfg.model
+    # 'tiny' is a seeded random init: save it too, so that every seed starts from the same weights
+    saved = cfg.sft_episodes > 0 or cfg.model == "tiny"
+    model_path = str(folder / "policy") if saved else cfg.model
     if state.warm_start_done and (folder / "result.json").exists():
         return model_path, read_result(folder / "result.json")
     tcfg = dataclasses.replace(cfg.train_config("sapo", 0), out_dir=str(folder), resume=False)
@@ -141,6 +144,7 @@ def prepare_warm_start(cfg: CompareConfig, state: CompareState) -> tuple[str, Ru
     t0, losses = time.perf_counter(), []
     if cfg.sft_episodes > 0:
         losses = warm_start(trainer.policy, tcfg, trainer.env_kwargs())
+    if saved:
         trainer.policy.save_pretrained(model_path)
     train_s = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -218,7 +222,3 @@ def run_compare(cfg: CompareConfig) -> tuple[RunResult, list[RunResult], bool]:
     results = [read_result(Path(cfg.out) / "runs" / run_key(a, s) / "result.json") for a, s in runs if run_key(a, s) in state.finished]
     return start, results, len(results) == len(runs)
 
-
-def finished_results(cfg: CompareConfig, names: Sequence[str]) -> list[RunResult]:
-    """The stored results of the named runs (for re-reporting a finished folder)."""
-    return [read_result(Path(cfg.out) / "runs" / n / "result.json") for n in names]

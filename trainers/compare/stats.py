@@ -7,10 +7,11 @@ the normal approximation (which is ~2.2× too narrow at n = 3). Pure functions o
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any
 
-__all__ = ["T975", "t_quantile", "SeedStat", "seed_stat", "Lift", "lift_over"]
+__all__ = ["T975", "Lift", "SeedStat", "lift_over", "seed_stat", "t_quantile"]
 
 T975 = (12.706204736, 4.302652730, 3.182446305, 2.776445105, 2.570581836, 2.446911851, 2.364624252,
         2.306004135, 2.262157163, 2.228138852, 2.200985160, 2.178812830, 2.160368656, 2.144786688,
@@ -79,7 +80,7 @@ class Lift:
 
     def line(self, method: str, start: str) -> str:
         """One honest sentence with the numbers."""
-        pct = lambda x: f"{100 * x:.1f} %"  # noqa: E731
+        pct = lambda x: f"{100 * x:.1f} %"
         if self.after.ci_low is None:
             ci = "one seed, no interval"
         else:
