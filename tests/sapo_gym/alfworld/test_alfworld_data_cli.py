@@ -63,7 +63,7 @@ def test_generate_a_set_and_play_it(tmp_path: Path):
 def test_evaluate_expert_is_perfect_and_random_is_low(tmp_path: Path):
     """``sapo-gym evaluate`` on the embedded set: per-category table, expert 100 %, random-admissible low."""
     summaries = {}
-    for agent, limit in (("expert", "12"), ("random", "6")):
+    for agent, limit in (("expert", "6"), ("random", "4")):
         out = tmp_path / f"{agent}.json"
         result = _cli(
             "evaluate",

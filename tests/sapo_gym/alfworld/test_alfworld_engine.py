@@ -1,6 +1,6 @@
 """The reference engine reproduces the golden traces of alfworld 0.4.2 + textworld 1.7.0 byte for byte.
 
-Default run: a stratified sample (2 games per category); ``SAPO_ALFWORLD_FULL=1`` replays all 274.
+Default run: a stratified sample (1 game per category); ``SAPO_ALFWORLD_FULL=1`` replays all 274.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _replay(engine: GameEngine, steps: list[dict]) -> None:
 
 
 def test_unknown_engine_lists_choices():
-    with pytest.raises(ValueError, match="valid choices: \\['reference'"):
+    with pytest.raises(ValueError, match="valid choices: .*'reference'"):
         load_engine("x/game.tw-pddl", engine="nope")
     assert "reference" in ENGINES
 
@@ -48,7 +48,7 @@ def test_unknown_engine_lists_choices():
 def test_reference_engine_matches_golden_traces(alfworld_data: Path):
     traces = _golden(alfworld_data)
     assert len(traces) == 274
-    for trace in traces if FULL else _sample(traces, per_category=2):
+    for trace in traces if FULL else _sample(traces, per_category=1):
         engine = load_engine(alfworld_data / "json_2.1.1" / trace["game"] / "game.tw-pddl")
         assert isinstance(engine, GameEngine)
         _replay(engine, trace["walkthrough"])

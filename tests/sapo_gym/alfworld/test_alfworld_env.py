@@ -89,7 +89,7 @@ def test_expert_leaves_the_walkthrough_and_planner_takes_over():
 
 @pytest.mark.slow
 def test_thousand_random_steps_never_raise():
-    env = gym.make("sapo/ALFWorld-v0", split="train", prompt=None, max_episode_steps=25)
+    env = gym.make("sapo/ALFWorld-v0", split="train", prompt=None, max_episode_steps=50)
     rng = random.Random(0)
     junk = [
         "",
@@ -116,7 +116,7 @@ def test_thousand_random_steps_never_raise():
 def test_bad_arguments_name_the_choices():
     with pytest.raises(ValueError, match="valid choices"):
         gym.make("sapo/ALFWorld-v0", split="valid_seen")
-    with pytest.raises(ValueError, match="valid choices: \\['reference'"):
+    with pytest.raises(ValueError, match="valid choices: .*'reference'"):
         gym.make("sapo/ALFWorld-v0", engine="fast")
     with pytest.raises(ValueError, match="valid choices"):
         gym.make("sapo/ALFWorld-v0", expert="oracle")
