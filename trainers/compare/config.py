@@ -105,6 +105,8 @@ class CompareConfig:
     'test', ALFWorld 'eval_out_of_distribution'; else the env's default)."""
     eval_seeds: str = "0,1,2,3"
     """Comma-separated evaluation seeds (one pass over the split each)."""
+    eval_tasks: int = 0
+    """Evaluate only the first N tasks of the split (0 = all; a board admits only bundles of the whole split)."""
     eval_batch_size: int = 16
     """Envs stepped together during evaluation."""
 

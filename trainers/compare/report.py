@@ -80,7 +80,7 @@ def build_results(cfg: CompareConfig, start: RunResult, runs: Sequence[RunResult
 
 
 def _cell(stat: dict[str, Any], pct: bool = True) -> str:
-    scale, digits = (100.0, 1) if pct else (1.0, 2)
+    scale, digits = (100.0, 1) if pct else (1.0, 3)
     text = f"{stat['mean'] * scale:.{digits}f}"
     if stat["ci_high"] is not None:
         text += f" ± {(stat['ci_high'] - stat['mean']) * scale:.{digits}f}"
@@ -92,7 +92,7 @@ def _table(res: dict[str, Any]) -> list[str]:
     head = ["method", "seeds", "success % (all)", "score (all)", *[f"{c} %" for c in cats]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     ws = res["warm_start"]["summary"]
-    start = [res["start_name"], "—", f"{100 * ws['all']['success']:.1f}", f"{ws['all']['score']:.2f}",
+    start = [res["start_name"], "—", f"{100 * ws['all']['success']:.1f}", f"{ws['all']['score']:.3f}",
              *[f"{100 * ws[c]['success']:.1f}" if c in ws else "—" for c in cats]]
     lines.append("| " + " | ".join(start) + " |")
     for algo, m in res["methods"].items():
@@ -100,6 +100,24 @@ def _table(res: dict[str, Any]) -> list[str]:
                *[_cell(m["categories"][c]["success"]) for c in cats]]
         lines.append("| " + " | ".join(row) + " |")
     return lines
+
+
+def _score_table(res: dict[str, Any]) -> list[str]:
+    """Mean score per category (shown when scores carry more than success, e.g. WebShop's partial credit)."""
+    cats = [*res["categories"], "all"]
+    ws = res["warm_start"]["summary"]
+    lines = ["| " + " | ".join(["method", *cats]) + " |", "|" + "---|" * (len(cats) + 1),
+             "| " + " | ".join([res["start_name"], *[f"{ws[c]['score']:.3f}" if c in ws else "—" for c in cats]]) + " |"]
+    for algo, m in res["methods"].items():
+        stats = [m["overall"]["score"] if c == "all" else m["categories"][c]["score"] for c in cats]
+        lines.append("| " + " | ".join([algo.upper(), *[_cell(st, pct=False) for st in stats]]) + " |")
+    return lines
+
+
+def _partial_scores(res: dict[str, Any]) -> bool:
+    """Do scores differ from success anywhere (partial credit), so a score table says something?"""
+    summaries = [res["warm_start"]["summary"], *[s for m in res["methods"].values() for s in m["per_seed"].values()]]
+    return any(abs(row["score"] - row["success"]) > 1e-9 for s in summaries for row in s.values())
 
 
 def _timing_table(res: dict[str, Any]) -> list[str]:
@@ -112,13 +130,14 @@ def _timing_table(res: dict[str, Any]) -> list[str]:
 
 
 def render_markdown(res: dict[str, Any]) -> str:
-    """results.md: the success table, the honest lift lines, the per-phase timing table."""
+    """results.md: the success table (+ a score table when scores give partial credit), the lift lines, the timings."""
     cfg = res["config"]
     seeds = len(res["seeds"])
+    subset = f" (first {cfg['eval_tasks']} tasks)" if cfg.get("eval_tasks") else ""
     lines = [
         f"# sapo-gym compare: {', '.join(a.upper() for a in res['algos'])} on {res['env']}",
         "",
-        (f"Evaluation: split `{res['eval_split'] or 'default'}`, seeds {res['eval_seeds']}, temperature {cfg['eval_temperature']}; "
+        (f"Evaluation: split `{res['eval_split'] or 'default'}`{subset}, seeds {res['eval_seeds']}, temperature {cfg['eval_temperature']}; "
         f"model `{cfg['model']}`; {cfg['iterations']} iterations × {cfg['episodes_per_iteration']} episodes per method "
         f"(horizon {cfg['horizon'] or 'as registered'}); {seeds} seed(s) per method. Cells: mean ± half-width of the 95 % Student-t "
         "interval over seeds (no interval with one seed)."),
@@ -129,6 +148,7 @@ def render_markdown(res: dict[str, Any]) -> str:
         ),
         *_table(res),
         "",
+        *(["## Score per category (mean ± 95 % CI over seeds)", "", *_score_table(res), ""] if _partial_scores(res) else []),
         "## Did RL lift success over the starting policy?",
         "",
         *[f"- {m['lift_line']}" for m in res["methods"].values()],

@@ -92,11 +92,24 @@ def evaluate_policy(policy: Any, tcfg: Any, cfg: CompareConfig, env_kwargs: dict
     from sapo_gym.evaluation import evaluate
     from trainers.models import build_agent
 
+    task_ids = None
+    if cfg.eval_tasks:
+        import gymnasium as gym
+
+        probe = gym.make(cfg.env, **_eval_kwargs(cfg, env_kwargs))
+        task_ids = list(probe.unwrapped.task_ids)[: cfg.eval_tasks]
+        probe.close()
     torch.manual_seed(12345)  # common random numbers: every policy is evaluated under the same sampling seed
     agent = build_agent(policy, tcfg, tcfg.eval_temperature)
     with torch.no_grad():
-        return evaluate(agent, cfg.env, split=cfg.resolved_eval_split, seeds=cfg.eval_seed_list,
+        return evaluate(agent, cfg.env, split=cfg.resolved_eval_split, task_ids=task_ids, seeds=cfg.eval_seed_list,
                         batch_size=cfg.eval_batch_size, env_kwargs=env_kwargs, progress=cfg.progress)
+
+
+def _eval_kwargs(cfg: CompareConfig, env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The env kwargs of the evaluation split."""
+    split = cfg.resolved_eval_split
+    return {**env_kwargs, **({"split": split} if split else {})}
 
 
 def _write_bundle(cfg: CompareConfig, name: str, records: list[Any], env_kwargs: dict[str, Any], policy: Any,
@@ -106,8 +119,7 @@ def _write_bundle(cfg: CompareConfig, name: str, records: list[Any], env_kwargs:
 
     from leaderboard.bundle import AgentInfo, build_bundle
 
-    kwargs = {**env_kwargs, **({"split": cfg.resolved_eval_split} if cfg.resolved_eval_split else {})}
-    probe = gym.make(cfg.env, **kwargs)
+    probe = gym.make(cfg.env, **_eval_kwargs(cfg, env_kwargs))
     spec_fields, spec_hash = probe.unwrapped.spec_fields(), probe.unwrapped.spec_hash()
     probe.close()
     params = sum(p.numel() for p in policy.model.parameters())
