@@ -202,7 +202,8 @@ class Trainer:
 
     def load(self, path: str | Path) -> None:
         state = load_checkpoint(path)
-        saved = {k: v for k, v in state["config"].items() if k not in ("resume", "iterations", "progress")}
+        free = ("resume", "iterations", "progress", "device", "checkpoint_every", "tensorboard")  # may change on resume
+        saved = {k: v for k, v in state["config"].items() if k not in free}
         mine = {k: v for k, v in dataclasses.asdict(self.cfg).items() if k in saved}
         if saved != mine:
             diff = sorted(k for k in saved if saved[k] != mine.get(k))
