@@ -8,7 +8,11 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 # Real ALFWorld games for the needs_data tests, when a copy lies beside the checkout.
 ALFWORLD_DATA ?= $(shell [ -d ../shared/data/alfworld ] && cd ../shared/data/alfworld && pwd)
+ifneq ($(strip $(ALFWORLD_DATA)),)
 export ALFWORLD_DATA
+else
+unexport ALFWORLD_DATA
+endif
 
 .PHONY: setup run test test-fast bench
 

