@@ -87,6 +87,10 @@ class TrainConfig:
     """Optimizer steps per epoch (the batch of turns is shuffled and split into this many minibatches)."""
     micro_batch_size: int = 8
     """Turns per forward/backward (gradient accumulation inside a minibatch; bounds memory)."""
+    bf16: bool = False
+    """bfloat16 autocast for the policy's forward passes, float32 weights (trainers.strategy.TorchStrategy)."""
+    gradient_checkpointing: bool = False
+    """Recompute the policy's activations in the backward pass: less memory, more time."""
     # ------------------------------------------------------------------ losses and targets
     clip_eps: float = 0.2
     """PPO ratio clip ε (paper: 0.2)."""

@@ -37,6 +37,7 @@ from trainers.metrics import MetricsLogger
 from trainers.models import build_agent, build_policy, turn_samples
 from trainers.profiling import MemoryMeter, PhaseTimer
 from trainers.rollout import Rollout, collect, make_train_vec
+from trainers.strategy import StrategyConfig, make_strategy
 
 __all__ = ["Trainer", "TrainingDiverged"]
 
@@ -63,8 +64,10 @@ class Trainer:
         self.policy.model.to(self.device)
         self.policy.max_prompt_tokens = cfg.max_prompt_tokens  # the config's budget, also for a given policy
         self.method = make_method(cfg, self.policy)
-        params = [p for p in self.policy.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.strategy = make_strategy(StrategyConfig(backend="torch", bf16=cfg.bf16, grad_clip=cfg.grad_clip,
+                                                     gradient_checkpointing=cfg.gradient_checkpointing, device=cfg.device))
+        self.actor = self.strategy.prepare(self.policy.model, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.optimizer = self.actor.optimizer
         self.reference: torch.nn.Module | None = None
         self.shuffle = torch.Generator().manual_seed(cfg.seed)
         self.iteration = 0
@@ -107,9 +110,9 @@ class Trainer:
 
     def learn(self, exp: Experience, timer: PhaseTimer, memory: MemoryMeter) -> dict[str, float]:
         """The six learning phases on one batch (the order every method follows)."""
-        with timer("old_log_prob"):
+        with timer("old_log_prob"), self.strategy.autocast():
             exp = self.method.old_forward(exp)
-        with timer("reference"):
+        with timer("reference"), self.strategy.autocast():
             exp.ref_log_probs = self._reference_log_probs(exp)
         with timer("value"):
             exp = self.method.compute_values(exp)
@@ -133,23 +136,31 @@ class Trainer:
         return torch.cat(parts)
 
     def _actor_update(self, exp: Experience, memory: MemoryMeter) -> dict[str, float]:
-        cfg, stats = self.cfg, []
+        cfg, stats, strategy = self.cfg, [], self.strategy
         size = math.ceil(len(exp) / cfg.minibatches)
-        for _ in range(cfg.ppo_epochs):
-            for mb in exp.minibatches(size, generator=self.shuffle):
-                self.optimizer.zero_grad(set_to_none=True)
-                for micro in micro_batches(mb, cfg.micro_batch_size):
-                    with memory.track_activations():
-                        logits = forward_positions(self.policy.model, micro, readout=self.method.readout)
-                        loss, s = self.method.actor_loss(micro, logits)
-                        self._check_finite("actor loss", loss)
-                        (loss * len(micro) / len(mb)).backward()
-                    stats.append(s)
-                grad_norm = self._clip(self.policy.model.parameters(), cfg.grad_clip)
-                self._check_finite("actor gradient norm", grad_norm)
-                stats.append({"grad_norm": grad_norm})
-                self.optimizer.step()
+        self.policy.model.train()  # the models have no dropout; train mode lets gradient checkpointing engage
+        try:
+            for _ in range(cfg.ppo_epochs):
+                for mb in exp.minibatches(size, generator=self.shuffle):
+                    self.optimizer.zero_grad(set_to_none=True)
+                    for micro in micro_batches(mb, cfg.micro_batch_size):
+                        with memory.track_activations(), strategy.autocast(), strategy.train_forward(self.actor):
+                            logits = forward_positions(self.actor.module, micro, readout=self.method.readout)
+                            loss, s = self.method.actor_loss(micro, logits)
+                            self._check_finite("actor loss", loss)
+                            strategy.backward(self.actor, loss * len(micro) / len(mb))
+                        stats.append(s)
+                    stats.append(self._optimizer_step())
+        finally:
+            self.policy.model.eval()
         return {f"actor/{k}": v for k, v in _mean_stats(stats).items()}
+
+    def _optimizer_step(self) -> dict[str, torch.Tensor]:
+        """Clip, check the gradient norm is finite (else stop before touching the weights), step."""
+        grad_norm = self._clip(self.policy.model.parameters(), self.cfg.grad_clip)
+        self._check_finite("actor gradient norm", grad_norm)
+        self.optimizer.step()
+        return {"grad_norm": grad_norm}
 
     @staticmethod
     def _clip(params: Any, max_norm: float) -> torch.Tensor:
