@@ -162,7 +162,8 @@ def prepare_warm_start(cfg: CompareConfig, state: CompareState) -> tuple[str, Ru
     t0 = time.perf_counter()
     records = evaluate_policy(trainer.policy, tcfg, cfg, trainer.env_kwargs())
     eval_s = time.perf_counter() - t0
-    budget = f"behaviour cloning on {cfg.sft_episodes} expert episodes x {cfg.sft_epochs} epochs" if cfg.sft_episodes else "none (base model)"
+    budget = (f"behaviour cloning on {cfg.sft_episodes} {cfg.sft_agent} episodes x {cfg.sft_epochs} epochs"
+              if cfg.sft_episodes else "none (base model)")
     bundle = _write_bundle(cfg, "warm-start", records, trainer.env_kwargs(), trainer.policy, None, budget)
     trainer.vec.close()
     result = RunResult("warm-start", None, None, summarize(records), [], train_s, eval_s, bundle, {"sft_loss": losses})
@@ -189,7 +190,7 @@ def run_one(cfg: CompareConfig, algo: str, seed: int, model_path: str) -> RunRes
     records = evaluate_policy(trainer.policy, tcfg, cfg, trainer.env_kwargs())
     eval_s = time.perf_counter() - t0
     budget = (f"{cfg.iterations} iterations x {cfg.episodes_per_iteration} episodes (horizon {cfg.horizon or 'as registered'})"
-              + (f" after behaviour cloning on {cfg.sft_episodes} expert episodes" if cfg.sft_episodes else ""))
+              + (f" after behaviour cloning on {cfg.sft_episodes} {cfg.sft_agent} episodes" if cfg.sft_episodes else ""))
     bundle = _write_bundle(cfg, name, records, trainer.env_kwargs(), trainer.policy, algo, budget)
     metrics = read_metrics(Path(tcfg.out_dir) / "metrics.jsonl")
     result = RunResult(name, algo, seed, summarize(records), metrics, train_s, eval_s, bundle)
