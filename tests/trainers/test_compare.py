@@ -173,3 +173,17 @@ def test_a_folder_of_another_comparison_is_refused(finished):
     cfg, _ = finished
     with pytest.raises(ValueError, match="other settings"):
         CompareState.open(_config(Path(cfg.out), iterations=3))
+
+
+def test_without_warm_start_every_seed_starts_from_the_same_tiny_init(tmp_path):
+    import torch
+
+    from agents.policy import PolicyModel
+    from trainers.compare.runner import CompareState, prepare_warm_start
+
+    cfg = _config(tmp_path / "out", sft_episodes=0)
+    path, start = prepare_warm_start(cfg, CompareState.open(cfg))
+    assert path == str(tmp_path / "out" / "warm_start" / "policy") and start.extra["sft_loss"] == []
+    saved, base = PolicyModel.from_pretrained(path).model.state_dict(), PolicyModel.tiny(seed=0).model.state_dict()
+    assert saved.keys() == base.keys() and all(torch.equal(saved[k], base[k]) for k in base)
+    assert start.summary["all"]["episodes"] == 16
