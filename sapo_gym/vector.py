@@ -55,6 +55,7 @@ def _make_member(env_id: str, worker: int, group_size: int, num_groups: int, sch
 def make_vec(
     env_id: str,
     num_tasks: int,
+    /,
     group_size: int = 1,
     *,
     vectorization: Literal["async", "sync"] = "async",
@@ -67,6 +68,8 @@ def make_vec(
     shared memory returns stale ``Text`` observations); ``sync`` runs them in this process.
     Sub-envs auto-reset the step *after* an episode ends (gymnasium's next-step mode).
     ``infos["action_mask"]`` is an object array holding each env's own bool mask.
+    ``env_id`` and ``num_tasks`` are positional-only, so an env's own ``num_tasks`` keyword
+    (e.g. Vault's) passes through ``env_kwargs``.
     """
     if num_tasks < 1 or group_size < 1:
         raise ValueError(f"num_tasks and group_size must be >= 1 (got {num_tasks}, {group_size})")

@@ -20,7 +20,7 @@ def _act(infos: dict, n: int, pick: str = "expert") -> list[str]:
 
 @pytest.mark.parametrize("vectorization", ["async", "sync"])
 def test_groups_share_tasks_and_observations_change(vectorization: str) -> None:
-    envs = sapo_gym.make_vec("sapo/Vault-v0", num_tasks=2, group_size=2, vectorization=vectorization, schedule_seed=7)
+    envs = sapo_gym.make_vec("sapo/Vault-v0", 2, group_size=2, vectorization=vectorization, schedule_seed=7)
     try:
         assert envs.num_envs == 4
         obs, infos = envs.reset(seed=0)
@@ -61,17 +61,27 @@ def test_schedule_is_shared_and_covers_the_split() -> None:
     assert member(0).task_index(5) == member(1).task_index(5)  # derived alone, identically
 
 
+def test_env_kwargs_named_like_make_vec_parameters_pass_through() -> None:
+    envs = sapo_gym.make_vec("sapo/Vault-v0", 2, vectorization="sync", num_tasks=3)
+    try:
+        assert envs.num_envs == 2
+        _, infos = envs.reset(seed=0)
+        assert set(infos["task_id"]) <= {"vault-train-000", "vault-train-001", "vault-train-002"}
+    finally:
+        envs.close()
+
+
 def test_make_vec_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError):
-        sapo_gym.make_vec("sapo/Vault-v0", num_tasks=0)
+        sapo_gym.make_vec("sapo/Vault-v0", 0)
     with pytest.raises(ValueError, match="vectorization"):
-        sapo_gym.make_vec("sapo/Vault-v0", num_tasks=1, vectorization="threads")  # type: ignore[arg-type]
+        sapo_gym.make_vec("sapo/Vault-v0", 1, vectorization="threads")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("vectorization", ["async", "sync"])
 def test_envs_with_different_action_counts(vectorization: str) -> None:
     """WebShop pages list different numbers of actions: masks are batched per env, not stacked."""
-    envs = sapo_gym.make_vec("sapo/WebShop-v0", num_tasks=4, vectorization=vectorization, split="test")
+    envs = sapo_gym.make_vec("sapo/WebShop-v0", 4, vectorization=vectorization, split="test")
     try:
         obs, infos = envs.reset(seed=0)
         differed = False
