@@ -22,6 +22,8 @@ setup:
 run: setup
 	$(PY) -m sapo_gym.cli evaluate --env sapo/ALFWorld-v0 --agent expert
 	$(PY) -m sapo_gym.cli evaluate --env sapo/ALFWorld-v0 --agent random
+	$(PY) -m sapo_gym.cli compare
+	cat runs/compare/results.md
 
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile
