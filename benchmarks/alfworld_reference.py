@@ -4,8 +4,9 @@ For the same games, in one run and one process, measures:
 
 * raw:  textworld ``PddlEnv`` + alfworld's ``AlfredDemangler(shuffle=False)`` + ``AlfredInfos``
         (what alfworld's ``AlfredTWEnv`` builds per game): load+reset, reset, step;
-* env:  ``gym.make("sapo/ALFWorld-v0")`` with the default prompt wrapper: reset on a new game,
-        reset on the same game again (engine kept), step (parse + engine + prompt + info);
+* env:  ``gym.make("sapo/ALFWorld-v0")`` with the default prompt wrapper: reset on a new game
+        (load + first reset), reset on the same game again (engine kept), step (parse + engine +
+        prompt + info), and, inside the same step calls, the time outside the engine;
 
 then prints the ratios and a cProfile of the env's steps and resets grouped by package.
 
@@ -152,8 +153,14 @@ def main() -> None:
         game_files.append(game_file)
         plans.append(plan[: args.steps])
 
-    raw_t = bench_raw(game_files, plans)
-    env_t = bench_env(env, task_ids, plans)
+    # Interleaved game by game (raw, then env) so that load drift on a shared machine hits both sides.
+    raw_t: dict[str, list[float]] = defaultdict(list)
+    env_t: dict[str, list[float]] = defaultdict(list)
+    for game_file, task_id, plan in zip(game_files, task_ids, plans):
+        for key, values in bench_raw([game_file], [plan]).items():
+            raw_t[key] += values
+        for key, values in bench_env(env, [task_id], [plan]).items():
+            env_t[key] += values
     print(f"{len(task_ids)} games x {args.steps} steps · dataset={backend.catalog.dataset} · split={args.split}")
     print(f"{'':<12}{'raw engine':>14}{'sapo env':>14}{'env/raw':>10}")
     for key in ("load+reset", "reset", "step"):
