@@ -11,6 +11,7 @@ import pytest
 
 import sapo_gym  # noqa: F401
 from sapo_gym.alfworld import data as data_cli
+from sapo_gym.alfworld.catalog import EMBEDDED_SET
 
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -73,6 +74,8 @@ def test_evaluate_expert_is_perfect_and_random_is_low(tmp_path: Path):
             agent,
             "--split",
             "eval_out_of_distribution",
+            "--data-dir",  # explicitly: $ALFWORLD_DATA (set in CI) would otherwise take precedence
+            str(EMBEDDED_SET),
             "--limit",
             limit,
             "--batch-size",

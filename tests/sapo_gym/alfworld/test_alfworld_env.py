@@ -11,6 +11,7 @@ from gymnasium.utils.env_checker import check_env
 
 import sapo_gym  # noqa: F401  (registers the ids)
 from sapo_gym.alfworld import CATEGORIES
+from sapo_gym.alfworld.catalog import EMBEDDED_SET
 
 
 def _act(action: str) -> str:
@@ -29,7 +30,8 @@ def _play_walkthrough(env: gym.Env, task_id: str) -> tuple[float, dict]:
 
 @pytest.fixture(scope="module")
 def env() -> gym.Env:
-    e = gym.make("sapo/ALFWorld-v0", split="eval_out_of_distribution", prompt=None)
+    # the embedded set explicitly: $ALFWORLD_DATA (set in CI) would otherwise take precedence
+    e = gym.make("sapo/ALFWorld-v0", split="eval_out_of_distribution", prompt=None, data_dir=str(EMBEDDED_SET))
     yield e
     e.close()
 
