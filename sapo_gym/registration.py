@@ -15,7 +15,7 @@ from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["EnvEntry", "ENVS", "register_all", "build"]
+__all__ = ["EnvEntry", "ENVS", "register_all", "build", "keyword_parameters"]
 
 
 @dataclass(frozen=True)
@@ -64,12 +64,25 @@ def _load(ref: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+def keyword_parameters(cls: type) -> list[str]:
+    """Keyword-only ``__init__`` parameters of ``cls``, following ``**kwargs`` up to the base classes."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = inspect.signature(init).parameters.values()
+        names |= {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            break
+    return sorted(names)
+
+
 def build(env_id: str, prompt: Any = "default", history_length: int = 2, **kwargs: Any) -> gym.Env:
     """Factory behind every registered id (gymnasium calls it through the entry point)."""
     entry = ENVS[env_id]
     cls = _load(entry.backend)
-    params = inspect.signature(cls.__init__).parameters
-    valid = sorted(p for p in params if p != "self" and params[p].kind is inspect.Parameter.KEYWORD_ONLY)
+    valid = keyword_parameters(cls)
     unknown = sorted(set(kwargs) - set(valid))
     if unknown:
         raise TypeError(

@@ -18,7 +18,6 @@ import tempfile
 import threading
 import weakref
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from werkzeug.serving import WSGIRequestHandler, make_server
@@ -104,23 +103,8 @@ class WebShopBrowserEnv(WebShopEnv):
     env_name = "WebShop-Browser"
     fallback_chars = 20
 
-    def __init__(
-        self,
-        *,
-        data_dir: str | Path | None = None,
-        num_products: int | None = None,
-        human_goals: bool = True,
-        catalog_seed: int = 0,
-        success_reward: float = 10.0,
-        show_attrs: bool = False,
-        split: str = "train",
-        protocol: str = "verl-agent-v1",
-        render_mode: str | None = None,
-        page_timeout_s: float = 20.0,
-    ):
-        super().__init__(data_dir=data_dir, num_products=num_products, human_goals=human_goals, catalog_seed=catalog_seed,
-                         success_reward=success_reward, show_attrs=show_attrs, split=split, protocol=protocol,
-                         render_mode=render_mode)
+    def __init__(self, *, page_timeout_s: float = 20.0, **kwargs: Any):
+        super().__init__(**kwargs)
         self.page_timeout_s = page_timeout_s
         self._server: Any = None
         self._driver: Any = None

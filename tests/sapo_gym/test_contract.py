@@ -92,6 +92,13 @@ def test_unknown_kwargs_and_splits_name_the_choices() -> None:
         gym.make("sapo/Vault-v0", protocol="nope")
 
 
+def test_kwargs_validation_follows_forwarded_kwargs_to_the_base_class() -> None:
+    # the browser env declares only page_timeout_s and forwards **kwargs to the text env
+    with pytest.raises(TypeError, match="valid choices") as err:
+        gym.make("sapo/WebShop-Browser-v0", colour="red")
+    assert "'page_timeout_s'" in str(err.value) and "'data_dir'" in str(err.value) and "'split'" in str(err.value)
+
+
 def test_strict_protocol_does_not_execute_inadmissible() -> None:
     env = gym.make("sapo/Vault-v0", protocol="strict-v1")
     _, info = env.reset(options={"task_index": 0})
