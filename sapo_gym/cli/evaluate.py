@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         env_kwargs["data_dir"] = args.data_dir
     if args.split:
         env_kwargs["split"] = args.split
-    elif args.bundle_out:  # a bundle is for a leaderboard board: default to the env's evaluation split
+    else:  # evaluation (and a bundle for a leaderboard board) defaults to the env's evaluation split
         from leaderboard.boards import EVAL_SPLITS
 
         splits = EVAL_SPLITS.get(args.env, ())

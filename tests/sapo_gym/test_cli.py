@@ -28,6 +28,12 @@ def test_evaluate_prints_table_and_writes_json(tmp_path) -> None:
     assert len(data["episodes"]) == 16 and data["summary"]["all"]["success"] == 1.0
 
 
+def test_evaluate_defaults_to_the_evaluation_split() -> None:
+    out = _cli("evaluate", "--env", "sapo/Vault-v0", "--agent", "random")
+    assert out.returncode == 0, out.stderr
+    assert "split=test" in out.stdout
+
+
 def test_play_in_the_terminal() -> None:
     import gymnasium as gym
 
