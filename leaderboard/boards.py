@@ -14,18 +14,19 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from sapo_gym.registration import ENVS
+
 __all__ = ["Board", "EVAL_SPLITS", "BoardRegistry", "default_board_keys", "make_env"]
 
 log = logging.getLogger(__name__)
 
 EVAL_SPLITS: dict[str, tuple[str, ...]] = {
-    "sapo/ALFWorld-v0": ("eval_out_of_distribution", "eval_in_distribution"),
-    "sapo/WebShop-v0": ("test",),
-    "sapo/Vault-v0": ("test",),
-    # The same shop as sapo/WebShop-v0, driven through a browser: replayed there, not hosted.
-    "sapo/WebShop-Browser-v0": (),
+    env_id: entry.eval_splits for env_id, entry in ENVS.items() if entry.eval_splits
 }
-"""Evaluation splits per env id; ids not listed are hosted on the split their env makes by default."""
+# The same shop as sapo/WebShop-v0, driven through a browser: replayed there, not hosted.
+EVAL_SPLITS["sapo/WebShop-Browser-v0"] = ()
+"""Hosted splits per env id (the registry's evaluation splits); ids not listed are hosted on the split
+their env makes by default."""
 
 
 @dataclass(frozen=True)

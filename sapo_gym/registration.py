@@ -30,6 +30,8 @@ class EnvEntry:
     horizon: int
     dataset: str
     description: str
+    eval_splits: tuple[str, ...] = ()
+    """Evaluation splits, the first being the default of ``sapo-gym evaluate`` and of comparisons."""
     protocol: str = "verl-agent-v1"
     defaults: tuple[tuple[str, Any], ...] = ()
 
@@ -41,19 +43,23 @@ ENVS: dict[str, EnvEntry] = {
             "sapo/ALFWorld-v0", "sapo_gym.alfworld.env:AlfWorldEnv", "sapo_gym.prompts:ALFWORLD_PROMPT", 50,
             "official ALFWorld games (data_dir / ALFWORLD_DATA / alfworld cache) or the embedded generated set",
             "household tasks in TextWorld (pick, look, clean, heat, cool, pick2)",
+            eval_splits=("eval_out_of_distribution", "eval_in_distribution"),
         ),
         EnvEntry(
             "sapo/WebShop-v0", "sapo_gym.webshop.env:WebShopEnv", "sapo_gym.prompts:WEBSHOP_PROMPT", 15,
             "WebShop files (data_dir / SAPO_WEBSHOP_DATA) or the embedded generated catalog",
             "online shopping in a text web shop (in-process)",
+            eval_splits=("test",),
         ),
         EnvEntry(
             "sapo/WebShop-Browser-v0", "sapo_gym.webshop.browser:WebShopBrowserEnv", "sapo_gym.prompts:WEBSHOP_PROMPT", 15,
             "as sapo/WebShop-v0", "the same shop served by flask, driven by selenium + headless Chromium",
+            eval_splits=("test",),
         ),
         EnvEntry(
             "sapo/Vault-v0", "sapo_gym.diagnostic:VaultEnv", "sapo_gym.prompts:PLAIN_PROMPT", 4,
             "generated (16 train / 16 test codes)", "diagnostic: press buttons in order, sparse terminal reward",
+            eval_splits=("test",),
         ),
     )
 }

@@ -1,7 +1,7 @@
 """``sapo-gym compare``: SAPO, PPO and GRPO under identical settings and budget (every config field is a flag).
 
-With no flags it runs the CPU default (tiny model, embedded ALFWorld set, shared warm start, about a
-quarter of an hour on two cores). ``--preset`` launches the paper-scale settings on a GPU; explicit
+With no flags it runs the CPU default (tiny model on the diagnostic ``sapo/Vault-v0`` task, shared
+warm start, about 4-5 minutes on two cores; see docs/compare.md for why not ALFWorld). ``--preset`` launches the paper-scale settings on a GPU; explicit
 flags still override a preset's values.
 """
 

@@ -45,11 +45,11 @@ def run(args: argparse.Namespace) -> int:
     if args.split:
         env_kwargs["split"] = args.split
     else:  # evaluation (and a bundle for a leaderboard board) defaults to the env's evaluation split
-        from leaderboard.boards import EVAL_SPLITS
+        from sapo_gym.registration import ENVS
 
-        splits = EVAL_SPLITS.get(args.env, ())
-        if splits:
-            env_kwargs["split"] = splits[0]
+        entry = ENVS.get(args.env)
+        if entry is not None and entry.eval_splits:
+            env_kwargs["split"] = entry.eval_splits[0]
     seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
     probe = gym.make(args.env, **env_kwargs)
     ids = list(probe.unwrapped.task_ids)

@@ -138,10 +138,11 @@ class CompareConfig:
 
     @property
     def resolved_eval_split(self) -> str | None:
-        """The evaluation split: ``eval_split``, else the env's first leaderboard split, else None (env default)."""
-        from leaderboard.boards import EVAL_SPLITS
+        """The evaluation split: ``eval_split``, else the env's first registered evaluation split, else None (env default)."""
+        from sapo_gym.registration import ENVS
 
-        return self.eval_split or next(iter(EVAL_SPLITS.get(self.env, ())), None)
+        entry = ENVS.get(self.env)
+        return self.eval_split or (entry.eval_splits[0] if entry is not None and entry.eval_splits else None)
 
     def runs(self) -> list[tuple[str, int]]:
         """Every (algo, seed) pair, seed-major so an early stop still has every method at seed 0."""
