@@ -24,6 +24,8 @@ from typing import Any
 __all__ = ["TrainConfig", "ALGOS", "add_arguments", "from_args", "field_docs"]
 
 ALGOS = ("sapo", "ppo", "grpo")
+STRATEGIES = ("torch", "deepspeed")
+GENERATORS = ("hf", "vllm")
 
 
 @dataclass
@@ -91,6 +93,15 @@ class TrainConfig:
     """bfloat16 autocast for the policy's forward passes, float32 weights (trainers.strategy.TorchStrategy)."""
     gradient_checkpointing: bool = False
     """Recompute the policy's activations in the backward pass: less memory, more time."""
+    # ------------------------------------------------------------------ scale-out (docs/scale_out.md)
+    strategy: str = "torch"
+    """Training backend: 'torch' (one process, AdamW) or 'deepspeed' (ZeRO over the processes torchrun/deepspeed launch)."""
+    zero_stage: int = 2
+    """DeepSpeed ZeRO stage (0-3) when strategy is 'deepspeed': 2 shards gradients and optimizer states, 3 also the weights."""
+    generator: str = "hf"
+    """Rollout sampler: 'hf' (transformers on the training weights) or 'vllm' (a colocated vLLM engine, weights pushed after each update)."""
+    vllm_gpu_memory_utilization: float = 0.4
+    """Share of the GPU memory the colocated vLLM engine may take (generator 'vllm'; the rest is the trainer's)."""
     # ------------------------------------------------------------------ losses and targets
     clip_eps: float = 0.2
     """PPO ratio clip ε (paper: 0.2)."""
@@ -131,6 +142,11 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.algo not in ALGOS:
             raise ValueError(f"unknown algo {self.algo!r}; valid choices: {list(ALGOS)}")
+        for name, valid in (("strategy", STRATEGIES), ("generator", GENERATORS)):
+            if getattr(self, name) not in valid:
+                raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid choices: {list(valid)}")
+        if not 0 <= self.zero_stage <= 3:
+            raise ValueError(f"zero_stage must be 0-3, got {self.zero_stage}")
         if self.prompt not in ("default", "plain"):
             raise ValueError(f"prompt must be 'default' or 'plain', got {self.prompt!r}")
         if self.episodes_per_iteration % self.rollouts_per_task:
@@ -186,6 +202,9 @@ def field_docs(cls: type = TrainConfig) -> dict[str, str]:
     return docs
 
 
+_CHOICES = {"algo": list(ALGOS), "strategy": list(STRATEGIES), "generator": list(GENERATORS)}
+
+
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -202,7 +221,7 @@ def add_arguments(parser: argparse.ArgumentParser | Any, cls: type = TrainConfig
             parser.add_argument(_flag(f.name), action="append", default=None, metavar="KEY=VALUE", help=help_text)
         else:
             kind = {"int": int, "float": float, "str": str}[str(f.type)]
-            choices = list(ALGOS) if f.name == "algo" and cls is TrainConfig else None
+            choices = _CHOICES.get(f.name) if cls is TrainConfig else None
             parser.add_argument(_flag(f.name), type=kind, default=default, choices=choices, help=help_text)
 
 

@@ -1,18 +1,19 @@
 """The trainer's boundary with ``agents/``: build the policy and the rollout agent, read its turns.
 
-Everything model-specific the loop needs passes through these three functions, so the loop and
+Everything model-specific the loop needs passes through these functions, so the loop and
 the methods only see a :class:`~agents.policy.PolicyModel` and :class:`~trainers.experience.TurnSample`.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from trainers.config import TrainConfig
 from trainers.experience import TurnSample
 from trainers.rollout import Rollout
 
-__all__ = ["build_policy", "build_agent", "turn_samples"]
+__all__ = ["build_policy", "build_generator", "build_agent", "turn_samples"]
 
 
 def build_policy(cfg: TrainConfig) -> Any:
@@ -26,8 +27,26 @@ def build_policy(cfg: TrainConfig) -> Any:
     return PolicyModel.from_pretrained(cfg.model, max_prompt_tokens=cfg.max_prompt_tokens)
 
 
-def build_agent(policy: Any, cfg: TrainConfig, temperature: float) -> Any:
-    """An :class:`~agents.llm.LLMAgent` sampling from ``policy`` with the HF generator.
+def build_generator(policy: Any, cfg: TrainConfig, rank: int = 0) -> Any:
+    """The rollout sampler ``cfg.generator`` names, over ``policy``'s current weights.
+
+    'hf': :class:`~agents.generation.hf.HFGenerator` on the policy's own module. 'vllm': a colocated
+    :class:`~agents.generation.vllm.VLLMGenerator` (built before ``strategy.prepare``: ZeRO-3 partitions
+    the weights; bfloat16 with ``cfg.bf16``, else float32; seeded ``cfg.seed + rank``), served from
+    ``<out_dir>/vllm-rank<rank>``; the loop pushes the weights to it after every update.
+    """
+    if cfg.generator == "hf":
+        from agents.generation.hf import HFGenerator
+
+        return HFGenerator(policy)
+    from agents.generation.vllm import VLLMGenerator  # vllm is imported only when asked for
+
+    return VLLMGenerator(policy, workdir=Path(cfg.out_dir) / f"vllm-rank{rank}", dtype="bfloat16" if cfg.bf16 else "float32",
+                         gpu_memory_utilization=cfg.vllm_gpu_memory_utilization, seed=cfg.seed + rank)
+
+
+def build_agent(policy: Any, cfg: TrainConfig, temperature: float, generator: Any | None = None) -> Any:
+    """An :class:`~agents.llm.LLMAgent` sampling from ``policy`` with ``generator`` (default: HF on ``policy``).
 
     No agent seed: sampling draws from torch's global RNG, which checkpoints save and restore.
     """
@@ -36,7 +55,7 @@ def build_agent(policy: Any, cfg: TrainConfig, temperature: float) -> Any:
     from agents.llm import LLMAgent
 
     params = GenerationParams(max_new_tokens=cfg.max_response_tokens, temperature=temperature)
-    return LLMAgent(policy, HFGenerator(policy), params, name=f"{cfg.algo}:{cfg.model}")
+    return LLMAgent(policy, generator or HFGenerator(policy), params, name=f"{cfg.algo}:{cfg.model}")
 
 
 def turn_samples(rollout: Rollout) -> list[TurnSample]:

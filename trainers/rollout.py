@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 
-__all__ = ["TurnRecord", "EpisodeStats", "Rollout", "collect", "make_train_vec"]
+__all__ = ["TurnRecord", "EpisodeStats", "Rollout", "collect", "make_train_vec", "worker_ids"]
 
 
 @dataclass
@@ -66,12 +66,32 @@ class Rollout:
     """Time inside the envs (stepping, which computes the rewards; the paper's 'reward' phase)."""
 
 
-def make_train_vec(env_id: str, num_tasks: int, group_size: int, schedule_seed: int, **env_kwargs: Any) -> gym.vector.SyncVectorEnv:
-    """The training vector env: ``num_tasks`` groups of ``group_size`` members, in this process."""
-    import sapo_gym  # noqa: F401  (registers the ids)
-    from sapo_gym.vector import make_vec
+def make_train_vec(env_id: str, num_tasks: int, group_size: int, schedule_seed: int,
+                   groups: Sequence[int] | None = None, **env_kwargs: Any) -> gym.vector.SyncVectorEnv:
+    """The training vector env: ``num_tasks`` groups of ``group_size`` members, in this process.
 
-    return make_vec(env_id, num_tasks, group_size, vectorization="sync", schedule_seed=schedule_seed, **env_kwargs)
+    ``groups`` (one rank's share under data parallelism) keeps only those groups' members; they play
+    the tasks, reset seeds and trajectory ids they have in the full env (:func:`worker_ids`)."""
+    import sapo_gym  # noqa: F401  (registers the ids)
+    from sapo_gym.vector import RaggedSyncVectorEnv, make_vec
+    from sapo_gym.wrappers import TaskSchedule
+
+    if groups is None:
+        return make_vec(env_id, num_tasks, group_size, vectorization="sync", schedule_seed=schedule_seed, **env_kwargs)
+    workers = [g * group_size + m for g in groups for m in range(group_size)]
+
+    def member(w: int) -> Callable[[], gym.Env]:
+        return lambda: TaskSchedule(gym.make(env_id, **env_kwargs), worker=w, group_size=group_size,
+                                    num_groups=num_tasks, schedule_seed=schedule_seed)
+
+    vec = RaggedSyncVectorEnv([member(w) for w in workers])
+    vec.worker_ids = workers  # type: ignore[attr-defined]
+    return vec
+
+
+def worker_ids(vec: gym.vector.VectorEnv) -> list[int]:
+    """Each member's index in the full training env (its trajectory id and reset-seed offset)."""
+    return list(getattr(vec, "worker_ids", range(vec.num_envs)))
 
 
 def _members(vec: gym.vector.VectorEnv) -> list[gym.Env]:
@@ -81,10 +101,10 @@ def _members(vec: gym.vector.VectorEnv) -> list[gym.Env]:
     return list(envs)
 
 
-def _reset(envs: list[gym.Env], episode: int, seed: int) -> tuple[list[str], list[dict], list[EpisodeStats]]:
+def _reset(envs: list[gym.Env], workers: list[int], episode: int, seed: int) -> tuple[list[str], list[dict], list[EpisodeStats]]:
     """Start episode ``episode`` of the schedule on every member (group id = the member's group)."""
     obs, infos, stats = [], [], []
-    for w, env in enumerate(envs):
+    for w, env in zip(workers, envs):
         o, info = env.reset(seed=seed + w, options={"task_index": env.task_index(episode)})
         obs.append(o)
         infos.append(info)
@@ -107,8 +127,8 @@ def collect(
         episode: which entry of the task schedule every member plays (the iteration number).
         text_of: the raw text of an output, sent to the env.
     """
-    envs = _members(vec)
-    obs, infos, stats = _reset(envs, episode, seed + 1000 * episode)
+    envs, workers = _members(vec), worker_ids(vec)
+    obs, infos, stats = _reset(envs, workers, episode, seed + 1000 * episode)
     out = Rollout(episodes=stats)
     active = list(range(len(envs)))
     while active:
@@ -122,7 +142,7 @@ def collect(
             out.env_s += time.perf_counter() - t0
             st = stats[i]
             invalid = not info.get("is_action_valid", True)
-            out.turns.append(TurnRecord(obs[i], output, float(reward), bool(terminated), invalid, i, st.length, st.group_id))
+            out.turns.append(TurnRecord(obs[i], output, float(reward), bool(terminated), invalid, workers[i], st.length, st.group_id))
             st.length += 1
             st.invalid += int(invalid)
             st.episode_return += float(reward)

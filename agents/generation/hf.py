@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -68,7 +68,11 @@ class HFGenerator:
         self._cache_arg = "cache" if "cache" in forward_params else "past_key_values"
 
     def push_weights(self, model: Any) -> None:
-        """No copy when ``model`` is this generator's policy (the usual case); else load its weights."""
+        """No copy when ``model`` is this generator's policy (the usual case); else load its weights
+        (a module, a PolicyModel, or a state dict such as ``strategy.full_state_dict(actor)``)."""
+        if isinstance(model, Mapping):
+            self.policy.model.load_state_dict(model)
+            return
         source = model.model if isinstance(model, PolicyModel) else model
         if source is not self.policy.model:
             self.policy.model.load_state_dict(source.state_dict())

@@ -12,7 +12,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "train",
         help="train an LLM agent with SAPO, PPO or GRPO",
         description=(TrainConfig.__doc__ or "") + " Metrics go to OUT_DIR/metrics.jsonl, checkpoints to "
-        "OUT_DIR/checkpoints, the final model to OUT_DIR/final; the run ends with an evaluation on the test split.",
+        "OUT_DIR/checkpoints, the final model to OUT_DIR/final; the run ends with an evaluation on the test split. "
+        "Several processes: `torchrun --nproc_per_node N -m sapo_gym.cli train --strategy deepspeed ...` (docs/scale_out.md).",
     )
     add_arguments(p)
     p.add_argument("--eval-split", default="test", help="split evaluated after training ('' skips the evaluation)")
@@ -29,7 +30,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = from_args(args)
     trainer = Trainer(cfg)
     rows = trainer.train()
-    trainer.policy.save_pretrained(trainer.out_dir / "final")
+    trainer.export(trainer.out_dir / "final")
+    if not trainer.is_main:  # under torchrun: rank 0 reports and evaluates
+        return 0
     if rows:
         last = rows[-1]
         print(f"{cfg.algo}: {len(rows)} iterations, last rollout success {last['rollout/success']:.2f}, "

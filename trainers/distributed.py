@@ -1,0 +1,102 @@
+"""Data parallelism for the :class:`~trainers.loop.Trainer` (DeepSpeed over N processes).
+
+One iteration on ``N`` ranks does what one process does, split three ways:
+
+1. **Rollout.** Rank ``r`` plays a contiguous block of the iteration's task groups
+   (:func:`rank_groups`; a GRPO group is never split), with the trajectory ids and reset seeds those
+   envs have in the full env. :func:`gather_rollout` collects every rank's turns with
+   ``strategy.all_gather_object`` and orders them as one process would have recorded them (by turn
+   index, then trajectory id), so every rank builds the same global :class:`Experience`: advantages,
+   their normalization and GRPO's group statistics are global.
+2. **Update.** Every rank cuts each minibatch into the same micro-batches a single process would use
+   and trains micro-batches ``r, r + N, ...`` of them (:func:`deal`), each loss weighted
+   ``N · len(micro) / len(minibatch)``. DeepSpeed averages gradients over ranks, so the step is the
+   single-process step (up to the order of floating-point sums). Ranks with one micro-batch fewer run a
+   zero-weight pass so that ZeRO's collectives line up.
+3. **Metrics.** Per-micro-batch statistics are gathered and averaged in the single-process order
+   (:func:`gather_stats`); the old-log-prob, reference and value phases run on the whole batch on every
+   rank (not sharded yet).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from trainers.config import TrainConfig
+from trainers.core_algos import clipped_value_loss
+from trainers.experience import Experience
+from trainers.methods.base import micro_batches
+from trainers.rollout import Rollout
+from trainers.strategy import Trainable, TrainingStrategy
+
+__all__ = ["rank_groups", "gather_rollout", "deal", "gather_stats", "mean_stats", "critic_update"]
+
+StatKey = tuple[int, int, float]
+"""(epoch, minibatch, micro-batch) of a statistic; ``math.inf`` for the minibatch's optimizer step."""
+
+
+def rank_groups(num_tasks: int, rank: int, world_size: int) -> list[int]:
+    """The task groups rank ``rank`` plays: a contiguous block, sizes differing by at most one."""
+    if world_size > num_tasks:
+        raise ValueError(f"{world_size} processes but only {num_tasks} task groups per iteration: "
+                         "raise --episodes-per-iteration or launch fewer processes")
+    return list(range(num_tasks * rank // world_size, num_tasks * (rank + 1) // world_size))
+
+
+def gather_rollout(strategy: TrainingStrategy, rollout: Rollout) -> Rollout:
+    """Every rank's rollout merged, turns in single-process order; phase times are the slowest rank's."""
+    if strategy.world_size == 1:
+        return rollout
+    parts: list[Rollout] = strategy.all_gather_object(rollout)
+    turns = sorted((t for p in parts for t in p.turns), key=lambda t: (t.turn_idx, t.traj_id))
+    return Rollout(turns=turns, episodes=[e for p in parts for e in p.episodes],
+                   generation_s=max(p.generation_s for p in parts), env_s=max(p.env_s for p in parts))
+
+
+def deal(micros: Sequence[Experience], rank: int, world_size: int) -> list[tuple[int, Experience, bool]]:
+    """This rank's ``(index, micro-batch, real)``: micro-batches ``rank::world_size``, padded with
+    zero-weight repeats (``real`` False) to ``ceil(len(micros) / world_size)`` passes on every rank."""
+    mine = [(j, micros[j], True) for j in range(rank, len(micros), world_size)]
+    passes = math.ceil(len(micros) / world_size)
+    return mine + [(-1, micros[0], False)] * (passes - len(mine))
+
+
+def gather_stats(strategy: TrainingStrategy, stats: list[tuple[StatKey, dict[str, float]]]) -> list[dict[str, float]]:
+    """Every rank's keyed statistics, sorted by key (the order one process records them in)."""
+    if strategy.world_size > 1:
+        stats = [item for part in strategy.all_gather_object(stats) for item in part]
+    return [s for _, s in sorted(stats, key=lambda item: item[0])]
+
+
+def mean_stats(stats: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean of each key over the dicts that have it."""
+    keys = sorted({k for s in stats for k in s})
+    return {k: float(np.mean([float(s[k]) for s in stats if k in s])) for k in keys}
+
+
+def critic_update(strategy: TrainingStrategy, critic: Trainable, exp: Experience, cfg: TrainConfig,
+                  generator: torch.Generator, track: Any) -> dict[str, float]:
+    """PPO's critic phase through the strategy: the loss of :meth:`trainers.methods.ppo.PPO.critic_update`
+    (``c_V`` · clipped, R_max-normalized value loss), its micro-batches dealt over the ranks."""
+    size, world, stats = math.ceil(len(exp) / cfg.minibatches), strategy.world_size, []
+    for epoch in range(cfg.ppo_epochs):
+        for m, mb in enumerate(exp.minibatches(size, generator=generator)):
+            for j, micro, real in deal(list(micro_batches(mb, cfg.micro_batch_size)), strategy.rank, world):
+                with track.track_activations(), strategy.autocast(), strategy.train_forward(critic):
+                    pred = critic.module.values(micro.input_ids, micro.attention_mask, micro.prompt_lengths)
+                    loss = cfg.value_coef * clipped_value_loss(pred, micro.old_values, micro.value_targets,
+                                                               cfg.value_clip, scale=cfg.r_max)
+                    if not bool(torch.isfinite(strategy.all_reduce_mean(loss.detach()))):
+                        raise FloatingPointError(f"non-finite critic loss ({float(loss)})")
+                    strategy.backward(critic, loss * (len(micro) * world if real else 0) / len(mb))
+                if real:
+                    stats.append(((epoch, m, j), {"value_loss": float(loss.detach())}))
+            norm = strategy.step(critic)
+            if strategy.is_main:
+                stats.append(((epoch, m, math.inf), {"grad_norm": norm}))
+    merged = mean_stats(gather_stats(strategy, stats))
+    return {"critic/value_loss": merged["value_loss"], "critic/grad_norm": merged["grad_norm"]}
