@@ -93,6 +93,8 @@ class TrainConfig:
     """bfloat16 autocast for the policy's forward passes, float32 weights (trainers.strategy.TorchStrategy)."""
     gradient_checkpointing: bool = False
     """Recompute the policy's activations in the backward pass: less memory, more time."""
+    reference_dtype: str = "float32"
+    """dtype of the frozen KL reference: 'float32' or 'bfloat16' (half its memory, as verl keeps it; its logits are upcast to float32 for the log-softmax)."""
     # ------------------------------------------------------------------ scale-out (docs/scale_out.md)
     strategy: str = "torch"
     """Training backend: 'torch' (one process, AdamW) or 'deepspeed' (ZeRO over the processes torchrun/deepspeed launch)."""
@@ -147,6 +149,8 @@ class TrainConfig:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid choices: {list(valid)}")
         if not 0 <= self.zero_stage <= 3:
             raise ValueError(f"zero_stage must be 0-3, got {self.zero_stage}")
+        if self.reference_dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"reference_dtype must be 'float32' or 'bfloat16', got {self.reference_dtype!r}")
         if self.prompt not in ("default", "plain"):
             raise ValueError(f"prompt must be 'default' or 'plain', got {self.prompt!r}")
         if self.episodes_per_iteration % self.rollouts_per_task:

@@ -104,7 +104,7 @@ class Trainer:
     def _before_prepare(self) -> None:
         """DeepSpeed only: what needs the full weights before ZeRO takes them over (no warm start runs under it)."""
         if self.cfg.kl_coef > 0:
-            self.reference = copy.deepcopy(self.policy.model).eval().requires_grad_(False)
+            self.reference = copy.deepcopy(self.policy.model).to(getattr(torch, self.cfg.reference_dtype)).eval().requires_grad_(False)
         if self.cfg.zero_stage == 3 and self.cfg.generator == "hf":
             self.rollout_policy = copy.deepcopy(self.policy)
 
@@ -134,7 +134,7 @@ class Trainer:
     def start_reinforcement(self) -> None:
         """Freeze the current policy as the KL reference (after any warm start)."""
         if self.reference is None and self.cfg.kl_coef > 0:
-            self.reference = copy.deepcopy(self.policy.model).eval().requires_grad_(False)
+            self.reference = copy.deepcopy(self.policy.model).to(getattr(torch, self.cfg.reference_dtype)).eval().requires_grad_(False)
 
     def step(self) -> dict[str, Any]:
         """One iteration: rollout → old log-probs → reference → values → advantages → updates."""
@@ -322,7 +322,7 @@ class Trainer:
             self.optimizer.load_state_dict(state["optimizer"])
         if state["reference"] is not None:
             if self.reference is None:
-                self.reference = copy.deepcopy(self.policy.model).eval().requires_grad_(False)
+                self.reference = copy.deepcopy(self.policy.model).to(getattr(torch, self.cfg.reference_dtype)).eval().requires_grad_(False)
             self.reference.load_state_dict(state["reference"])
         if not path.is_dir():
             self.method.load_state_dict(state["method"])
