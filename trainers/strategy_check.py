@@ -9,6 +9,14 @@ SAPO's old-forward / readout / advantage phases on the whole batch, then trains 
 (``Experience.shard``) in micro-batches through the strategy and takes one optimizer step. Each
 rank writes ``zero{stage}/rank{r}.pt`` with the losses before and after the step (averaged over ranks)
 and the gathered weights, which the tests compare across ranks and against the one-process run.
+
+``--trainer`` checks the whole :class:`~trainers.loop.Trainer` instead: one SAPO (or ``--algo``) iteration
+on ``sapo/Vault-v0`` with ``strategy='deepspeed'`` (each rank plays its share of the task groups), then a
+sharded save, a resume into a fresh Trainer and one more iteration of both. Each rank writes
+``trainer{stage}/rank{r}.pt``: the gathered batch of turns, the first update's statistics and weights, and
+the second iteration's row and weights for the run that continued and the one that resumed.
+
+    torchrun --nproc_per_node 2 -m trainers.strategy_check --trainer --zero-stage 2 --out /tmp/loop
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import torch
 from trainers.experience import Experience, TurnSample
 from trainers.strategy import StrategyConfig, Trainable, TrainingStrategy, make_strategy
 
-__all__ = ["synthetic_turns", "prepare_update", "update_step", "sapo_update", "resume_gap"]
+__all__ = ["synthetic_turns", "prepare_update", "update_step", "sapo_update", "resume_gap", "TRAINER_CHECK", "trainer_check"]
 
 
 def synthetic_turns(vocab: int, banned: tuple[int, ...], seed: int = 0, response_len: int = 6) -> list[TurnSample]:
@@ -122,6 +130,51 @@ def resume_gap(strategy: TrainingStrategy, directory: Path, lr: float = 1e-4) ->
     return max(float((continued[k] - resumed[k]).abs().max()) for k in continued)
 
 
+TRAINER_CHECK: dict[str, Any] = dict(
+    env="sapo/Vault-v0", model="tiny", prompt="plain", history_length=0, max_response_tokens=8, episodes_per_iteration=4,
+    micro_batch_size=3, minibatches=2, lr=1e-3, critic_lr=1e-3, kl_coef=0.01, iterations=3, checkpoint_every=0,
+    progress=False, seed=0,
+)
+"""The Trainer check's config (micro-batches of 3 rows: the ranks get unequal numbers of them, exercising the padding)."""
+
+
+def _step_capturing(trainer: Any) -> tuple[list[TurnSample], dict[str, float]]:
+    """One iteration of ``trainer`` phase by phase (as ``Trainer.step``), keeping the gathered turns."""
+    from trainers.models import turn_samples
+    from trainers.profiling import MemoryMeter, PhaseTimer
+
+    trainer.start_reinforcement()
+    timer, memory = PhaseTimer(), MemoryMeter(trainer.device)
+    rollout, exp = trainer.collect_batch(timer)
+    stats = trainer.learn(exp, timer, memory)
+    trainer.sync_generator()
+    trainer.iteration += 1
+    return turn_samples(rollout), stats
+
+
+def trainer_check(stage: int, out: Path, algo: str = "sapo") -> dict[str, Any]:
+    """Iteration 0 (turns captured), a sharded save, a resumed Trainer; iteration 1 on both."""
+    from dataclasses import replace
+
+    from trainers.config import TrainConfig
+    from trainers.loop import Trainer
+
+    cfg = TrainConfig(**TRAINER_CHECK, algo=algo, strategy="deepspeed", zero_stage=stage, out_dir=str(out / "run"))
+    trainer = Trainer(cfg)
+    turns, stats = _step_capturing(trainer)
+    first = trainer.strategy.full_state_dict(trainer.actor)
+    trainer.save()
+    rows = [trainer.step()]  # before the resumed Trainer exists: both share this process's global RNG
+    continued = trainer.strategy.full_state_dict(trainer.actor)
+    resumed = Trainer(replace(cfg, resume=True))  # restores the RNG states saved after iteration 0
+    loaded = resumed.strategy.full_state_dict(resumed.actor)
+    rows.append(resumed.step())
+    keep = [{k: v for k, v in r.items() if not k.startswith(("time/", "memory/"))} for r in rows]
+    return {"turns": turns, "stats": stats, "weights": first, "loaded": loaded, "world_size": trainer.world,
+            "rank": trainer.rank, "groups": [int(e.group) for e in trainer.vec.envs], "rows": keep,
+            "continued": continued, "resumed": resumed.strategy.full_state_dict(resumed.actor)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=("torch", "deepspeed"), default="deepspeed")
@@ -130,10 +183,17 @@ def main() -> None:
     parser.add_argument("--gradient-checkpointing", action="store_true")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--check-resume", action="store_true", help="also check save -> load -> step against continuing")
+    parser.add_argument("--trainer", action="store_true", help="check the Trainer (one Vault iteration, resume) instead")
+    parser.add_argument("--algo", default="sapo", help="--trainer: the method")
     parser.add_argument("--out", type=Path, required=True, help="writes OUT/zero{stage}/rank{rank}.pt")
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     for stage in (int(x) for x in args.zero_stage.split(",")):
+        if args.trainer:
+            result = trainer_check(stage, args.out / f"trainer{stage}", args.algo)
+            torch.save(result, args.out / f"trainer{stage}" / f"rank{result['rank']}.pt")
+            print(f"Trainer ZeRO-{stage} rank {result['rank']}/{result['world_size']}: loss {result['stats']['actor/loss']:.6f}")
+            continue
         strategy = make_strategy(StrategyConfig(backend=args.backend, zero_stage=stage, bf16=args.bf16,
                                                 gradient_checkpointing=args.gradient_checkpointing))
         out = args.out / f"zero{stage}"
