@@ -8,6 +8,7 @@ it: :meth:`CriticModel.values` runs the backbone on the prompt columns only.
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -39,6 +40,17 @@ class CriticModel(nn.Module):
         return cls(backbone, policy.model.config.hidden_size, value_scale=value_scale, seed=seed).to(
             next(backbone.parameters()).dtype
         )
+
+    def activation_checkpointing_enable(self, activation_checkpointing_kwargs: dict[str, Any] | None = None) -> None:
+        """Recompute the backbone's activations in the backward pass (the HF switch, under either name).
+
+        ``trainers.strategy`` calls this for ``gradient_checkpointing``, as it does on the actor.
+        """
+        kwargs = activation_checkpointing_kwargs or {"use_reentrant": False}
+        if hasattr(self.backbone, "activation_checkpointing_enable"):  # transformers >= 5.20
+            self.backbone.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            self.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, positions: Tensor) -> Tensor:
         """``(B, T)`` right-padded rows, ``positions (B,)`` → values ``(B,)`` float32 read at those positions."""

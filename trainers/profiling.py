@@ -5,18 +5,26 @@ advantage, critic update, actor update. On CUDA the peak is ``torch.cuda.max_mem
 On CPU, where torch keeps no allocator statistics, :class:`MemoryMeter` accounts tensor memory
 itself: the persistent training state (parameters, gradients and optimizer states of every model
 the method holds) plus the peak bytes of activations saved for backward (counted with
-``torch.autograd.graph.saved_tensors_hooks``, each storage once).
+``torch.autograd.graph.saved_tensors_hooks``, each storage once). That is cheap enough to run
+every iteration but sees neither temporaries (optimizer and clipping buffers, logits that are not
+saved) nor what gradient checkpointing keeps outside autograd's saved tensors, so it can both over-
+and under-state the true peak. :class:`LiveTensorMeter` is the exact CPU counterpart of
+``torch.cuda.max_memory_allocated``: every live tensor storage, op by op; it costs a Python
+call per op, so the benchmark runs it in a separate, untimed pass.
 """
 
 from __future__ import annotations
 
 import time
+import weakref
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
-__all__ = ["PHASES", "PhaseTimer", "MemoryMeter", "state_bytes"]
+__all__ = ["PHASES", "PhaseTimer", "MemoryMeter", "LiveTensorMeter", "state_bytes"]
 
 PHASES = ("generation", "old_log_prob", "reward", "reference", "value", "advantage", "critic_update", "actor_update")
 
@@ -47,27 +55,24 @@ class PhaseTimer:
         return out
 
 
-def state_bytes(*objects: torch.nn.Module | torch.optim.Optimizer | None) -> int:
-    """Bytes of the parameters, gradients and optimizer states of modules / optimizers."""
-    seen: set[int] = set()
-    total = 0
-
-    def add(t: torch.Tensor | None) -> None:
-        nonlocal total
-        if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in seen:
-            seen.add(t.untyped_storage().data_ptr())
-            total += t.untyped_storage().nbytes()
-
+def state_tensors(*objects: torch.nn.Module | torch.optim.Optimizer | None) -> list[torch.Tensor]:
+    """The parameters, gradients and buffers of modules and the state tensors of optimizers."""
+    out: list[Any] = []
     for obj in objects:
         if isinstance(obj, torch.nn.Module):
-            for p in obj.parameters():
-                add(p)
-                add(p.grad)
+            out += [t for p in obj.parameters() for t in (p, p.grad)] + list(obj.buffers())
         elif isinstance(obj, torch.optim.Optimizer):
-            for state in obj.state.values():
-                for v in state.values():
-                    add(v)
-    return total
+            out += [v for state in obj.state.values() for v in state.values()]
+    return [t for t in out if isinstance(t, torch.Tensor)]
+
+
+def state_bytes(*objects: torch.nn.Module | torch.optim.Optimizer | None) -> int:
+    """Bytes of the parameters, gradients, buffers and optimizer states of modules / optimizers.
+
+    Counted per storage (``nbytes``, so a bfloat16 model counts 2 bytes per element), each once.
+    """
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in state_tensors(*objects)}
+    return sum(storages.values())
 
 
 class MemoryMeter:
@@ -104,3 +109,44 @@ class MemoryMeter:
         if self.cuda:
             return int(torch.cuda.max_memory_allocated(self.device))
         return state_bytes(*state) + self.peak_activations
+
+
+class LiveTensorMeter(TorchDispatchMode):
+    """Peak bytes of all live tensors inside ``with meter:``: the exact CPU ``max_memory_allocated``.
+
+    The state of the given models and optimizers counts from the start; every storage an op
+    creates (forward, backward, optimizer step, temporaries) counts from its creation until it is
+    freed (a weakref finalizer on the storage), each storage once however many views share it.
+    Unlike CUDA's caching allocator there is no rounding or fragmentation. Slow (one Python call
+    per op): meant for a separate, untimed pass.
+    """
+
+    def __init__(self, *state: torch.nn.Module | torch.optim.Optimizer | None) -> None:
+        super().__init__()
+        self.current = 0
+        """Bytes live now."""
+        self.peak = 0
+        """Largest ``current`` seen."""
+        self._live: dict[int, int] = {}
+        for t in state_tensors(*state):
+            self._add(t)
+
+    def _add(self, t: torch.Tensor) -> None:
+        storage = t.untyped_storage()
+        key, size = id(storage), storage.nbytes()
+        if key in self._live or size == 0:
+            return
+        self._live[key] = size
+        self.current += size
+        self.peak = max(self.peak, self.current)
+        weakref.finalize(storage, self._free, key)
+
+    def _free(self, key: int) -> None:
+        self.current -= self._live.pop(key)
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                self._add(t)
+        return out

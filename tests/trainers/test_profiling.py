@@ -1,0 +1,106 @@
+"""Memory accounting (state bytes, the live-tensor meter), the bfloat16 reference, the critic's checkpointing."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from trainers.core_algos import kl_penalty
+from trainers.profiling import LiveTensorMeter, MemoryMeter, PhaseTimer, state_bytes
+
+
+def test_state_bytes_counts_each_storage_at_its_element_size():
+    fp32 = torch.nn.Linear(10, 20)
+    bf16 = copy.deepcopy(fp32).to(torch.bfloat16)
+    assert state_bytes(fp32) == 4 * 220 and state_bytes(bf16) == 2 * 220
+    opt = torch.optim.AdamW(fp32.parameters())
+    fp32(torch.ones(3, 10)).sum().backward()
+    opt.step()  # grads (4 B) + exp_avg, exp_avg_sq (4 B each) + two 0-d step counters
+    assert state_bytes(fp32, opt) == 4 * 220 * 4 + 2 * 4
+    assert state_bytes(fp32, fp32, None) == 4 * 220 * 2  # shared storages count once
+
+
+def test_live_meter_counts_temporaries_until_they_are_freed():
+    held = torch.nn.Linear(25, 10, bias=False)  # 1,000 bytes of state from the start
+    with LiveTensorMeter(held) as meter:
+        assert meter.current == meter.peak == 1000
+        a = torch.ones(1000)  # 4,000
+        b = a * 2  # 4,000
+        view = b[:10]  # same storage: nothing more
+        del b
+        assert meter.current == 9000  # the view keeps b's storage alive
+        del view
+        c = torch.zeros(10)
+    assert (meter.peak, meter.current) == (9000, 5040)
+    del a, c
+
+
+def test_live_meter_sees_backward_and_optimizer_temporaries():
+    model = torch.nn.Linear(100, 100)
+    opt = torch.optim.AdamW(model.parameters())
+    x = torch.randn(64, 100)
+    with LiveTensorMeter(model, opt) as meter:
+        model(x).square().sum().backward()
+        opt.step()
+    states = state_bytes(model, opt)  # params + grads + both moments, as they stand at the end
+    assert meter.current == states and meter.peak > states
+
+
+def _learned(trainer, batch):
+    trainer.start_reinforcement()
+    timer, memory = PhaseTimer(), MemoryMeter(torch.device("cpu"))
+    trainer.learn(copy.deepcopy(batch), timer, memory)
+    return memory.peak_bytes(trainer.policy.model, trainer.optimizer, trainer.reference)
+
+
+def test_bfloat16_reference_halves_its_bytes_and_keeps_the_kl(make_trainer):
+    full = make_trainer("sapo", lr=3e-3)
+    half = make_trainer("sapo", lr=3e-3, reference_dtype="bfloat16")
+    _, batch = full.collect_batch(PhaseTimer())
+    peaks = _learned(full, batch), _learned(half, batch)  # one update each: the policy moves off its reference
+    assert {p.dtype for p in half.reference.parameters()} == {torch.bfloat16}
+    assert not any(p.requires_grad for p in half.reference.parameters())
+    half_bytes = state_bytes(half.reference)  # weights and rotary buffers, 2 bytes per element
+    assert 2 * half_bytes == state_bytes(full.reference)
+    assert peaks[0] - peaks[1] == half_bytes  # the iteration's meter counts the reference's real bytes
+    full_ref, half_ref = full._reference_log_probs(batch), half._reference_log_probs(batch)
+    mask = batch.action_mask.bool()
+    assert (full_ref - half_ref)[mask].abs().max() < 0.1
+    with torch.no_grad():
+        policy_lp = full.method.old_forward(copy.deepcopy(batch)).old_log_probs  # the updated policy, float32
+    kl_full = kl_penalty(policy_lp, full_ref)[mask].mean()
+    kl_half = kl_penalty(policy_lp, half_ref)[mask].mean()
+    assert kl_full > 1e-4  # the update moved the policy: a KL worth comparing
+    assert kl_half == pytest.approx(float(kl_full), rel=0.1)
+
+
+def test_reference_dtype_is_checked():
+    from trainers.config import TrainConfig
+
+    with pytest.raises(ValueError, match="reference_dtype"):
+        TrainConfig(reference_dtype="float16")
+
+
+def test_checkpointed_critic_gives_the_same_gradients_with_fewer_live_bytes():
+    from agents.critic import CriticModel
+    from agents.policy import PolicyModel
+
+    policy = PolicyModel.tiny(seed=0, hidden_size=64, num_hidden_layers=4)
+    ids = torch.randint(3, 2000, (4, 96), generator=torch.Generator().manual_seed(0))
+    mask, lengths = torch.ones_like(ids), torch.tensor([96, 80, 64, 50])
+    results = []
+    for checkpointing in (False, True):
+        critic = CriticModel.from_policy(policy).train()
+        if checkpointing:
+            critic.activation_checkpointing_enable()
+        with LiveTensorMeter(critic) as meter:
+            values = critic.values(ids, mask, lengths)
+            values.square().sum().backward()
+        results.append((values.detach(), [p.grad for p in critic.parameters()], meter.peak - state_bytes(critic)))
+    (v0, g0, extra0), (v1, g1, extra1) = results
+    torch.testing.assert_close(v1, v0)
+    for a, b in zip(g0, g1):
+        torch.testing.assert_close(b, a)
+    assert extra1 < 0.6 * extra0
