@@ -32,7 +32,7 @@ import torch
 from trainers.experience import Experience, TurnSample
 from trainers.strategy import StrategyConfig, Trainable, TrainingStrategy, make_strategy
 
-__all__ = ["synthetic_turns", "prepare_update", "update_step", "sapo_update", "resume_gap", "TRAINER_CHECK", "trainer_check"]
+__all__ = ["synthetic_turns", "prepare_update", "update_step", "sapo_update", "resume_gap", "TRAINER_CHECK", "step_capturing", "trainer_check"]
 
 
 def synthetic_turns(vocab: int, banned: tuple[int, ...], seed: int = 0, response_len: int = 6) -> list[TurnSample]:
@@ -138,7 +138,7 @@ TRAINER_CHECK: dict[str, Any] = dict(
 """The Trainer check's config (micro-batches of 3 rows: the ranks get unequal numbers of them, exercising the padding)."""
 
 
-def _step_capturing(trainer: Any) -> tuple[list[TurnSample], dict[str, float]]:
+def step_capturing(trainer: Any) -> tuple[list[TurnSample], dict[str, float]]:
     """One iteration of ``trainer`` phase by phase (as ``Trainer.step``), keeping the gathered turns."""
     from trainers.models import turn_samples
     from trainers.profiling import MemoryMeter, PhaseTimer
@@ -161,7 +161,7 @@ def trainer_check(stage: int, out: Path, algo: str = "sapo") -> dict[str, Any]:
 
     cfg = TrainConfig(**TRAINER_CHECK, algo=algo, strategy="deepspeed", zero_stage=stage, out_dir=str(out / "run"))
     trainer = Trainer(cfg)
-    turns, stats = _step_capturing(trainer)
+    turns, stats = step_capturing(trainer)
     first = trainer.strategy.full_state_dict(trainer.actor)
     trainer.save()
     rows = [trainer.step()]  # before the resumed Trainer exists: both share this process's global RNG

