@@ -44,7 +44,8 @@ class CriticModel(nn.Module):
     def activation_checkpointing_enable(self, activation_checkpointing_kwargs: dict[str, Any] | None = None) -> None:
         """Recompute the backbone's activations in the backward pass (the HF switch, under either name).
 
-        ``trainers.strategy`` calls this for ``gradient_checkpointing``, as it does on the actor.
+        ``trainers.strategy`` calls this for ``gradient_checkpointing``, as it does on the actor; it
+        engages in the critic update (see :meth:`forward`).
         """
         kwargs = activation_checkpointing_kwargs or {"use_reentrant": False}
         if hasattr(self.backbone, "activation_checkpointing_enable"):  # transformers >= 5.20
@@ -53,7 +54,13 @@ class CriticModel(nn.Module):
             self.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, positions: Tensor) -> Tensor:
-        """``(B, T)`` right-padded rows, ``positions (B,)`` → values ``(B,)`` float32 read at those positions."""
+        """``(B, T)`` right-padded rows, ``positions (B,)`` → values ``(B,)`` float32 read at those positions.
+
+        The backbone runs in train mode only while gradients flow (the critic update: dropout, if the
+        model has any, and gradient checkpointing engage) and in eval mode for the no-grad value pass,
+        as verl's critic does; ``critic.eval()`` keeps it in eval mode throughout.
+        """
+        self.backbone.train(self.training and torch.is_grad_enabled())
         hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
         picked = hidden[torch.arange(hidden.shape[0], device=hidden.device), positions.to(hidden.device)]
         return self.value_scale * self.head(picked).squeeze(-1).float()

@@ -92,7 +92,7 @@ def test_checkpointed_critic_gives_the_same_gradients_with_fewer_live_bytes():
     mask, lengths = torch.ones_like(ids), torch.tensor([96, 80, 64, 50])
     results = []
     for checkpointing in (False, True):
-        critic = CriticModel.from_policy(policy).train()
+        critic = CriticModel.from_policy(policy)  # as PPO builds it: no explicit train()
         if checkpointing:
             critic.activation_checkpointing_enable()
         with LiveTensorMeter(critic) as meter:
@@ -100,6 +100,9 @@ def test_checkpointed_critic_gives_the_same_gradients_with_fewer_live_bytes():
             values.square().sum().backward()
         results.append((values.detach(), [p.grad for p in critic.parameters()], meter.peak - state_bytes(critic)))
     (v0, g0, extra0), (v1, g1, extra1) = results
+    with torch.no_grad():
+        critic.values(ids, mask, lengths)
+    assert not critic.backbone.training  # the no-grad value pass runs in eval mode
     torch.testing.assert_close(v1, v0)
     for a, b in zip(g0, g1):
         torch.testing.assert_close(b, a)
