@@ -12,6 +12,12 @@
 # per iteration for every method (SAPO/PPO: 128 tasks x 1 rollout; GRPO: 16 tasks x 8 rollouts), one
 # PPO epoch. gamma, lambda, tau_v, value/Q coefficients and clips: the TrainConfig defaults (the paper
 # does not print them; see `sapo-gym train --help`).
+#
+# Scale-out (docs/scale_out.md), chosen by environment variables:
+#   NPROC=4       torchrun 4 processes (one per GPU) with --strategy deepspeed (the paper ran 4 x H200)
+#   ZERO_STAGE=3  DeepSpeed ZeRO stage when NPROC > 1 (default 2)
+#   GENERATOR=vllm  sample rollouts with a colocated vLLM engine per process (default: HF generation)
+# e.g. NPROC=4 ZERO_STAGE=3 GENERATOR=vllm MODEL_DIR=... recipes/paper.sh 7b alfworld sapo --bf16
 set -euo pipefail
 SIZE=${1:?size: 1.5b or 7b}; ENV=${2:?env: alfworld or webshop}; ALGO=${3:?algo: sapo, ppo or grpo}; shift 3
 case "$SIZE" in
@@ -27,7 +33,12 @@ esac
 MODEL_DIR=${MODEL_DIR:-models/$NAME}
 [ -f "$MODEL_DIR/config.json" ] || { echo "no HF model at $MODEL_DIR (set MODEL_DIR; weights are never downloaded)" >&2; exit 2; }
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
-exec python -m sapo_gym.cli train \
+LAUNCH=(python); SCALE=()
+if [ "${NPROC:-1}" -gt 1 ]; then
+  LAUNCH=(torchrun --nproc_per_node "$NPROC"); SCALE=(--strategy deepspeed --zero-stage "${ZERO_STAGE:-2}")
+fi
+[ -z "${GENERATOR:-}" ] || SCALE+=(--generator "$GENERATOR")
+exec "${LAUNCH[@]}" -m sapo_gym.cli train \
   --algo "$ALGO" --env "$ENV_ID" --model "$MODEL_DIR" --device "${DEVICE:-cuda}" \
   --out-dir "${OUT_DIR:-runs/paper/$SIZE-$ENV-$ALGO}" --seed "${SEED:-0}" \
   --iterations 150 --episodes-per-iteration 128 \
@@ -35,4 +46,4 @@ exec python -m sapo_gym.cli train \
   --history-length 2 --max-prompt-tokens "$PROMPT_TOKENS" --max-response-tokens 512 \
   --temperature 1.0 --eval-temperature 0.4 \
   --ppo-epochs 1 --micro-batch-size "$MICRO" --checkpoint-every 10 \
-  "$@"
+  "$@" "${SCALE[@]}"

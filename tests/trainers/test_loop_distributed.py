@@ -109,6 +109,28 @@ def test_scale_out_flags_parse_and_are_checked():
             TrainConfig(**bad)
 
 
+def test_paper_recipe_launches_torchrun_with_deepspeed(tmp_path):
+    """NPROC/ZERO_STAGE/GENERATOR turn recipes/paper.sh into a torchrun launch whose flags parse."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    (tmp_path / "bin").mkdir()
+    fake = tmp_path / "bin" / "torchrun"  # prints its argv, one per line, instead of launching
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "MODEL_DIR": str(tmp_path / "m"),
+           "NPROC": "4", "ZERO_STAGE": "3", "GENERATOR": "vllm"}
+    proc = subprocess.run(["bash", str(ROOT / "recipes/paper.sh"), "7b", "alfworld", "grpo", "--bf16"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    argv = proc.stdout.splitlines()
+    assert argv[:5] == ["--nproc_per_node", "4", "-m", "sapo_gym.cli", "train"]
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    cfg = from_args(parser.parse_args(argv[5:]))
+    assert (cfg.strategy, cfg.zero_stage, cfg.generator, cfg.bf16) == ("deepspeed", 3, "vllm", True)
+    assert (cfg.num_tasks, cfg.rollouts_per_task, cfg.lr, cfg.iterations) == (16, 8, 1e-6, 150)
+
+
 # ---------------------------------------------------------------------------------------------- torchrun
 
 
