@@ -41,6 +41,10 @@ class TrainConfig:
     """Extra env keyword argument as KEY=VALUE (repeatable; values parsed as Python literals when possible)."""
     model: str = "tiny"
     """Policy: 'tiny' (random-init tiny Qwen2 + the project's tokenizer), 'smollm2', or an HF model path."""
+    tiny_hidden_size: int = 64
+    """Hidden size of the 'tiny' model (a multiple of 64; heads = hidden / 64, at least 2): 64 ≈ 0.2 M parameters, 128 ≈ 0.56 M."""
+    tiny_layers: int = 2
+    """Transformer layers of the 'tiny' model."""
     seed: int = 0
     """Seed of torch, sampling and the task schedule."""
     iterations: int = 100

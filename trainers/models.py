@@ -21,7 +21,10 @@ def build_policy(cfg: TrainConfig) -> Any:
     from agents.policy import PolicyModel
 
     if cfg.model == "tiny":
-        return PolicyModel.tiny(seed=cfg.seed, max_prompt_tokens=cfg.max_prompt_tokens)
+        hidden = cfg.tiny_hidden_size
+        return PolicyModel.tiny(seed=cfg.seed, max_prompt_tokens=cfg.max_prompt_tokens, hidden_size=hidden,
+                                num_hidden_layers=cfg.tiny_layers, num_attention_heads=max(2, hidden // 64),
+                                intermediate_size=2 * hidden)
     if cfg.model == "smollm2":
         return PolicyModel.smollm2(max_prompt_tokens=cfg.max_prompt_tokens)
     return PolicyModel.from_pretrained(cfg.model, max_prompt_tokens=cfg.max_prompt_tokens)

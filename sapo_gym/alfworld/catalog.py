@@ -26,6 +26,7 @@ from typing import Any
 from sapo_gym.alfworld import TASK_TYPES
 
 __all__ = [
+    "EMBEDDED",
     "EMBEDDED_SET",
     "OFFICIAL_COUNTS",
     "SPLITS",
@@ -41,6 +42,8 @@ SPLITS = {"train": "train", "eval_in_distribution": "valid_seen", "eval_out_of_d
 OFFICIAL_COUNTS = {"train": 3553, "eval_in_distribution": 140, "eval_out_of_distribution": 134}
 """Games per split in ALFWorld 2.1.1 after alfworld's filters (the paper's numbers)."""
 OFFICIAL_DATASET = "alfworld-json_2.1.1"
+EMBEDDED = "embedded"
+"""``data_dir`` value that selects the embedded generated set regardless of ``$ALFWORLD_DATA``."""
 EMBEDDED_SET = Path(__file__).resolve().parent / "embedded" / "generated-v1.jsonl.gz"
 _SOLVABLE = re.compile(rb'"solvable"\s*:\s*(true|false)')
 
@@ -142,9 +145,14 @@ def _official_root(root: Path, split: str) -> Path | None:
 
 
 def resolve(split: str, data_dir: str | os.PathLike[str] | None = None) -> Catalog:
-    """The games of ``split`` from the first source in the lookup order that has them."""
+    """The games of ``split`` from the first source in the lookup order that has them.
+
+    ``data_dir="embedded"`` skips the lookup and takes the embedded generated set (what the CPU default
+    of ``sapo-gym compare`` trains and evaluates on, whatever data the machine has)."""
     if split not in SPLITS:
         raise ValueError(f"unknown ALFWorld split {split!r}; valid choices: {list(SPLITS)}")
+    if data_dir == EMBEDDED:
+        return generated_catalog(EMBEDDED_SET, split)
     if data_dir is not None:
         path = Path(data_dir).expanduser()
         if path.is_file():

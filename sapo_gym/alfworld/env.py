@@ -19,21 +19,25 @@ from pathlib import Path
 
 from sapo_gym.alfworld.catalog import Catalog, GameRecord, resolve
 from sapo_gym.alfworld.engine import ENGINES, EngineState, GameEngine, engine_versions, load_engine
+from sapo_gym.alfworld.search import SearchExpert, SearchGoal
 from sapo_gym.core import TaskInfo, TextEnv, Turn
 
 __all__ = ["EXPERTS", "AlfWorldEnv"]
 
-EXPERTS = ("walkthrough", "planner", "none")
+EXPERTS = ("walkthrough", "planner", "search", "none")
 """``walkthrough``: the game's walkthrough while the agent follows it, then None. ``planner``: the
 walkthrough, then Fast Downward replanning from the current state (reference engine only; about
-half a second per step off the walkthrough). ``none``: no ``expert_action``."""
+half a second per step off the walkthrough). ``search``: :class:`~sapo_gym.alfworld.search.SearchExpert`,
+which uses only what the agent has observed (searches the room, then does the task) and has an
+action in every state. ``none``: no ``expert_action``."""
 
 
 class AlfWorldEnv(TextEnv):
     """ALFWorld (TextWorld) games; see the module docstring and ``docs/alfworld.md``.
 
     Args (keyword-only):
-        data_dir: root holding ``json_2.1.1/`` or a generated set file; default: ``$ALFWORLD_DATA``,
+        data_dir: root holding ``json_2.1.1/``, a generated set file, or ``"embedded"`` (the embedded
+            set, whatever else the machine has); default: ``$ALFWORLD_DATA``,
             alfworld's cache, then the embedded generated set.
         split: ``train``, ``eval_in_distribution`` (valid_seen) or ``eval_out_of_distribution`` (valid_unseen).
         success_reward: reward on the step that wins (10, as in the paper's baselines).
@@ -74,6 +78,7 @@ class AlfWorldEnv(TextEnv):
         self._walkthrough: list[str] = []
         self._on_walkthrough = 0  # commands of the walkthrough followed so far; -1 once off it
         self._plan: list[str] | None = None
+        self._search: SearchExpert | None = None
         self._scratch: Path | None = None
 
     # ---------------------------------------------------------------- TextEnv hooks
@@ -99,6 +104,9 @@ class AlfWorldEnv(TextEnv):
             self._record = record
         state = self._engine.reset()
         self._on_walkthrough, self._plan = 0, None
+        if self.expert == "search":
+            self._search = SearchExpert(SearchGoal.from_task(record.task_type, record.pddl_params))
+            self._search.observe(state.obs)
         sentence = state.obs.rsplit("Your task is to: ", 1)[-1].strip()
         task = TaskInfo(task=sentence, task_id=record.task_id, task_type=record.category, dataset=self.catalog.dataset)
         return task, self._turn_of(state, previous_score=0.0)
@@ -106,11 +114,17 @@ class AlfWorldEnv(TextEnv):
     def _backend_step(self, action: str) -> Turn:
         assert self._engine is not None and self._turn is not None
         self._advance_expert(action)
-        return self._turn_of(self._engine.step(action), previous_score=self._turn.score)
+        state = self._engine.step(action)
+        if self._search is not None:
+            self._search.observe(state.obs)
+        return self._turn_of(state, previous_score=self._turn.score)
 
     def expert_action(self) -> str | None:
         if self.expert == "none":
             return None
+        if self.expert == "search":
+            turn = self._turn
+            return None if self._search is None or turn is None or turn.won else self._search.action(turn.admissible_actions)
         if 0 <= self._on_walkthrough < len(self._walkthrough):
             return self._walkthrough[self._on_walkthrough]
         if self.expert == "planner" and self._turn is not None and not self._turn.won:
