@@ -1,8 +1,9 @@
 """``sapo-gym compare``: SAPO, PPO and GRPO under identical settings and budget (every config field is a flag).
 
-With no flags it runs the CPU default (tiny model on the diagnostic ``sapo/Vault-v0`` task, shared
-warm start, about 4-5 minutes on two cores; see docs/compare.md for why not ALFWorld). ``--preset`` launches the paper-scale settings on a GPU; explicit
-flags still override a preset's values.
+With no flags it runs the CPU default (tiny model on the embedded ALFWorld set, shared
+behaviour-cloning warm start, under 15 minutes on two cores; docs/compare.md has a measured run).
+``--preset vault`` is the quick diagnostic task where RL visibly lifts success on CPU; the paper
+presets launch the paper-scale settings on a GPU. Explicit flags override a preset's values.
 """
 
 from __future__ import annotations

@@ -28,7 +28,11 @@ def test_preset_values_apply_and_explicit_flags_win():
     assert cfg.device == "cuda" and cfg.grpo_group_size == 8 and cfg.episodes_per_iteration % 8 == 0
     default = config_from_args(build_parser().parse_args(["compare"]))
     assert default.model == "tiny" and default.sft_agent == "expert" and default.algo_list == ["sapo", "ppo", "grpo"]
-    assert default.resolved_eval_split == "test" and default.horizon == 0  # the hosted board's split and horizon
+    assert default.env == "sapo/ALFWorld-v0" and default.env_arg == ["data_dir=embedded"]  # the embedded set, always
+    assert default.resolved_eval_split == "eval_out_of_distribution" and default.horizon == 0  # the registered horizon
+    assert cfg.env_arg == []  # the paper presets read the official data ($ALFWORLD_DATA), not the embedded set
+    vault = config_from_args(build_parser().parse_args(["compare", "--preset", "vault"]))
+    assert (vault.env, vault.env_arg, vault.resolved_eval_split, vault.tiny_hidden_size) == ("sapo/Vault-v0", [], "test", 64)
 
 
 def test_paper_preset_without_gpu_or_weights_says_why(capsys, tmp_path):
