@@ -9,12 +9,21 @@ table shows medians and the ratios issue 5 targets:
 * SAPO/PPO peak training memory ≤ 0.55,
 * our GRPO step / TRL ``GRPOTrainer`` step at equal work (8 completions × 32 tokens, one prompt) ≤ 1.0.
 
-Peak memory is ``torch.cuda.max_memory_allocated`` on CUDA and, on CPU, the tensor accounting of
-:class:`trainers.profiling.MemoryMeter` (parameters, gradients, optimizer states of every model held,
-plus the peak of activations saved for backward).
+Two sizes (``--size``, one table each; every setting applies to the three methods alike):
 
-    OMP_NUM_THREADS=1 python benchmarks/trainers_phases.py            # tiny Qwen2 on sapo/Vault-v0
-    python benchmarks/trainers_phases.py --hidden 256 --layers 4 --device cuda
+* ``tiny``: hidden 64, 2 layers (0.2 M parameters), micro-batch 16: activations dominate memory and
+  token-by-token sampling dominates time; the TRL anchor runs at this size (issue 5's setting).
+* ``states``: hidden 512, 8 layers (18 M parameters), micro-batch 2, gradient checkpointing of the
+  actor *and* the critic: model states dominate memory, as for the paper's 1.5B/7B models.
+
+Both default to a bfloat16 KL reference (``--reference-dtype``; verl keeps it in bf16). Peak memory
+is ``torch.cuda.max_memory_allocated`` on CUDA and, on CPU, the exact live-tensor peak of
+:class:`trainers.profiling.LiveTensorMeter` in a separate, untimed pass; the cheaper per-iteration
+estimate the trainer logs (states + saved activations, :class:`~trainers.profiling.MemoryMeter`) is
+printed beside it.
+
+    OMP_NUM_THREADS=1 python benchmarks/trainers_phases.py --size tiny states
+    python benchmarks/trainers_phases.py --size states --device cuda
 """
 
 from __future__ import annotations
@@ -30,9 +39,14 @@ import torch
 from trainers.config import TrainConfig
 from trainers.experience import Experience, TurnSample
 from trainers.loop import Trainer
-from trainers.profiling import PHASES, MemoryMeter, PhaseTimer
+from trainers.profiling import PHASES, LiveTensorMeter, MemoryMeter, PhaseTimer, state_bytes
 
 ALGOS = ("sapo", "ppo", "grpo")
+SIZES: dict[str, dict[str, Any]] = {
+    "tiny": dict(hidden=64, layers=2, micro_batch_size=16, gradient_checkpointing=False),
+    "states": dict(hidden=512, layers=8, micro_batch_size=2, gradient_checkpointing=True),
+}
+"""Presets of ``--size``; an explicit flag overrides its entry."""
 
 
 def _policy(args: argparse.Namespace) -> Any:
@@ -46,8 +60,23 @@ def _policy(args: argparse.Namespace) -> Any:
 def _config(args: argparse.Namespace, algo: str, **overrides: Any) -> TrainConfig:
     fields = dict(algo=algo, env=args.env, prompt="plain", history_length=args.history, device=args.device,
                   episodes_per_iteration=args.episodes, group_size=8, max_response_tokens=args.max_response_tokens,
-                  micro_batch_size=args.micro_batch_size, kl_coef=args.kl_coef, progress=False, out_dir="/tmp/sapo-bench")
+                  micro_batch_size=args.micro_batch_size, kl_coef=args.kl_coef, reference_dtype=args.reference_dtype,
+                  gradient_checkpointing=args.gradient_checkpointing, progress=False, out_dir="/tmp/sapo-bench")
     return TrainConfig(**{**fields, **overrides})
+
+
+def _trainer(args: argparse.Namespace, algo: str, policy: Any, **overrides: Any) -> Trainer:
+    """A Trainer; under gradient checkpointing PPO's critic is checkpointed too (the strategy only sees the actor)."""
+    trainer = Trainer(_config(args, algo, **overrides), policy=policy)
+    if args.gradient_checkpointing and trainer.method.critic is not None:
+        trainer.method.critic.activation_checkpointing_enable()
+    return trainer
+
+
+def _state(trainer: Trainer) -> tuple[Any, ...]:
+    """The models and optimizers the method holds (what the memory meters count from the start)."""
+    return (trainer.policy.model, trainer.optimizer, trainer.reference, trainer.method.critic,
+            trainer.method.critic_optimizer)
 
 
 def _sync(device: str) -> None:
@@ -58,12 +87,12 @@ def _sync(device: str) -> None:
 def phase_table(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     """Median per-phase seconds and peak bytes of each method on one shared rollout."""
     base = _policy(args).to(args.device)
-    collector = Trainer(_config(args, "grpo"), policy=copy.deepcopy(base))
+    collector = _trainer(args, "grpo", copy.deepcopy(base))
     shared = PhaseTimer()
     _, batch = collector.collect_batch(shared)
     print(f"rollout: {len(batch)} turns, {batch.num_action_tokens} action tokens, "
           f"{int(batch.attention_mask.sum())} tokens in all (generation {shared.seconds['generation']:.2f} s)")
-    trainers = {algo: Trainer(_config(args, algo), policy=copy.deepcopy(base)) for algo in ALGOS}
+    trainers = {algo: _trainer(args, algo, copy.deepcopy(base)) for algo in ALGOS}
     runs: dict[str, list[dict[str, float]]] = {algo: [] for algo in ALGOS}
     for _ in range(args.repeats):  # round-robin, so machine load hits the three methods alike
         for algo, trainer in trainers.items():
@@ -73,17 +102,27 @@ def phase_table(args: argparse.Namespace) -> dict[str, dict[str, float]]:
             timer.add("reward", shared.seconds["reward"])
             trainer.learn(copy.deepcopy(batch), timer, memory)
             _sync(args.device)
-            runs[algo].append({**timer.as_metrics(), "peak_bytes": memory.peak_bytes(
-                trainer.policy.model, trainer.optimizer, trainer.reference, trainer.method.critic,
-                trainer.method.critic_optimizer)})
-    return {algo: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for algo, rs in runs.items()}
+            runs[algo].append({**timer.as_metrics(), "estimate_bytes": memory.peak_bytes(*_state(trainer))})
+    table = {algo: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for algo, rs in runs.items()}
+    for algo, trainer in trainers.items():
+        table[algo]["state_bytes"] = state_bytes(*_state(trainer))
+        table[algo]["peak_bytes"] = _live_peak(trainer, batch) if args.device == "cpu" else table[algo]["estimate_bytes"]
+    return table
+
+
+def _live_peak(trainer: Trainer, batch: Experience) -> int:
+    """Exact peak of live tensor bytes over one more (untimed) pass of the learning phases."""
+    batch = copy.deepcopy(batch)
+    with LiveTensorMeter(*_state(trainer)) as meter:
+        trainer.learn(batch, PhaseTimer(), MemoryMeter(torch.device("cpu")))
+    return meter.peak
 
 
 def our_grpo_step(args: argparse.Namespace, prompt: str, rewards: list[float]) -> float:
     """Median seconds of one GRPO iteration at TRL's work: generate 8 × 32 tokens for one prompt, learn."""
     from agents.generation.base import GenerationParams
 
-    trainer = Trainer(_config(args, "grpo", kl_coef=0.0, micro_batch_size=8), policy=_policy(args).to(args.device))
+    trainer = _trainer(args, "grpo", _policy(args).to(args.device), kl_coef=0.0, micro_batch_size=8)
     ids = trainer.policy.encode_prompts([prompt]).token_ids * 8
     params = GenerationParams(max_new_tokens=32, temperature=1.0)
     times = []
@@ -133,31 +172,42 @@ def _print_table(results: dict[str, dict[str, float]]) -> None:
     print(head + "\n" + "-" * len(head))
     for key in [*PHASES, "update", "iteration"]:
         print(f"{key:<16}" + "".join(f"{results[a][f'time/{key}']:>10.3f}" for a in ALGOS))
-    print(f"{'peak MiB':<16}" + "".join(f"{results[a]['peak_bytes'] / 2**20:>10.1f}" for a in ALGOS))
+    for key, name in (("peak_bytes", "peak MiB"), ("state_bytes", "  states MiB"), ("estimate_bytes", "  estimate MiB")):
+        print(f"{name:<16}" + "".join(f"{results[a][key] / 2**20:>10.1f}" for a in ALGOS))
 
 
 def _ratio(name: str, value: float, target: float) -> str:
     return f"{name:<34}{value:>8.3f}   target ≤ {target:<5} {'ok' if value <= target else 'MISSED'}"
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", nargs="+", choices=list(SIZES), default=["tiny"], help="one table per size (see above)")
     parser.add_argument("--env", default="sapo/Vault-v0")
     parser.add_argument("--episodes", type=int, default=16, help="episodes in the shared rollout (2 groups of 8)")
     parser.add_argument("--history", type=int, default=2)
     parser.add_argument("--max-response-tokens", type=int, default=32)
-    parser.add_argument("--micro-batch-size", type=int, default=16)
     parser.add_argument("--kl-coef", type=float, default=0.01)
-    parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--reference-dtype", default="bfloat16", choices=["float32", "bfloat16"])
+    parser.add_argument("--hidden", type=int, help="overrides the size's hidden width")
+    parser.add_argument("--layers", type=int, help="overrides the size's layer count")
+    parser.add_argument("--micro-batch-size", type=int, help="overrides the size's micro-batch")
+    parser.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=None,
+                        help="overrides the size's setting (actor and PPO critic alike)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--trl-steps", type=int, default=8)
-    parser.add_argument("--no-trl", action="store_true")
-    args = parser.parse_args()
+    parser.add_argument("--no-trl", action="store_true", help="skip the TRL anchor (it runs at the tiny size only)")
+    return parser
+
+
+def run_size(args: argparse.Namespace, size: str) -> None:
+    """One table: the size's preset, overridden by explicit flags."""
+    args = argparse.Namespace(**{**vars(args), **{k: v for k, v in SIZES[size].items() if getattr(args, k) is None}})
     torch.manual_seed(0)
-    print(f"model: tiny Qwen2 hidden {args.hidden}, {args.layers} layers; env {args.env}; device {args.device}; "
-          f"torch threads {torch.get_num_threads()}")
+    print(f"\n== size {size}: tiny Qwen2 hidden {args.hidden}, {args.layers} layers; micro-batch {args.micro_batch_size}; "
+          f"gradient checkpointing {args.gradient_checkpointing}; reference {args.reference_dtype}; env {args.env}; "
+          f"device {args.device}; torch threads {torch.get_num_threads()}")
     results = phase_table(args)
     _print_table(results)
     s, p, g = results["sapo"], results["ppo"], results["grpo"]
@@ -166,7 +216,8 @@ def main() -> None:
                  / (p["time/iteration"] - p["time/generation"] - p["time/reward"]), 0.60))
     print(_ratio("SAPO/GRPO update time", s["time/update"] / g["time/update"], 1.03))
     print(_ratio("SAPO/PPO peak training memory", s["peak_bytes"] / p["peak_bytes"], 0.55))
-    if not args.no_trl:
+    print(f"{'SAPO/PPO model states only':<34}{s['state_bytes'] / p['state_bytes']:>8.3f}")
+    if size == "tiny" and not args.no_trl:
         from sapo_gym.prompts import PLAIN_PROMPT
 
         prompt = PLAIN_PROMPT.first.format(task_description="open the vault by pressing its 2 buttons in order",
@@ -177,6 +228,12 @@ def main() -> None:
         if trl is not None:
             print(f"GRPO step, 8 × 32 tokens: ours {ours:.3f} s, TRL GRPOTrainer {trl:.3f} s")
             print(_ratio("ours/TRL GRPO step", ours / trl, 1.0))
+
+
+def main() -> None:
+    args = _parser().parse_args()
+    for size in args.size:
+        run_size(args, size)
 
 
 if __name__ == "__main__":
