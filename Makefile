@@ -20,8 +20,8 @@ setup:
 	bash scripts/setup.sh
 
 run: setup
-	$(PY) -m sapo_gym.cli evaluate --env sapo/ALFWorld-v0 --agent expert
-	$(PY) -m sapo_gym.cli evaluate --env sapo/ALFWorld-v0 --agent random
+	$(PY) -m sapo_gym.cli evaluate --env sapo/ALFWorld-v0 --data-dir embedded --agent expert
+	$(PY) -m sapo_gym.cli evaluate --env sapo/ALFWorld-v0 --data-dir embedded --agent random
 	$(PY) -m sapo_gym.cli compare
 	cat runs/compare/results.md
 

@@ -90,3 +90,23 @@ def test_lift_verdicts_follow_the_interval():
     assert unclear.verdict == "no detectable change"
     line = lift_over(0.25, [0.5]).line("SAPO", "warm start")
     assert line.startswith("SAPO: RL lifted success over the warm start: 25.0 % → 50.0 % (+25.0 points; one seed")
+
+
+def test_lift_interval_counts_evaluation_noise_by_hand():
+    from trainers.compare.stats import binomial_variance, lift_over
+
+    # Agresti–Coull: 1 / 60 -> (1 + 2) / 64; variance 3/64 * 61/64 / 64
+    assert math.isclose(binomial_variance(1 / 60, 60), (3 / 64) * (61 / 64) / 64)
+    assert binomial_variance(0.0, 60) > 0  # 0 / 60 is not a noiseless 0 %
+    # the measured ALFWorld default: warm start 1 / 60, both GRPO seeds 0 / 60 — identical seeds, but no detectable drop
+    grpo = lift_over(1 / 60, [0.0, 0.0], episodes=60, baseline_episodes=60)
+    assert grpo.verdict == "no detectable change"
+    half = 12.706204736 * math.sqrt(binomial_variance(0.0, 120) + binomial_variance(1 / 60, 60))
+    assert math.isclose(grpo.gain_low, -1 / 60 - half) and math.isclose(grpo.gain_high, -1 / 60 + half)
+    assert lift_over(1 / 60, [0.0, 0.0]).verdict == "lowered"  # seeds alone would have said "lowered"
+    # a large, consistent gain stays detectable once evaluation noise is counted
+    assert lift_over(0.1, [0.8, 0.82, 0.79], episodes=64, baseline_episodes=64).verdict == "lifted"
+    # one seed with counts: evaluation noise only, normal quantile
+    one = lift_over(0.2, [0.5], episodes=100, baseline_episodes=100)
+    half = 1.959963984540054 * math.sqrt(binomial_variance(0.5, 100) + binomial_variance(0.2, 100))
+    assert one.verdict == "lifted" and math.isclose(one.gain_low, 0.3 - half)

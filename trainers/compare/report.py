@@ -8,7 +8,8 @@
   invalid_rate, as :func:`sapo_gym.evaluation.summarize`), ``sft_loss``, ``train_s``, ``bundle``;
 * ``methods.<algo>``: ``seeds``; ``overall`` and ``categories.<category>``, each with ``success`` and
   ``score`` as ``{mean, ci_low, ci_high, values}`` over seeds (95 % Student-t; null with one seed);
-  ``lift`` (``baseline``, ``after``, ``gain``, ``verdict``: lifted / lowered / no detectable change)
+  ``lift`` (``baseline``, ``after``, ``gain``, ``gain_ci_low``/``gain_ci_high`` (seed spread plus the
+  evaluation noise of both sides), ``verdict``: lifted / lowered / no detectable change)
   and ``lift_line`` (the sentence in results.md); ``phase_seconds`` (mean seconds per iteration of
   each of the paper's eight phases, over iterations and seeds); ``iteration_seconds``;
   ``curves`` (``iteration`` and per-seed ``rollout_success`` lists); ``bundles``; ``per_seed`` summaries.
@@ -38,7 +39,9 @@ def _method(algo: str, runs: list[RunResult], start: RunResult, categories: list
     def stat(cat: str, key: str) -> dict[str, Any]:
         return seed_stat([r.summary.get(cat, {}).get(key, 0.0) for r in runs]).to_dict()
 
-    lift = lift_over(start.summary["all"]["success"], [r.summary["all"]["success"] for r in runs])
+    episodes = int(min(r.summary["all"].get("episodes", 0) for r in runs))
+    lift = lift_over(start.summary["all"]["success"], [r.summary["all"]["success"] for r in runs],
+                     episodes=episodes, baseline_episodes=int(start.summary["all"].get("episodes", 0)))
     rows = [row for r in runs for row in r.metrics]
     phases = {p: sum(row.get(f"time/{p}", 0.0) for row in rows) / max(len(rows), 1) for p in PHASES}
     return {

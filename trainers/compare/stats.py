@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["T975", "Lift", "SeedStat", "lift_over", "seed_stat", "t_quantile"]
+__all__ = ["T975", "Lift", "SeedStat", "binomial_variance", "lift_over", "seed_stat", "t_quantile"]
 
 T975 = (12.706204736, 4.302652730, 3.182446305, 2.776445105, 2.570581836, 2.446911851, 2.364624252,
         2.306004135, 2.262157163, 2.228138852, 2.200985160, 2.178812830, 2.160368656, 2.144786688,
@@ -73,6 +73,10 @@ class Lift:
     """Success after RL, over seeds."""
     verdict: str
     """'lifted' (the interval of the gain is above 0), 'lowered' (below 0), or 'no detectable change'."""
+    gain_low: float | None = None
+    """Lower end of the gain's 95 % interval (None: one seed and no episode counts)."""
+    gain_high: float | None = None
+    """Upper end of the gain's 95 % interval."""
 
     @property
     def gain(self) -> float:
@@ -81,32 +85,51 @@ class Lift:
     def line(self, method: str, start: str) -> str:
         """One honest sentence with the numbers."""
         pct = lambda x: f"{100 * x:.1f} %"
-        if self.after.ci_low is None:
+        if self.gain_low is None or self.gain_high is None:
             ci = "one seed, no interval"
         else:
-            ci = f"95 % CI of the gain [{100 * (self.after.ci_low - self.baseline):+.1f}, {100 * (self.after.ci_high - self.baseline):+.1f}] points"
+            ci = f"95 % CI of the gain [{100 * self.gain_low:+.1f}, {100 * self.gain_high:+.1f}] points"
         head = {"lifted": "RL lifted success", "lowered": "RL lowered success",
                 "no detectable change": "RL did not detectably change success"}[self.verdict]
         return (f"{method}: {head} over the {start}: {pct(self.baseline)} → {pct(self.after.mean)} "
                 f"({100 * self.gain:+.1f} points; {ci}; seeds: {', '.join(pct(v) for v in self.after.values)}).")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"baseline": self.baseline, "after": self.after.to_dict(), "gain": self.gain, "verdict": self.verdict}
+        return {"baseline": self.baseline, "after": self.after.to_dict(), "gain": self.gain,
+                "gain_ci_low": self.gain_low, "gain_ci_high": self.gain_high, "verdict": self.verdict}
 
 
-def lift_over(baseline: float, per_seed: Sequence[float]) -> Lift:
+def binomial_variance(rate: float, episodes: int) -> float:
+    """Variance of a success rate measured on ``episodes`` episodes, Agresti–Coull adjusted.
+
+    (x + 2) / (n + 4) keeps the variance positive at 0 % and 100 %, where the plain p(1 − p) / n
+    would claim a measurement without noise.
+    """
+    adjusted = (rate * episodes + 2.0) / (episodes + 4.0)
+    return adjusted * (1.0 - adjusted) / (episodes + 4.0)
+
+
+def lift_over(baseline: float, per_seed: Sequence[float], episodes: int = 0, baseline_episodes: int = 0) -> Lift:
     """Compare per-seed success after RL with the warm start's success.
 
-    With two or more seeds the verdict follows the t-interval of the mean; with one seed only a
-    strict improvement or decline is reported (and the line says there is no interval).
+    The gain's 95 % interval is mean − baseline ± t·√(var_after + var_baseline): var_after is the
+    squared standard error over seeds, but never below the evaluation noise of the seeds' pooled
+    episodes (two seeds with 0 / 60 each do not measure 0 % exactly); var_baseline is the warm start's
+    evaluation noise (``baseline_episodes``). Episode counts of 0 leave the evaluation noise out (the
+    plain t-interval over seeds). With one seed, the interval holds the evaluation noise only (normal
+    quantile); with one seed and no counts only the direction is reported and the line says so.
     """
     after = seed_stat(per_seed)
-    if after.ci_low is None:
-        verdict = "lifted" if after.mean > baseline else "lowered" if after.mean < baseline else "no detectable change"
-    elif after.ci_low > baseline:
-        verdict = "lifted"
-    elif after.ci_high < baseline:
-        verdict = "lowered"
-    else:
-        verdict = "no detectable change"
-    return Lift(baseline, after, verdict)
+    k = len(per_seed)
+    var_after = 0.0 if k == 1 else ((after.ci_high - after.mean) / t_quantile(k - 1)) ** 2  # type: ignore[operator]
+    if episodes:
+        var_after = max(var_after, binomial_variance(after.mean, k * episodes))
+    var_base = binomial_variance(baseline, baseline_episodes) if baseline_episodes else 0.0
+    gain = after.mean - baseline
+    if k == 1 and not (episodes or baseline_episodes):
+        verdict = "lifted" if gain > 0 else "lowered" if gain < 0 else "no detectable change"
+        return Lift(baseline, after, verdict)
+    half = (t_quantile(k - 1) if k > 1 else 1.959963984540054) * math.sqrt(var_after + var_base)
+    low, high = gain - half, gain + half
+    verdict = "lifted" if low > 0 else "lowered" if high < 0 else "no detectable change"
+    return Lift(baseline, after, verdict, low, high)
