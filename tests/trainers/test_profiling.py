@@ -107,3 +107,13 @@ def test_checkpointed_critic_gives_the_same_gradients_with_fewer_live_bytes():
     for a, b in zip(g0, g1):
         torch.testing.assert_close(b, a)
     assert extra1 < 0.6 * extra0
+
+
+def test_bfloat16_reference_survives_a_checkpoint(make_trainer):
+    saved = make_trainer("sapo", reference_dtype="bfloat16")
+    saved.start_reinforcement()
+    path = saved.save()
+    loaded = make_trainer("sapo", reference_dtype="bfloat16")
+    loaded.load(path)
+    for a, b in zip(saved.reference.state_dict().values(), loaded.reference.state_dict().values()):
+        assert b.dtype == torch.bfloat16 and torch.equal(a, b)
