@@ -21,6 +21,7 @@ setup:
 
 run: setup
 	$(PY) -m sapo_gym.cli evaluate --env sapo/ALFWorld-v0 --data-dir embedded --agent expert
+	$(PY) -m sapo_gym.cli evaluate --env sapo/ALFWorld-v0 --data-dir embedded --agent search
 	$(PY) -m sapo_gym.cli evaluate --env sapo/ALFWorld-v0 --data-dir embedded --agent random
 	$(PY) -m sapo_gym.cli compare
 	cat runs/compare/results.md

@@ -1,4 +1,5 @@
-"""Baseline agents: the expert (ceiling) and the random-admissible agent (floor)."""
+"""Baseline agents: the expert (ceiling), the random-admissible agent (floor), and ALFWorld's
+observation-only search policy (a strong heuristic that uses no privileged state)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 
 from agents.base import format_action
 
-__all__ = ["ExpertAgent", "RandomAgent"]
+__all__ = ["ExpertAgent", "RandomAgent", "SearchAgent"]
 
 
 class ExpertAgent:
@@ -51,4 +52,41 @@ class RandomAgent:
         for info in infos:
             actions = [a for a in info["admissible_actions"] if a != "help"] or ["look"]
             out.append(format_action(actions[int(self._rng.integers(len(actions)))], "random choice"))
+        return out
+
+
+class SearchAgent:
+    """ALFWorld's observation-only search policy (:class:`sapo_gym.alfworld.search.SearchExpert`) as an agent.
+
+    It reads what any agent may read: the raw observation, the admissible commands and the task's
+    goal (``info["alfworld_task_type"]`` / ``info["pddl_params"]``, which the task sentence states).
+    One memory per episode, keyed by ``info["task_id"]`` and started at step 0, so the envs acting
+    together must play distinct tasks (as :func:`sapo_gym.evaluation.evaluate` batches them);
+    GRPO-style groups of one task are refused with an error.
+    """
+
+    name = "search"
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+        self._memory: dict[str, Any] = {}
+
+    def reset(self, num_envs: int) -> None:
+        self._memory = {}
+
+    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]]) -> list[str]:
+        from sapo_gym.alfworld.search import SearchExpert, SearchGoal
+
+        keys = [str(info.get("task_id")) for info in infos]
+        if len(set(keys)) < len(keys):
+            raise ValueError("SearchAgent keeps one memory per task: the envs acting together must play distinct tasks")
+        out = []
+        for key, info in zip(keys, infos):
+            if "pddl_params" not in info:
+                raise ValueError("SearchAgent plays ALFWorld only (the info has no pddl_params)")
+            if info.get("step", 0) == 0 or key not in self._memory:
+                self._memory[key] = SearchExpert(SearchGoal.from_task(info["alfworld_task_type"], info["pddl_params"]))
+            expert = self._memory[key]
+            expert.observe(info["raw_observation"])
+            out.append(format_action(expert.action(info["admissible_actions"]) or "look", "searching the room"))
         return out

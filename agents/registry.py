@@ -1,6 +1,6 @@
 """Agent specs as the CLI and the leaderboard take them.
 
-``expert`` · ``random`` · ``module:Class`` (constructed with no arguments, or ``seed=``) ·
+``expert`` · ``random`` · ``search`` (ALFWorld's observation-only search policy) · ``module:Class`` (constructed with no arguments, or ``seed=``) ·
 other forms (an HF model path, ``openai:URL#MODEL``, ``smollm2``; see :mod:`agents.loaders`) are resolved by the loaders registered in
 ``LOADERS``, tried in order; each returns None when the spec is not its kind.
 """
@@ -11,14 +11,14 @@ import importlib
 import inspect
 from typing import Any, Callable
 
-from agents.baselines import ExpertAgent, RandomAgent
+from agents.baselines import ExpertAgent, RandomAgent, SearchAgent
 from agents.loaders import load_bundled, load_hf, load_openai
 
 __all__ = ["load_agent", "LOADERS"]
 
 
 def _builtin(spec: str, seed: int) -> Any:
-    return {"expert": ExpertAgent, "random": RandomAgent}.get(spec, lambda seed: None)(seed=seed)
+    return {"expert": ExpertAgent, "random": RandomAgent, "search": SearchAgent}.get(spec, lambda seed: None)(seed=seed)
 
 
 def _import_path(spec: str, seed: int) -> Any:
@@ -41,4 +41,4 @@ def load_agent(spec: str, seed: int = 0) -> Any:
         agent = loader(spec, seed)
         if agent is not None:
             return agent
-    raise ValueError(f"unknown agent spec {spec!r}; use 'expert', 'random', 'module:Class', an HF model path, or openai:URL#MODEL")
+    raise ValueError(f"unknown agent spec {spec!r}; use 'expert', 'random', 'search', 'module:Class', an HF model path, or openai:URL#MODEL")

@@ -14,7 +14,7 @@ import sys
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="evaluate an agent on every task of a split")
-    p.add_argument("--agent", default="expert", help="expert | random | module:Class | HF model path | openai:URL#MODEL")
+    p.add_argument("--agent", default="expert", help="expert | random | search (ALFWorld, observation-only) | module:Class | HF model path | openai:URL#MODEL")
     p.add_argument("--env", default="sapo/ALFWorld-v0", help="registered env id")
     p.add_argument("--split", default=None, help="split name (env-specific; default: the env's evaluation split)")
     p.add_argument("--seeds", default="0", help="comma-separated seeds, one pass over the split each")

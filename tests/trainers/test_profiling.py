@@ -117,3 +117,16 @@ def test_bfloat16_reference_survives_a_checkpoint(make_trainer):
     loaded.load(path)
     for a, b in zip(saved.reference.state_dict().values(), loaded.reference.state_dict().values()):
         assert b.dtype == torch.bfloat16 and torch.equal(a, b)
+
+
+def test_ppo_critic_checkpoints_when_the_config_asks():
+    """``--gradient-checkpointing`` reaches PPO's critic on the single-process path too."""
+    from agents.policy import PolicyModel
+    from trainers.config import TrainConfig
+    from trainers.methods.ppo import PPO
+
+    policy = PolicyModel.tiny(seed=0)
+    on = PPO(TrainConfig(algo="ppo", env="sapo/Vault-v0", gradient_checkpointing=True), policy).critic.backbone
+    off = PPO(TrainConfig(algo="ppo", env="sapo/Vault-v0"), policy).critic.backbone
+    flag = "is_activation_checkpointing" if hasattr(on, "is_activation_checkpointing") else "is_gradient_checkpointing"
+    assert getattr(on, flag) and not getattr(off, flag)

@@ -29,6 +29,8 @@ class PPO(Method):
         from agents.critic import CriticModel
 
         self.critic = CriticModel.from_policy(policy, value_scale=cfg.r_max, seed=cfg.seed).to(policy.device)
+        if cfg.gradient_checkpointing:  # as the strategy does for the actor (DeepSpeed also does it when preparing the critic)
+            self.critic.activation_checkpointing_enable()
         params = [p for p in self.critic.parameters() if p.requires_grad]
         self.critic_optimizer = torch.optim.AdamW(params, lr=cfg.critic_lr, weight_decay=cfg.weight_decay)
 
