@@ -61,7 +61,7 @@ def _config(args: argparse.Namespace, algo: str, **overrides: Any) -> TrainConfi
     fields = dict(algo=algo, env=args.env, prompt="plain", history_length=args.history, device=args.device,
                   episodes_per_iteration=args.episodes, group_size=8, max_response_tokens=args.max_response_tokens,
                   micro_batch_size=args.micro_batch_size, kl_coef=args.kl_coef, reference_dtype=args.reference_dtype,
-                  gradient_checkpointing=args.gradient_checkpointing, progress=False, out_dir="/tmp/sapo-bench")
+                  gradient_checkpointing=args.gradient_checkpointing, bf16=args.bf16, progress=False, out_dir="/tmp/sapo-bench")
     return TrainConfig(**{**fields, **overrides})
 
 
@@ -194,6 +194,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--micro-batch-size", type=int, help="overrides the size's micro-batch")
     parser.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=None,
                         help="overrides the size's setting (actor and PPO critic alike)")
+    parser.add_argument("--bf16", action="store_true",
+                        help="bf16 autocast for every method's forward passes, sampling and critic included (the paper's precision)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--trl-steps", type=int, default=8)

@@ -94,7 +94,8 @@ class TrainConfig:
     micro_batch_size: int = 8
     """Turns per forward/backward (gradient accumulation inside a minibatch; bounds memory)."""
     bf16: bool = False
-    """bfloat16 autocast for the policy's forward passes, float32 weights (trainers.strategy.TorchStrategy)."""
+    """bfloat16 autocast for every forward pass — sampling, old log-probs, reference, PPO's critic, updates —
+    over float32 weights (trainers.strategy.TorchStrategy; DeepSpeed: its bf16 mode)."""
     gradient_checkpointing: bool = False
     """Recompute the policy's activations in the backward pass: less memory, more time."""
     reference_dtype: str = "float32"

@@ -155,7 +155,7 @@ class Trainer:
 
     def collect_batch(self, timer: PhaseTimer) -> tuple[Rollout, Experience]:
         """Phases *generation* and *reward*: one episode per env, as a padded batch of turns."""
-        with torch.no_grad():
+        with torch.no_grad(), self.strategy.autocast():  # --bf16 samples in bf16 too, as verl's rollouts do
             rollout = collect(self.vec, self.agent.act_detailed, episode=self.iteration, seed=self.cfg.seed)
         rollout = gather_rollout(self.strategy, rollout)  # every rank: the whole iteration's turns
         timer.add("generation", rollout.generation_s)
@@ -168,11 +168,11 @@ class Trainer:
             exp = self.method.old_forward(exp)
         with timer("reference"), self.strategy.autocast():
             exp.ref_log_probs = self._reference_log_probs(exp)
-        with timer("value"):
+        with timer("value"), self.strategy.autocast():  # PPO's critic runs at the actor's precision
             exp = self.method.compute_values(exp)
         with timer("advantage"):
             exp = self.method.compute_advantages(exp)
-        with timer("critic_update"):
+        with timer("critic_update"), self.strategy.autocast():
             if self.critic is not None:
                 critic_stats = critic_update(self.strategy, self.critic, exp, self.cfg, self.shuffle, memory)
             else:
