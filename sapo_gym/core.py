@@ -101,6 +101,15 @@ class TextEnv(gym.Env[str, str]):
         """Execute a parsed action (already known admissible or not) and report the turn."""
         raise NotImplementedError
 
+    def is_admissible(self, action: str) -> bool:
+        """Whether the backend would execute ``action`` in the current state (``is_action_admissible``).
+
+        Default: membership in the current turn's ``admissible_actions``. Backends whose listed
+        actions are templates (WebShop shows ``search[<your query>]`` but takes any query) override it.
+        """
+        assert self._turn is not None
+        return action in self._turn.admissible_actions
+
     def expert_action(self) -> str | None:
         """A privileged oracle's next action, or None when the backend has none."""
         return None
@@ -167,7 +176,7 @@ class TextEnv(gym.Env[str, str]):
         if self._turn is None:
             raise RuntimeError("call reset() before step()")
         parsed = parse_action(action if isinstance(action, str) else str(action), self.fallback_chars)
-        admissible = parsed.action in self._turn.admissible_actions
+        admissible = self.is_admissible(parsed.action)
         valid, reason = parsed.valid, parsed.reason
         if self.protocol.inadmissible_is_invalid and valid and not admissible:
             valid, reason = False, "inadmissible"

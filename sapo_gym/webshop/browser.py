@@ -11,7 +11,6 @@ The oracle (``expert_action``) reads the served session, which lives in this pro
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import tempfile
@@ -23,7 +22,7 @@ from typing import Any
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from sapo_gym.core import TaskInfo, Turn
-from sapo_gym.webshop.env import WebShopActions, WebShopEnv
+from sapo_gym.webshop.env import WebShopEnv
 from sapo_gym.webshop.shop import accepts, agent_observation, available_actions, parse_shop_action, simple_observation
 
 __all__ = ["WebShopBrowserEnv", "DomPage", "chrome_options"]
@@ -159,8 +158,7 @@ class WebShopBrowserEnv(WebShopEnv):
         assert self.session is not None
         instruction = self.session.goal.instruction_text
         extra: dict[str, Any] = {"simple_observation": simple_observation(dom.texts)}
-        actions = WebShopActions(available_actions(dom.has_search_bar, dom.clickables),
-                                 functools.partial(_dom_accepts, dom))
+        actions = available_actions(dom.has_search_bar, dom.clickables)
         obs = agent_observation(dom.texts, instruction)
         if dom.kind != "done" or dom.score is None:
             return Turn(obs, actions, extra=extra)
@@ -178,6 +176,11 @@ class WebShopBrowserEnv(WebShopEnv):
         info = TaskInfo(task=goal.instruction_text, task_id=self._ids[index], task_type=goal.category,
                         dataset=self._dataset_name())
         return info, self._turn_of_dom()
+
+    def is_admissible(self, action: str) -> bool:
+        """What the page in the browser takes (read from its DOM, not from the server's session)."""
+        assert self._dom is not None and self._turn is not None
+        return action in self._turn.admissible_actions or _dom_accepts(self._dom, action)
 
     def _backend_step(self, action: str) -> Turn:
         from selenium.webdriver.common.by import By

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from sapo_gym.core import TaskInfo, TextEnv, Turn
 from sapo_gym.webshop.catalog import SPLITS, Catalog, Goal
@@ -26,25 +26,9 @@ from sapo_gym.webshop.dataset import load_catalog
 from sapo_gym.webshop.search import shared_index
 from sapo_gym.webshop.shop import Page, ShopSession
 
-__all__ = ["WebShopEnv", "WebShopActions", "REWARD_VERSION"]
+__all__ = ["WebShopEnv", "REWARD_VERSION"]
 
 REWARD_VERSION = "webshop-goal-v1+offline-nouns-v1"
-
-
-class WebShopActions(list):
-    """The admissible actions of a page; membership also accepts any query the page's search box takes.
-
-    The list shows ``search[<your query>]`` (verl-agent's rendering); ``"search[red shoes]" in
-    actions`` is True on a page with a search box, so the base env's admissibility test and the
-    strict protocol treat real searches as admissible.
-    """
-
-    def __init__(self, actions: list[str], admits: Callable[[str], bool]):
-        super().__init__(actions)
-        self._admits = admits
-
-    def __contains__(self, action: object) -> bool:
-        return list.__contains__(self, action) or (isinstance(action, str) and self._admits(action))
 
 
 class WebShopEnv(TextEnv):
@@ -118,7 +102,7 @@ class WebShopEnv(TextEnv):
     def _turn_of(self, page: Page) -> Turn:
         assert self.session is not None
         extra: dict[str, Any] = {"simple_observation": page.simple_observation()}
-        actions = WebShopActions(page.available_actions(), self.session.admissible)
+        actions = page.available_actions()
         if self.session.outcome is None:
             return Turn(page.agent_observation(), actions, extra=extra)
         score = self.session.outcome.total
@@ -126,6 +110,11 @@ class WebShopEnv(TextEnv):
         extra["reward_breakdown"] = dataclasses.asdict(self.session.outcome)
         return Turn(page.agent_observation(), actions, won=won, lost=not won, score=score,
                     reward=self.success_reward if won else 0.0, extra=extra)
+
+    def is_admissible(self, action: str) -> bool:
+        """The listed actions, and any query the page's search box takes (the list shows ``search[<your query>]``)."""
+        assert self.session is not None
+        return super().is_admissible(action) or self.session.admissible(action)
 
     def expert_action(self) -> str | None:
         return self.session.oracle_action() if self.session is not None else None
