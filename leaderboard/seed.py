@@ -1,4 +1,5 @@
-"""Seed a leaderboard with the expert (ceiling) and random (floor) baselines on every hosted board."""
+"""Seed a leaderboard with the built-in baselines on every hosted board: the expert (ceiling), the
+random-admissible agent (floor) and, on ALFWorld boards, the observation-only search policy."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from leaderboard.boards import Board, BoardRegistry
 from leaderboard.bundle import AgentInfo, build_bundle, parse_bundle
 from leaderboard.checks import admit
 
-__all__ = ["BASELINES", "baseline_bundle", "seed_store"]
+__all__ = ["BASELINES", "BASELINE_ENVS", "baseline_bundle", "seed_store"]
 
 BASELINES: dict[str, AgentInfo] = {
     "expert": AgentInfo(name="expert (oracle)", algorithm="privileged oracle",
@@ -18,7 +19,13 @@ BASELINES: dict[str, AgentInfo] = {
     "random": AgentInfo(name="random (admissible)", algorithm="uniform random",
                         training_budget="none", description="Uniformly random admissible action each turn: the floor.",
                         spec="random"),
+    "search": AgentInfo(name="search (observation-only)", algorithm="hand-coded search",
+                        training_budget="none", description="Sweeps the receptacles, takes the goal object where it sees it, "
+                        "then does the task; reads only observations, admissible commands and the goal (sapo_gym/alfworld/search.py).",
+                        spec="search"),
 }
+BASELINE_ENVS: dict[str, frozenset[str]] = {"search": frozenset({"sapo/ALFWorld-v0"})}
+"""Baselines that play only some envs (the others play every env); seeding skips the rest."""
 
 
 def baseline_bundle(board: Board, spec: str, seeds: Iterable[int] = (0,), progress: bool = False) -> dict[str, Any]:
@@ -33,11 +40,14 @@ def baseline_bundle(board: Board, spec: str, seeds: Iterable[int] = (0,), progre
     return parse_bundle(json.dumps(bundle, allow_nan=False))
 
 
-def seed_store(store: Any, boards: BoardRegistry, specs: Iterable[str] = ("expert", "random"), progress: bool = False) -> list[int]:
-    """Add one submission per (board, baseline) through the same checks as the API; their ids."""
+def seed_store(store: Any, boards: BoardRegistry, specs: Iterable[str] = ("expert", "random", "search"),
+               progress: bool = False) -> list[int]:
+    """Add one submission per (board, baseline that plays its env) through the same checks as the API; their ids."""
     ids = []
     for board in boards:
         for spec in specs:
+            if spec in BASELINE_ENVS and board.env_id not in BASELINE_ENVS[spec]:
+                continue
             bundle = baseline_bundle(board, spec, progress=progress)
             admit(bundle, boards)
             ids.append(store.add(bundle, board, submitter="sapo-gym baselines", token_id=None).id)

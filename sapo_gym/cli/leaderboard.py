@@ -35,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.set_defaults(func=_token)
 
     d = cmds.add_parser("seed", help="add the expert and random baselines to every board")
-    d.add_argument("--agents", default="expert,random", help="comma-separated built-in agents")
+    d.add_argument("--agents", default="expert,random,search",
+                   help="comma-separated built-in agents (search plays ALFWorld boards only)")
     d.add_argument("--verify", action="store_true", help="replay-verify them right away")
     d.set_defaults(func=_seed)
 
@@ -78,7 +79,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"board {key} unavailable: {why}", flush=True)
     if args.seed and app.extensions["sapo_gym"]["store"].counts()["submissions"] == 0:
         # in the background: the pages are up at once and the baselines appear as they are evaluated
-        seed_args = argparse.Namespace(**{**vars(args), "agents": "expert,random", "verify": False})
+        seed_args = argparse.Namespace(**{**vars(args), "agents": "expert,random,search", "verify": False})
         threading.Thread(target=_seed, args=(seed_args,), name="sapo-gym-seed", daemon=True).start()
     print(f"sapo-gym leaderboard on http://{args.host}:{args.port}/ (database {args.db})", flush=True)
     run_simple(args.host, args.port, app, threaded=True)

@@ -57,3 +57,26 @@ def test_alfworld_episodes_replay() -> None:
     bundle["episodes"][1]["turns"][0]["output"] = "<think>x</think><action>inventory</action>"
     result = replay_bundle(bundle)
     assert not result.verified and result.message.startswith("episode 1 ")
+
+
+def test_search_baseline_is_seeded_on_alfworld_boards_only(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The whole held-out split through the API's checks; Vault boards get no search entry."""
+    from leaderboard.seed import BASELINE_ENVS, seed_store
+
+    registry, board = _board("sapo/ALFWorld-v0:eval_out_of_distribution")
+    bundle = baseline_bundle(board, "search")
+    assert admit(bundle, registry) is board
+    assert bundle["aggregates"]["all"]["success"] > 0.9 and bundle["agent"]["name"] == "search (observation-only)"
+
+    class Store:  # records what seeding adds (the store's own tests cover storage)
+        def __init__(self) -> None:
+            self.added: list[tuple[str, str]] = []
+
+        def add(self, bundle, board, submitter, token_id):  # type: ignore[no-untyped-def]
+            self.added.append((board.key, bundle["agent"]["name"]))
+            return type("Row", (), {"id": len(self.added)})()
+
+    store = Store()
+    seed_store(store, BoardRegistry(["sapo/Vault-v0:test"]), specs=("random", "search"))
+    assert store.added == [("sapo/Vault-v0:test", "random (admissible)")]
+    assert BASELINE_ENVS["search"] == {"sapo/ALFWorld-v0"}
