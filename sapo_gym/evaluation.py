@@ -92,12 +92,21 @@ def evaluate(
     batch_size: int = 8,
     env_kwargs: dict[str, Any] | None = None,
     progress: bool = True,
+    envs: Sequence[gym.Env] | None = None,
 ) -> list[EpisodeRecord]:
-    """Run ``agent`` once per (seed, task) on every task of ``split`` (or the given ``task_ids``)."""
-    kwargs = dict(env_kwargs or {})
-    if split is not None:
-        kwargs["split"] = split
-    envs = [gym.make(env_id, **kwargs) for _ in range(max(1, batch_size))]
+    """Run ``agent`` once per (seed, task) on every task of ``split`` (or the given ``task_ids``).
+
+    ``envs``: already built envs of ``env_id`` to step together (the caller keeps and closes them;
+    ``split``, ``batch_size`` and ``env_kwargs`` are then unused); by default ``batch_size`` envs are
+    built here and closed at the end.
+    """
+    owned = envs is None
+    if envs is None:
+        kwargs = dict(env_kwargs or {})
+        if split is not None:
+            kwargs["split"] = split
+        envs = [gym.make(env_id, **kwargs) for _ in range(max(1, batch_size))]
+    envs = list(envs)
     ids = list(task_ids) if task_ids is not None else list(envs[0].unwrapped.task_ids)
     seeds = list(seeds)
     bar = None
@@ -115,7 +124,7 @@ def evaluate(
                 chunk = ids[start : start + len(envs)]
                 records += _run_batch(agent, envs[: len(chunk)], chunk, seed, bar)
     finally:
-        for env in envs:
+        for env in envs if owned else ():
             env.close()
         if bar is not None:
             bar.close()

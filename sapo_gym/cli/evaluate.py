@@ -51,16 +51,19 @@ def run(args: argparse.Namespace) -> int:
         if entry is not None and entry.eval_splits:
             env_kwargs["split"] = entry.eval_splits[0]
     seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
-    probe = gym.make(args.env, **env_kwargs)
-    ids = list(probe.unwrapped.task_ids)
-    split = probe.unwrapped.split
-    spec_fields, spec_hash = probe.unwrapped.spec_fields(), probe.unwrapped.spec_hash()
+    envs = [gym.make(args.env, **env_kwargs) for _ in range(max(1, args.batch_size))]
+    probe = envs[0].unwrapped  # the batch's first env tells the split, its tasks and the spec (nothing loads twice)
+    ids = list(probe.task_ids)
+    split, spec_fields, spec_hash = probe.split, probe.spec_fields(), probe.spec_hash()
     dataset = spec_fields["dataset"]
-    probe.close()
     if args.limit:
         ids = ids[: args.limit]
-    agent = load_agent(args.agent, seed=seeds[0] if seeds else 0)
-    records = evaluate(agent, args.env, task_ids=ids, seeds=seeds, batch_size=args.batch_size, env_kwargs=env_kwargs)
+    try:
+        agent = load_agent(args.agent, seed=seeds[0] if seeds else 0)
+        records = evaluate(agent, args.env, task_ids=ids, seeds=seeds, envs=envs)
+    finally:
+        for env in envs:
+            env.close()
     summary = summarize(records)
     print(format_table(summary, title=f"{args.env} · split={split} · dataset={dataset} · agent={args.agent} · seeds={seeds}"))
     if args.json_out:

@@ -36,3 +36,15 @@ def test_agent_specs() -> None:
         load_agent("no-such-agent")
     with pytest.raises(ValueError, match="cannot load agent"):
         load_agent("no_such_module:Agent")
+
+
+def test_given_envs_are_used_and_left_open() -> None:
+    import gymnasium as gym
+
+    envs = [gym.make("sapo/Vault-v0", split="test") for _ in range(3)]
+    given = evaluate(RandomAgent(seed=1), "sapo/Vault-v0", seeds=(0,), envs=envs, progress=False)
+    built = evaluate(RandomAgent(seed=1), "sapo/Vault-v0", split="test", seeds=(0,), batch_size=3, progress=False)
+    assert [r.to_dict() for r in given] == [r.to_dict() for r in built]
+    envs[0].reset(seed=0)  # still usable: the caller owns them
+    for env in envs:
+        env.close()
