@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = parse_args(argv)
     start = time.perf_counter()
     valid = sorted(glob.glob(os.path.join(cfg.data, "json_2.1.1", "valid_*", "*", "*", "game.tw-pddl")))[: cfg.valid_games]
-    report = [f"# ALFWorld compiled-engine fuzz report", "", f"Config: `{cfg}`; versions: {engine_versions()}", ""]
+    report = ["# ALFWorld compiled-engine fuzz report", "", f"Config: `{cfg}`; versions: {engine_versions()}", ""]
     with instrumented_reference() as hits, tempfile.TemporaryDirectory() as tmp:
         report += check_golden(cfg) + [""]
         hits.clear()  # coverage counts the fuzzing only

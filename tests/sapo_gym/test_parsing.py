@@ -15,7 +15,7 @@ CASES = [
     (f"{T}<action>go to desk 1</action>", 30, "go to desk 1", True, "ok"),
     (f"{T}<action>  Go To Desk 1 \n</action>", 30, "go to desk 1", True, "ok"),  # lower-cased, stripped
     (f"{T}<ACTION>open drawer 2</ACTION>", 30, "open drawer 2", True, "ok"),  # tags matched after lower-casing
-    (f"<THINK>x</THINK><action>look</action>", 30, "look", False, "missing_think_tags"),  # think is case-sensitive
+    ("<THINK>x</THINK><action>look</action>", 30, "look", False, "missing_think_tags"),  # think is case-sensitive
     ("<action>look</action>", 30, "look", False, "missing_think_tags"),
     (f"{T}<think>", 30, "<think>ok</think><think>"[-30:], False, "missing_action_tags"),
     (f"{T}go to the fridge 1 because it is cold", 30, f"{T}go to the fridge 1 because it is cold".lower()[-30:], False, "missing_action_tags"),
@@ -26,7 +26,7 @@ CASES = [
     (f"{T}<action></action>", 30, "", True, "ok"),
     (f"{T}<action>   </action>", 30, "", True, "ok"),
     (f"{T}<action>look</action>思考", 30, "look", False, "cjk_characters"),
-    (f"<think>我想</think><action>look</action>", 30, "look", False, "cjk_characters"),
+    ("<think>我想</think><action>look</action>", 30, "look", False, "cjk_characters"),
     (f"{T}<action>look</action>こんにちは", 30, "look", True, "ok"),  # kana are outside U+4E00–U+9FFF
     ("", 30, "", False, "missing_action_tags"),
     ("<action>", 30, "<action>", False, "missing_action_tags"),
