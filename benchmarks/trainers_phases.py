@@ -58,7 +58,8 @@ def _policy(args: argparse.Namespace) -> Any:
 
 
 def _config(args: argparse.Namespace, algo: str, **overrides: Any) -> TrainConfig:
-    fields = dict(algo=algo, env=args.env, prompt="plain", history_length=args.history, device=args.device,
+    fields = dict(algo=algo, env=args.env, env_arg=list(args.env_arg), prompt=args.prompt, history_length=args.history,
+                  device=args.device,
                   episodes_per_iteration=args.episodes, group_size=8, max_response_tokens=args.max_response_tokens,
                   micro_batch_size=args.micro_batch_size, kl_coef=args.kl_coef, reference_dtype=args.reference_dtype,
                   gradient_checkpointing=args.gradient_checkpointing, bf16=args.bf16, progress=False, out_dir="/tmp/sapo-bench")
@@ -185,6 +186,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--size", nargs="+", choices=list(SIZES), default=["tiny"], help="one table per size (see above)")
     parser.add_argument("--env", default="sapo/Vault-v0")
     parser.add_argument("--episodes", type=int, default=16, help="episodes in the shared rollout (2 groups of 8)")
+    parser.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="env keyword argument (repeatable), e.g. data_dir=embedded or max_episode_steps=4")
+    parser.add_argument("--prompt", choices=("plain", "default"), default="plain",
+                        help="'default' is the env's paper prompt (long on ALFWorld: the admissible list and history)")
     parser.add_argument("--history", type=int, default=2)
     parser.add_argument("--max-response-tokens", type=int, default=32)
     parser.add_argument("--kl-coef", type=float, default=0.01)
@@ -208,7 +213,8 @@ def run_size(args: argparse.Namespace, size: str) -> None:
     args = argparse.Namespace(**{**vars(args), **{k: v for k, v in SIZES[size].items() if getattr(args, k) is None}})
     torch.manual_seed(0)
     print(f"\n== size {size}: tiny Qwen2 hidden {args.hidden}, {args.layers} layers; micro-batch {args.micro_batch_size}; "
-          f"gradient checkpointing {args.gradient_checkpointing}; reference {args.reference_dtype}; env {args.env}; "
+          f"gradient checkpointing {args.gradient_checkpointing}; reference {args.reference_dtype}; env {args.env} {args.env_arg}; "
+          f"prompt {args.prompt}, history {args.history}; "
           f"device {args.device}; torch threads {torch.get_num_threads()}")
     results = phase_table(args)
     _print_table(results)
