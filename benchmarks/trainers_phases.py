@@ -67,11 +67,8 @@ def _config(args: argparse.Namespace, algo: str, **overrides: Any) -> TrainConfi
 
 
 def _trainer(args: argparse.Namespace, algo: str, policy: Any, **overrides: Any) -> Trainer:
-    """A Trainer; under gradient checkpointing PPO's critic is checkpointed too (the strategy only sees the actor)."""
-    trainer = Trainer(_config(args, algo, **overrides), policy=policy)
-    if args.gradient_checkpointing and trainer.method.critic is not None:
-        trainer.method.critic.activation_checkpointing_enable()
-    return trainer
+    """A Trainer (under gradient checkpointing PPO checkpoints its critic too, as the config asks)."""
+    return Trainer(_config(args, algo, **overrides), policy=policy)
 
 
 def _state(trainer: Trainer) -> tuple[Any, ...]:

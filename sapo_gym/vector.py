@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -60,6 +60,7 @@ def make_vec(
     *,
     vectorization: Literal["async", "sync"] = "async",
     schedule_seed: int = 0,
+    members: Sequence[int] | None = None,
     **env_kwargs: Any,
 ) -> gym.vector.VectorEnv:
     """``num_tasks * group_size`` copies of ``env_id``; the members of each group share a task.
@@ -69,16 +70,18 @@ def make_vec(
     Sub-envs auto-reset the step *after* an episode ends (gymnasium's next-step mode).
     ``infos["action_mask"]`` is an object array holding each env's own bool mask.
     ``env_id`` and ``num_tasks`` are positional-only, so an env's own ``num_tasks`` keyword
-    (e.g. Vault's) passes through ``env_kwargs``.
+    (e.g. Vault's) passes through ``env_kwargs``. ``members`` builds only those member indices of the
+    full env (one process's share under data parallelism); each plays the task schedule of its index.
     """
     if num_tasks < 1 or group_size < 1:
         raise ValueError(f"num_tasks and group_size must be >= 1 (got {num_tasks}, {group_size})")
     if vectorization not in ("async", "sync"):
         raise ValueError(f"vectorization must be 'async' or 'sync', got {vectorization!r}")
-    fns = [
-        partial(_make_member, env_id, w, group_size, num_tasks, schedule_seed, env_kwargs)
-        for w in range(num_tasks * group_size)
-    ]
+    total = num_tasks * group_size
+    members = range(total) if members is None else list(members)
+    if any(not 0 <= w < total for w in members):
+        raise ValueError(f"members must lie in [0, {total}), got {list(members)}")
+    fns = [partial(_make_member, env_id, w, group_size, num_tasks, schedule_seed, env_kwargs) for w in members]
     if vectorization == "sync":
         return RaggedSyncVectorEnv(fns)
     return RaggedAsyncVectorEnv(fns, shared_memory=False, context="spawn")

@@ -21,13 +21,12 @@ One iteration on ``N`` ranks does what one process does, split three ways:
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
 from trainers.config import TrainConfig
-from trainers.core_algos import clipped_value_loss
 from trainers.experience import Experience
 from trainers.methods.base import micro_batches
 from trainers.rollout import Rollout
@@ -79,17 +78,16 @@ def mean_stats(stats: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def critic_update(strategy: TrainingStrategy, critic: Trainable, exp: Experience, cfg: TrainConfig,
-                  generator: torch.Generator, track: Any) -> dict[str, float]:
-    """PPO's critic phase through the strategy: the loss of :meth:`trainers.methods.ppo.PPO.critic_update`
-    (``c_V`` · clipped, R_max-normalized value loss), its micro-batches dealt over the ranks."""
+                  loss_fn: Callable[[Experience, torch.Tensor], torch.Tensor], generator: torch.Generator,
+                  track: Any) -> dict[str, float]:
+    """PPO's critic phase through the strategy: ``loss_fn`` (:meth:`trainers.methods.ppo.PPO.critic_loss`)
+    on the critic's values, its micro-batches dealt over the ranks."""
     size, world, stats = math.ceil(len(exp) / cfg.minibatches), strategy.world_size, []
     for epoch in range(cfg.ppo_epochs):
         for m, mb in enumerate(exp.minibatches(size, generator=generator)):
             for j, micro, real in deal(list(micro_batches(mb, cfg.micro_batch_size)), strategy.rank, world):
                 with track.track_activations(), strategy.autocast(), strategy.train_forward(critic):
-                    pred = critic.module.values(micro.input_ids, micro.attention_mask, micro.prompt_lengths)
-                    loss = cfg.value_coef * clipped_value_loss(pred, micro.old_values, micro.value_targets,
-                                                               cfg.value_clip, scale=cfg.r_max)
+                    loss = loss_fn(micro, critic.module.values(micro.input_ids, micro.attention_mask, micro.prompt_lengths))
                     if not bool(torch.isfinite(strategy.all_reduce_mean(loss.detach()))):
                         raise FloatingPointError(f"non-finite critic loss ({float(loss)})")
                     strategy.backward(critic, loss * (len(micro) * world if real else 0) / len(mb))

@@ -104,9 +104,13 @@ class Trainer:
     def _before_prepare(self) -> None:
         """DeepSpeed only: what needs the full weights before ZeRO takes them over (no warm start runs under it)."""
         if self.cfg.kl_coef > 0:
-            self.reference = copy.deepcopy(self.policy.model).to(getattr(torch, self.cfg.reference_dtype)).eval().requires_grad_(False)
+            self.reference = self._frozen_copy()
         if self.cfg.zero_stage == 3 and self.cfg.generator == "hf":
             self.rollout_policy = copy.deepcopy(self.policy)
+
+    def _frozen_copy(self) -> torch.nn.Module:
+        """A frozen copy of the current policy in ``cfg.reference_dtype``: the KL reference."""
+        return copy.deepcopy(self.policy.model).to(getattr(torch, self.cfg.reference_dtype)).eval().requires_grad_(False)
 
     @property
     def is_main(self) -> bool:
@@ -134,7 +138,7 @@ class Trainer:
     def start_reinforcement(self) -> None:
         """Freeze the current policy as the KL reference (after any warm start)."""
         if self.reference is None and self.cfg.kl_coef > 0:
-            self.reference = copy.deepcopy(self.policy.model).to(getattr(torch, self.cfg.reference_dtype)).eval().requires_grad_(False)
+            self.reference = self._frozen_copy()
 
     def step(self) -> dict[str, Any]:
         """One iteration: rollout → old log-probs → reference → values → advantages → updates."""
@@ -174,7 +178,8 @@ class Trainer:
             exp = self.method.compute_advantages(exp)
         with timer("critic_update"), self.strategy.autocast():
             if self.critic is not None:
-                critic_stats = critic_update(self.strategy, self.critic, exp, self.cfg, self.shuffle, memory)
+                critic_stats = critic_update(self.strategy, self.critic, exp, self.cfg, self.method.critic_loss,
+                                             self.shuffle, memory)
             else:
                 critic_stats = self.method.critic_update(exp, self.shuffle, memory)
         with timer("actor_update"):
@@ -322,7 +327,7 @@ class Trainer:
             self.optimizer.load_state_dict(state["optimizer"])
         if state["reference"] is not None:
             if self.reference is None:
-                self.reference = copy.deepcopy(self.policy.model).to(getattr(torch, self.cfg.reference_dtype)).eval().requires_grad_(False)
+                self.reference = self._frozen_copy()
             self.reference.load_state_dict(state["reference"])
         if not path.is_dir():
             self.method.load_state_dict(state["method"])

@@ -73,19 +73,13 @@ def make_train_vec(env_id: str, num_tasks: int, group_size: int, schedule_seed: 
     ``groups`` (one rank's share under data parallelism) keeps only those groups' members; they play
     the tasks, reset seeds and trajectory ids they have in the full env (:func:`worker_ids`)."""
     import sapo_gym  # noqa: F401  (registers the ids)
-    from sapo_gym.vector import RaggedSyncVectorEnv, make_vec
-    from sapo_gym.wrappers import TaskSchedule
+    from sapo_gym.vector import make_vec
 
-    if groups is None:
-        return make_vec(env_id, num_tasks, group_size, vectorization="sync", schedule_seed=schedule_seed, **env_kwargs)
-    workers = [g * group_size + m for g in groups for m in range(group_size)]
-
-    def member(w: int) -> Callable[[], gym.Env]:
-        return lambda: TaskSchedule(gym.make(env_id, **env_kwargs), worker=w, group_size=group_size,
-                                    num_groups=num_tasks, schedule_seed=schedule_seed)
-
-    vec = RaggedSyncVectorEnv([member(w) for w in workers])
-    vec.worker_ids = workers  # type: ignore[attr-defined]
+    workers = None if groups is None else [g * group_size + m for g in groups for m in range(group_size)]
+    vec = make_vec(env_id, num_tasks, group_size, vectorization="sync", schedule_seed=schedule_seed, members=workers,
+                   **env_kwargs)
+    if workers is not None:
+        vec.worker_ids = workers  # type: ignore[attr-defined]
     return vec
 
 

@@ -106,8 +106,7 @@ class SearchExpert:
         """The next command (one of ``admissible``), or None when the goal cannot be pursued from here."""
         if self.holding is not None:
             return self._with_object(admissible)
-        takeable = [a for a in admissible if a.startswith(f"take {self.goal.obj} ")
-                    and re.match(rf"take {re.escape(self.goal.obj)} \d+ from ", a)
+        takeable = [a for a in admissible if re.match(rf"take {re.escape(self.goal.obj)} \d+ from ", a)
                     and a.split(" from ")[0][5:] not in self.placed]
         if takeable:
             return takeable[0]

@@ -96,3 +96,19 @@ def test_envs_with_different_action_counts(vectorization: str) -> None:
         assert differed, "the test needs pages with different numbers of actions"
     finally:
         envs.close()
+
+
+def test_members_build_one_share_of_the_full_env() -> None:
+    """``members`` (a process's share) play exactly the schedules those indices have in the full env."""
+    full = sapo_gym.make_vec("sapo/Vault-v0", 4, group_size=2, vectorization="sync", schedule_seed=3)
+    share = sapo_gym.make_vec("sapo/Vault-v0", 4, group_size=2, vectorization="sync", schedule_seed=3, members=[4, 5])
+    try:
+        assert share.num_envs == 2
+        full_tasks = [full.envs[w].unwrapped.task_ids[full.envs[w].task_index(e)] for w in (4, 5) for e in range(3)]
+        share_tasks = [env.unwrapped.task_ids[env.task_index(e)] for env in share.envs for e in range(3)]
+        assert share_tasks == full_tasks
+        with pytest.raises(ValueError, match="members"):
+            sapo_gym.make_vec("sapo/Vault-v0", 4, group_size=2, vectorization="sync", members=[8])
+    finally:
+        full.close()
+        share.close()

@@ -7,6 +7,7 @@ the normal approximation (which is ~2.2× too narrow at n = 3). Pure functions o
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -121,7 +122,7 @@ def lift_over(baseline: float, per_seed: Sequence[float], episodes: int = 0, bas
     """
     after = seed_stat(per_seed)
     k = len(per_seed)
-    var_after = 0.0 if k == 1 else ((after.ci_high - after.mean) / t_quantile(k - 1)) ** 2  # type: ignore[operator]
+    var_after = 0.0 if k == 1 else statistics.variance(per_seed) / k  # squared standard error of the mean
     if episodes:
         var_after = max(var_after, binomial_variance(after.mean, k * episodes))
     var_base = binomial_variance(baseline, baseline_episodes) if baseline_episodes else 0.0

@@ -42,6 +42,11 @@ class PPO(Method):
         exp.old_values = torch.cat([self._values(mb) for mb in micro_batches(exp, self.cfg.micro_batch_size)]).float()
         return exp
 
+    def critic_loss(self, micro: Experience, values: torch.Tensor) -> torch.Tensor:
+        """``c_V`` · the clipped, R_max-normalized value loss of ``values (B,)`` against the micro-batch's targets."""
+        cfg = self.cfg
+        return cfg.value_coef * clipped_value_loss(values, micro.old_values, micro.value_targets, cfg.value_clip, scale=cfg.r_max)
+
     def critic_update(self, exp: Experience, generator: torch.Generator, track: Any) -> dict[str, float]:
         cfg, losses, norms = self.cfg, [], []
         size = math.ceil(len(exp) / cfg.minibatches)
@@ -50,10 +55,7 @@ class PPO(Method):
                 self.critic_optimizer.zero_grad(set_to_none=True)
                 for micro in micro_batches(mb, cfg.micro_batch_size):
                     with track.track_activations():
-                        pred = self._values(micro)
-                        loss = cfg.value_coef * clipped_value_loss(
-                            pred, micro.old_values, micro.value_targets, cfg.value_clip, scale=cfg.r_max
-                        )
+                        loss = self.critic_loss(micro, self._values(micro))
                         if not bool(torch.isfinite(loss)):
                             raise FloatingPointError(f"non-finite critic loss ({float(loss)})")
                         (loss * len(micro) / len(mb)).backward()
