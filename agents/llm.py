@@ -35,6 +35,8 @@ class AgentTurn:
     """The response hit its token budget before an end-of-turn token."""
     prompt_truncated: bool
     """The prompt was longer than the budget and was cut (see :class:`~agents.policy.PolicyModel`)."""
+    value_logits: tuple[tuple[float, float], tuple[float, float]] | None = None
+    """The sampler's w⁺/w⁻ logits at the last prompt / response token, when asked for (``GenerationParams.value_logits``)."""
 
 
 class LLMAgent:
@@ -86,6 +88,6 @@ class LLMAgent:
         self._calls += 1
         outputs = self.generator.generate(prompts.token_ids, params)
         return [
-            AgentTurn(ids, out.token_ids, out.log_probs, out.text, out.truncated, cut)
+            AgentTurn(ids, out.token_ids, out.log_probs, out.text, out.truncated, cut, out.value_logits)
             for ids, cut, out in zip(prompts.token_ids, prompts.truncated, outputs)
         ]

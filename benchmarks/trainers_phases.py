@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import statistics
 import time
 from typing import Any
@@ -62,6 +63,7 @@ def _config(args: argparse.Namespace, algo: str, **overrides: Any) -> TrainConfi
                   device=args.device,
                   episodes_per_iteration=args.episodes, group_size=8, max_response_tokens=args.max_response_tokens,
                   micro_batch_size=args.micro_batch_size, kl_coef=args.kl_coef, reference_dtype=args.reference_dtype,
+                  old_log_probs=args.old_log_probs,
                   gradient_checkpointing=args.gradient_checkpointing, bf16=args.bf16, progress=False, out_dir="/tmp/sapo-bench")
     return TrainConfig(**{**fields, **overrides})
 
@@ -82,29 +84,49 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def _rollouts(args: argparse.Namespace, base: Any) -> tuple[dict[str, Experience], dict[str, list[PhaseTimer]]]:
+    """Each method's batch and ``--repeats`` timings of its rollout (generation + reward), from the same seed.
+
+    The sampler is the same for all three; with ``--old-log-probs rollout`` SAPO's also keeps the w⁺/w⁻
+    logits (one more decode step per row), so SAPO's rollout is timed apart from PPO's and GRPO's."""
+    collector = _trainer(args, "grpo", copy.deepcopy(base))
+    plain = collector.agent.params
+    variants = {"plain": plain, "readout": dataclasses.replace(plain, value_logits=args.old_log_probs == "rollout")}
+    batches: dict[str, Experience] = {}
+    timers: dict[str, list[PhaseTimer]] = {name: [] for name in variants}
+    for _ in range(args.repeats):
+        for name, params in variants.items():
+            collector.agent.params, timer = params, PhaseTimer()
+            torch.manual_seed(0)
+            _, batches[name] = collector.collect_batch(timer)
+            timers[name].append(timer)
+    a, b = batches["plain"], batches["readout"]
+    same = a.input_ids.shape == b.input_ids.shape and torch.equal(a.input_ids, b.input_ids)
+    print(f"rollout: {len(a)} turns, {a.num_action_tokens} action tokens, {int(a.attention_mask.sum())} tokens in all; "
+          f"SAPO's sampler drew {'the same' if same else 'DIFFERENT'} turns")
+    return ({"sapo": b, "ppo": a, "grpo": a},
+            {"sapo": timers["readout"], "ppo": timers["plain"], "grpo": timers["plain"]})
+
+
 def phase_table(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     """Median per-phase seconds and peak bytes of each method on one shared rollout."""
     base = _policy(args).to(args.device)
-    collector = _trainer(args, "grpo", copy.deepcopy(base))
-    shared = PhaseTimer()
-    _, batch = collector.collect_batch(shared)
-    print(f"rollout: {len(batch)} turns, {batch.num_action_tokens} action tokens, "
-          f"{int(batch.attention_mask.sum())} tokens in all (generation {shared.seconds['generation']:.2f} s)")
+    batches, rollout_timers = _rollouts(args, base)
     trainers = {algo: _trainer(args, algo, copy.deepcopy(base)) for algo in ALGOS}
     runs: dict[str, list[dict[str, float]]] = {algo: [] for algo in ALGOS}
-    for _ in range(args.repeats):  # round-robin, so machine load hits the three methods alike
+    for repeat in range(args.repeats):  # round-robin, so machine load hits the three methods alike
         for algo, trainer in trainers.items():
             trainer.start_reinforcement()
             timer, memory = PhaseTimer(), MemoryMeter(torch.device(args.device))
-            timer.add("generation", shared.seconds["generation"])
-            timer.add("reward", shared.seconds["reward"])
-            trainer.learn(copy.deepcopy(batch), timer, memory)
+            for phase in ("generation", "reward"):
+                timer.add(phase, rollout_timers[algo][repeat].seconds[phase])
+            trainer.learn(copy.deepcopy(batches[algo]), timer, memory)
             _sync(args.device)
             runs[algo].append({**timer.as_metrics(), "estimate_bytes": memory.peak_bytes(*_state(trainer))})
     table = {algo: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for algo, rs in runs.items()}
     for algo, trainer in trainers.items():
         table[algo]["state_bytes"] = state_bytes(*_state(trainer))
-        table[algo]["peak_bytes"] = _live_peak(trainer, batch) if args.device == "cpu" else table[algo]["estimate_bytes"]
+        table[algo]["peak_bytes"] = _live_peak(trainer, batches[algo]) if args.device == "cpu" else table[algo]["estimate_bytes"]
     return table
 
 
@@ -191,6 +213,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-response-tokens", type=int, default=32)
     parser.add_argument("--kl-coef", type=float, default=0.01)
     parser.add_argument("--reference-dtype", default="bfloat16", choices=["float32", "bfloat16"])
+    parser.add_argument("--old-log-probs", default="rollout", choices=["recompute", "rollout"],
+                        help="TrainConfig.old_log_probs for every method: keep the sampler's log-probs (and SAPO's V/Q "
+                             "logits) or recompute them in a forward pass")
     parser.add_argument("--hidden", type=int, help="overrides the size's hidden width")
     parser.add_argument("--layers", type=int, help="overrides the size's layer count")
     parser.add_argument("--micro-batch-size", type=int, help="overrides the size's micro-batch")
@@ -210,7 +235,8 @@ def run_size(args: argparse.Namespace, size: str) -> None:
     args = argparse.Namespace(**{**vars(args), **{k: v for k, v in SIZES[size].items() if getattr(args, k) is None}})
     torch.manual_seed(0)
     print(f"\n== size {size}: tiny Qwen2 hidden {args.hidden}, {args.layers} layers; micro-batch {args.micro_batch_size}; "
-          f"gradient checkpointing {args.gradient_checkpointing}; reference {args.reference_dtype}; env {args.env} {args.env_arg}; "
+          f"gradient checkpointing {args.gradient_checkpointing}; reference {args.reference_dtype}; "
+          f"old log-probs {args.old_log_probs}; env {args.env} {args.env_arg}; "
           f"prompt {args.prompt}, history {args.history}; "
           f"device {args.device}; torch threads {torch.get_num_threads()}")
     results = phase_table(args)

@@ -26,6 +26,7 @@ __all__ = ["TrainConfig", "ALGOS", "add_arguments", "from_args", "field_docs"]
 ALGOS = ("sapo", "ppo", "grpo")
 STRATEGIES = ("torch", "deepspeed")
 GENERATORS = ("hf", "vllm")
+OLD_LOG_PROBS = ("recompute", "rollout")
 
 
 @dataclass
@@ -78,6 +79,10 @@ class TrainConfig:
     """Sampling temperature for training rollouts (paper: 1.0)."""
     eval_temperature: float = 0.4
     """Sampling temperature for evaluation (paper: 0.4)."""
+    old_log_probs: str = "recompute"
+    """Source of log π_old (and of SAPO's V_old, Q_old): 'recompute' (one forward pass over the batch after the
+    rollout, as verl does) or 'rollout' (kept from the HF sampler, which ran the same weights at the same
+    precision: the old-log-prob phase has nothing left to run; generator 'hf' only)."""
     # ------------------------------------------------------------------ optimisation
     lr: float = 1e-6
     """Actor learning rate (paper: 1e-6)."""
@@ -149,9 +154,12 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.algo not in ALGOS:
             raise ValueError(f"unknown algo {self.algo!r}; valid choices: {list(ALGOS)}")
-        for name, valid in (("strategy", STRATEGIES), ("generator", GENERATORS)):
+        for name, valid in (("strategy", STRATEGIES), ("generator", GENERATORS), ("old_log_probs", OLD_LOG_PROBS)):
             if getattr(self, name) not in valid:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid choices: {list(valid)}")
+        if self.old_log_probs == "rollout" and self.generator != "hf":
+            raise ValueError("old_log_probs='rollout' needs generator 'hf': vLLM samples with its own kernels and "
+                             "precision, so its log-probs are not the trainer's (recompute them)")
         if not 0 <= self.zero_stage <= 3:
             raise ValueError(f"zero_stage must be 0-3, got {self.zero_stage}")
         if self.reference_dtype not in ("float32", "bfloat16"):
@@ -211,7 +219,8 @@ def field_docs(cls: type = TrainConfig) -> dict[str, str]:
     return docs
 
 
-_CHOICES = {"algo": list(ALGOS), "strategy": list(STRATEGIES), "generator": list(GENERATORS)}
+_CHOICES = {"algo": list(ALGOS), "strategy": list(STRATEGIES), "generator": list(GENERATORS),
+            "old_log_probs": list(OLD_LOG_PROBS)}
 
 
 def _flag(name: str) -> str:

@@ -43,6 +43,8 @@ class TurnSample:
     """0-based turn index within the trajectory."""
     group_id: int = 0
     """Task group (GRPO: the members of a group played the same task)."""
+    value_logits: tuple[tuple[float, float], tuple[float, float]] | None = None
+    """The sampler's (z_w⁺, z_w⁻) at the last prompt token and at the last response token, if it kept them."""
 
     def __post_init__(self) -> None:
         if len(self.response_log_probs) != len(self.response_ids):
@@ -94,7 +96,8 @@ class Experience:
     q_targets: Tensor | None = None
     """(B,) float: y^Q."""
     extra: dict[str, Tensor] = field(default_factory=dict)
-    """Additional (B,)-leading tensors a method wants carried along (selected with the rows)."""
+    """Additional (B,)-leading tensors carried along (selected with the rows): ``value_logits`` (B, 2, 2), the
+    sampler's w⁺/w⁻ logits at the V and Q positions when it kept them; whatever a method adds."""
 
     def __post_init__(self) -> None:
         b, t = self.input_ids.shape
@@ -131,6 +134,10 @@ class Experience:
         def turn(values: list, dtype: torch.dtype) -> Tensor:
             return torch.tensor(values, dtype=dtype)
 
+        extra = {}
+        if all(s.value_logits is not None for s in samples):
+            extra["value_logits"] = turn([s.value_logits for s in samples], torch.float32)  # (B, 2, 2)
+
         return cls(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -144,6 +151,7 @@ class Experience:
             traj_ids=turn([s.traj_id for s in samples], torch.long),
             turn_idx=turn([s.turn_idx for s in samples], torch.long),
             group_ids=turn([s.group_id for s in samples], torch.long),
+            extra=extra,
         )
 
     @classmethod

@@ -84,7 +84,8 @@ class Trainer:
         """The weights rollouts sample from: the policy itself, or (ZeRO-3 partitions it) a full copy kept in sync."""
         if self.distributed:
             self._before_prepare()
-        self.agent = build_agent(self.rollout_policy, cfg, cfg.temperature, build_generator(self.rollout_policy, cfg, self.rank))
+        self.agent = build_agent(self.rollout_policy, cfg, cfg.temperature, build_generator(self.rollout_policy, cfg, self.rank),
+                                 value_logits=self.method.readout and cfg.old_log_probs == "rollout")
         self.actor = self.strategy.prepare(self.policy.model, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.optimizer = self.actor.optimizer
         self.critic = None

@@ -48,16 +48,18 @@ def build_generator(policy: Any, cfg: TrainConfig, rank: int = 0) -> Any:
                          gpu_memory_utilization=cfg.vllm_gpu_memory_utilization, seed=cfg.seed + rank)
 
 
-def build_agent(policy: Any, cfg: TrainConfig, temperature: float, generator: Any | None = None) -> Any:
+def build_agent(policy: Any, cfg: TrainConfig, temperature: float, generator: Any | None = None,
+                value_logits: bool = False) -> Any:
     """An :class:`~agents.llm.LLMAgent` sampling from ``policy`` with ``generator`` (default: HF on ``policy``).
 
     No agent seed: sampling draws from torch's global RNG, which checkpoints save and restore.
+    ``value_logits``: the sampler also keeps the w⁺/w⁻ logits SAPO reads V_old and Q_old from.
     """
     from agents.generation.base import GenerationParams
     from agents.generation.hf import HFGenerator
     from agents.llm import LLMAgent
 
-    params = GenerationParams(max_new_tokens=cfg.max_response_tokens, temperature=temperature)
+    params = GenerationParams(max_new_tokens=cfg.max_response_tokens, temperature=temperature, value_logits=value_logits)
     return LLMAgent(policy, generator or HFGenerator(policy), params, name=f"{cfg.algo}:{cfg.model}")
 
 
@@ -74,6 +76,7 @@ def turn_samples(rollout: Rollout) -> list[TurnSample]:
             traj_id=t.traj_id,
             turn_idx=t.turn_idx,
             group_id=t.group_id,
+            value_logits=t.output.value_logits,
         )
         for t in rollout.turns
     ]

@@ -32,6 +32,9 @@ class GenerationParams:
     """Nucleus sampling: sample from the smallest set of tokens holding this much probability."""
     seed: int | None = None
     """Seed of the sampling RNG for this call (None: torch's global RNG)."""
+    value_logits: bool = False
+    """Also return the raw w⁺/w⁻ logits at SAPO's two readout positions (the last prompt token and the
+    last response token), so the trainer can take V_old and Q_old from the rollout (HF back-end only)."""
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 0 or self.temperature < 0 or not 0 < self.top_p <= 1:
@@ -58,6 +61,9 @@ class GenerationOutput:
     """Decoded response without special tokens (the text the env receives)."""
     truncated: bool
     """True when the response hit its token budget before an end-of-turn token."""
+    value_logits: tuple[tuple[float, float], tuple[float, float]] | None = None
+    """With ``GenerationParams.value_logits``: ((z_w⁺, z_w⁻) at the last prompt token, (z_w⁺, z_w⁻) at the
+    last response token), the raw logits SAPO's V and Q are read from; None otherwise."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Back-end specific details (never needed by the trainer)."""
 

@@ -5,6 +5,10 @@ and prefilled once; then one token per step for the rows still generating. A row
 and the cache, as soon as it emits an end-of-turn token or reaches its budget, so late steps cost
 only what is still active. Every step goes through ``trainers.core_algos.mask_value_tokens``: w⁺/w⁻
 are never sampled, and the returned log-probs are under the same distribution the trainer uses.
+
+With ``GenerationParams.value_logits`` the sampler also keeps the w⁺/w⁻ logits SAPO reads V and Q
+from: V's are in the prefill's last logits (the ones that choose the first action token); Q's need
+the last response token fed once more, so a finished row leaves the batch one step later.
 """
 
 from __future__ import annotations
@@ -102,33 +106,50 @@ class HFGenerator:
         if active:
             self._decode_loop(prompts, active, rows, params, rng)
         return [
-            GenerationOutput(tokens, lps, policy.decode(tokens), truncated=not stopped)
-            for tokens, lps, stopped in zip(rows.tokens, rows.log_probs, rows.stopped)
+            GenerationOutput(tokens, lps, policy.decode(tokens), truncated=not stopped, value_logits=rows.readout(i))
+            for i, (tokens, lps, stopped) in enumerate(zip(rows.tokens, rows.log_probs, rows.stopped))
         ]
 
     def _decode_loop(self, prompts: Sequence[Sequence[int]], active: list[int], rows: _Responses,
                      params: GenerationParams, rng: torch.Generator | None) -> None:
-        """Prefill the ``active`` rows, then sample until each one stopped or used its budget."""
+        """Prefill the ``active`` rows, then sample until each one stopped or used its budget.
+
+        With ``params.value_logits`` a finished row stays in the batch for one more forward pass that
+        feeds its last token, whose logits hold Q's readout; it samples nothing there, so the draws
+        are the same as without it."""
         policy, eos = self.policy, set(self.policy.eos_token_ids)
+        readout = list(policy.value_token_ids) if params.value_logits else None
         ids, mask, pos = _left_pad([prompts[i] for i in active], policy.pad_token_id, policy.device)
         cache = DynamicCache()
         out = policy.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1,
                            **{self._cache_arg: cache})
-        pos = pos[:, -1:]
+        pos, last = pos[:, -1:], out.logits[:, -1]
+        if readout:
+            rows.read(active, last[:, readout], at_end=False)
+        sampling = [True] * len(active)  # False: a finished row whose last token was just fed
         while True:
-            next_tok, next_lp = sample_next(out.logits[:, -1], policy.value_token_ids, params, rng)
-            keep = [j for j, (i, t, lp) in enumerate(zip(active, next_tok.tolist(), next_lp.tolist())) if rows.add(i, t, lp, eos)]
+            if readout and not all(sampling):
+                closing = [j for j, s in enumerate(sampling) if not s]
+                rows.read([active[j] for j in closing], last[closing][:, readout], at_end=True)
+            drawn = [j for j, s in enumerate(sampling) if s]
+            if not drawn:
+                return
+            next_tok, next_lp = sample_next(last[drawn], policy.value_token_ids, params, rng)
+            going = {j: rows.add(active[j], t, lp, eos) for j, t, lp in zip(drawn, next_tok.tolist(), next_lp.tolist())}
+            keep = [j for j in drawn if going[j] or readout]
             if not keep:
                 return
             if len(keep) < len(active):  # drop finished rows from the batch and the cache
                 index = torch.as_tensor(keep, device=mask.device)
                 cache.batch_select_indices(index)
-                mask, pos, next_tok = mask[index], pos[index], next_tok[index]
+                mask, pos = mask[index], pos[index]
                 active = [active[j] for j in keep]
+            sampling = [going[j] for j in keep]
+            fed = torch.as_tensor([rows.tokens[i][-1] for i in active], device=mask.device)
             mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
             pos = pos + 1
-            out = policy.model(input_ids=next_tok.unsqueeze(-1), attention_mask=mask, position_ids=pos, use_cache=True,
-                               **{self._cache_arg: cache})
+            last = policy.model(input_ids=fed.unsqueeze(-1), attention_mask=mask, position_ids=pos, use_cache=True,
+                                **{self._cache_arg: cache}).logits[:, -1]
 
 
 @dataclass
@@ -139,10 +160,23 @@ class _Responses:
     tokens: list[list[int]] = field(init=False)
     log_probs: list[list[float]] = field(init=False)
     stopped: list[bool] = field(init=False)
+    value_logits: list[list[tuple[float, float]]] = field(init=False)
+    """Per prompt: the (z_w⁺, z_w⁻) read so far (at the last prompt token, then at the last response token)."""
 
     def __post_init__(self) -> None:
         n = len(self.budgets)
         self.tokens, self.log_probs, self.stopped = [[] for _ in range(n)], [[] for _ in range(n)], [False] * n
+        self.value_logits = [[] for _ in range(n)]
+
+    def read(self, rows: list[int], pairs: Tensor, at_end: bool) -> None:
+        """Record ``pairs (len(rows), 2)``, the w⁺/w⁻ logits of these rows at one readout position."""
+        for row, pair in zip(rows, pairs.float().tolist()):
+            assert len(self.value_logits[row]) == int(at_end)
+            self.value_logits[row].append((pair[0], pair[1]))
+
+    def readout(self, row: int) -> tuple[tuple[float, float], tuple[float, float]] | None:
+        pairs = self.value_logits[row]
+        return (pairs[0], pairs[1]) if len(pairs) == 2 else None
 
     def add(self, row: int, token: int, log_prob: float, eos: set[int]) -> bool:
         """Append one sampled token; True while the row goes on (no end token, budget left)."""

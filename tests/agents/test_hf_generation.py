@@ -128,3 +128,29 @@ def test_sample_next_draws_from_the_masked_tempered_nucleus():
     torch.testing.assert_close(freq[:4], nucleus / nucleus.sum(), atol=0.01, rtol=0)
     assert freq[4] == freq[5] == 0
     torch.testing.assert_close(log_probs, tempered.log()[tokens])  # log-probs ignore top_p
+
+
+def test_value_logits_are_read_where_a_forward_pass_reads_them_and_change_no_draw(tiny_policy, steer):
+    """V's w⁺/w⁻ logits at the last prompt token, Q's at the last response token, for rows that stop at
+    different steps and one that runs out of budget; asking for them leaves tokens and log-probs alone."""
+    from dataclasses import replace
+
+    eos = tiny_policy.tokenizer.eos_token_id
+    plus, minus = tiny_policy.value_token_ids
+
+    def stop_at_position_40(logits, positions):
+        logits[positions[:, -1] == 40, -1, eos] += 1e4
+
+    prompts = tiny_policy.encode_prompts(PROMPTS).token_ids
+    budget = sorted(42 - len(p) for p in prompts)[1]  # the longest response hits the budget instead
+    params, gen = GenerationParams(max_new_tokens=budget, seed=5), HFGenerator(tiny_policy)
+    with steer(tiny_policy, stop_at_position_40):
+        plain = gen.generate(prompts, params)
+        read = gen.generate(prompts, replace(params, value_logits=True))
+        assert [len(o.token_ids) for o in read] == [min(42 - len(p), budget) for p in prompts]
+        assert [o.truncated for o in read].count(True) == 1  # two rows stop at different steps, one is cut
+        for prompt, a, b in zip(prompts, plain, read):
+            assert a.value_logits is None and a.token_ids == b.token_ids and a.log_probs == b.log_probs
+            ids = torch.tensor([prompt + b.token_ids])
+            z = tiny_policy.logits(ids, torch.ones_like(ids))[0][:, [plus, minus]]
+            torch.testing.assert_close(torch.tensor(b.value_logits), z[[len(prompt) - 1, -1]], atol=1e-5, rtol=1e-5)

@@ -92,3 +92,39 @@ def test_forward_positions_matches_the_full_forward(make_trainer):
     # the generator's log-probs (sampling time) are what the loop recomputes as old log-probs
     assert torch.allclose(lp, exp.old_log_probs, atol=1e-4)
     assert bool((lp[~exp.action_mask] == 0).all())
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_rollout_old_log_probs_equal_the_recomputed_ones(make_trainer, algo):
+    """``old_log_probs='rollout'`` keeps the sampler's log π_old (and SAPO's V_old, Q_old from its w⁺/w⁻
+    logits) instead of a forward pass: equal to the recomputed values up to float32 rounding."""
+    import copy
+
+    from trainers.config import TrainConfig
+    from trainers.profiling import PhaseTimer
+
+    trainer = make_trainer(algo, old_log_probs="rollout")
+    _, exp = trainer.collect_batch(PhaseTimer())
+    assert ("value_logits" in exp.extra) == (algo == "sapo")  # only SAPO asks the sampler for them
+    kept = trainer.method.old_forward(copy.deepcopy(exp))
+    trainer.method.cfg = TrainConfig(**{**trainer.cfg.__dict__, "old_log_probs": "recompute"})
+    recomputed = trainer.method.old_forward(copy.deepcopy(exp))
+    torch.testing.assert_close(kept.old_log_probs, recomputed.old_log_probs, atol=2e-5, rtol=0)
+    assert not torch.equal(kept.old_log_probs, recomputed.old_log_probs)  # it really skipped the forward pass
+    for key in ("readout_v", "readout_q") if algo == "sapo" else ():
+        torch.testing.assert_close(kept.extra[key], recomputed.extra[key], atol=2e-5, rtol=0)
+    if algo == "sapo":  # without the sampler's logits SAPO falls back to the forward pass
+        del exp.extra["value_logits"]
+        trainer.method.cfg = trainer.cfg
+        fallback = trainer.method.old_forward(copy.deepcopy(exp))
+        assert torch.equal(fallback.extra["readout_v"], recomputed.extra["readout_v"])
+    assert math.isfinite(trainer.step()["actor/loss"])
+
+
+def test_rollout_old_log_probs_need_the_hf_sampler():
+    from trainers.config import TrainConfig
+
+    with pytest.raises(ValueError, match="needs generator 'hf'"):
+        TrainConfig(generator="vllm", old_log_probs="rollout")
+    with pytest.raises(ValueError, match="unknown old_log_probs"):
+        TrainConfig(old_log_probs="sampler")

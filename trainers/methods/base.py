@@ -53,7 +53,10 @@ class Method:
     # ----------------------------------------------------------------- phases
     @torch.no_grad()
     def old_forward(self, exp: Experience) -> Experience:
-        """Old log-prob phase: recompute log π_old of the sampled tokens with one forward pass."""
+        """Old log-prob phase: recompute log π_old of the sampled tokens with one forward pass
+        (with ``old_log_probs='rollout'``, keep the sampler's: ``rollout_scores``)."""
+        if self.cfg.old_log_probs == "rollout" and self.rollout_scores(exp):
+            return exp
         parts = []
         for mb in micro_batches(exp, self.cfg.micro_batch_size):
             logits = forward_positions(self.policy.model, mb, readout=self.readout)
@@ -62,6 +65,12 @@ class Method:
             self.on_old_logits(mb, logits)
         exp.old_log_probs = torch.cat(parts)
         return exp
+
+    def rollout_scores(self, exp: Experience) -> bool:
+        """Take what the old forward pass would compute from the rollout instead; False if it lacks it.
+
+        ``exp.old_log_probs`` already holds the sampler's log-probs (``Experience.collate``)."""
+        return True
 
     def on_old_logits(self, mb: Experience, logits: PositionLogits) -> None:
         """Hook: SAPO keeps the readout logits of the old policy's forward pass."""

@@ -3,7 +3,8 @@
 ``V(s_t) = R_max·clip((z_{w+} − z_{w−})/τ_v, −1, 1)`` at the last prompt token and ``Q(s_t, a_t)``
 the same at the last response token (the positions of :func:`agents.value.readout_positions`).
 The old values come out of the old-log-prob forward pass for free (the LM head applied at two more
-positions per row); the value phase has nothing left to run. Targets come from the frozen rollout policy (GAE for the advantage and
+positions per row), or, with ``old_log_probs='rollout'``, out of the sampler's own logits at the
+same positions; the value phase has nothing left to run. Targets come from the frozen rollout policy (GAE for the advantage and
 y^V, SARSA for y^Q); the clipped V and Q losses join the actor loss with weights c_V, c_Q.
 """
 
@@ -36,9 +37,19 @@ class SAPO(Method):
     def old_forward(self, exp: Experience) -> Experience:
         self._old: list[tuple[Tensor, Tensor]] = []
         exp = super().old_forward(exp)
-        exp.extra["readout_v"] = torch.cat([v for v, _ in self._old])
-        exp.extra["readout_q"] = torch.cat([q for _, q in self._old])
+        if self._old:
+            exp.extra["readout_v"] = torch.cat([v for v, _ in self._old])
+            exp.extra["readout_q"] = torch.cat([q for _, q in self._old])
         return exp
+
+    def rollout_scores(self, exp: Experience) -> bool:
+        """V_old, Q_old from the sampler's w⁺/w⁻ logits (``extra['value_logits']`` (B, 2, 2)), when it kept them."""
+        pairs = exp.extra.get("value_logits")
+        if pairs is None:
+            return False
+        exp.extra["readout_v"] = value_readout(pairs[:, 0], 0, 1, self.cfg.tau_v, self.cfg.r_max)
+        exp.extra["readout_q"] = value_readout(pairs[:, 1], 0, 1, self.cfg.tau_v, self.cfg.r_max)
+        return True
 
     def on_old_logits(self, mb: Experience, logits: PositionLogits) -> None:
         self._old.append(self._readout(logits))
