@@ -114,8 +114,9 @@ def phase_table(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     batches, rollout_timers = _rollouts(args, base)
     trainers = {algo: _trainer(args, algo, copy.deepcopy(base)) for algo in ALGOS}
     runs: dict[str, list[dict[str, float]]] = {algo: [] for algo in ALGOS}
-    for repeat in range(args.repeats):  # round-robin, so machine load hits the three methods alike
-        for algo, trainer in trainers.items():
+    for repeat in range(args.repeats):  # round-robin, so machine load hits the three methods alike,
+        for algo in ALGOS[repeat % 3:] + ALGOS[:repeat % 3]:  # and each goes first in turn
+            trainer = trainers[algo]
             trainer.start_reinforcement()
             timer, memory = PhaseTimer(), MemoryMeter(torch.device(args.device))
             for phase in ("generation", "reward"):
@@ -124,6 +125,8 @@ def phase_table(args: argparse.Namespace) -> dict[str, dict[str, float]]:
             _sync(args.device)
             runs[algo].append({**timer.as_metrics(), "estimate_bytes": memory.peak_bytes(*_state(trainer))})
     table = {algo: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for algo, rs in runs.items()}
+    rounds = [s["time/iteration"] / p["time/iteration"] for s, p in zip(runs["sapo"], runs["ppo"])]
+    print("SAPO/PPO iteration time per round: " + " ".join(f"{r:.3f}" for r in rounds))
     for algo, trainer in trainers.items():
         table[algo]["state_bytes"] = state_bytes(*_state(trainer))
         table[algo]["peak_bytes"] = _live_peak(trainer, batches[algo]) if args.device == "cpu" else table[algo]["estimate_bytes"]

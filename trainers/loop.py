@@ -5,6 +5,7 @@ Each iteration runs the paper's eight phases in order and times each of them:
 1. **generation** + **reward**: play one episode on every env (:func:`trainers.rollout.collect`);
    sampling time is *generation*, env stepping (which computes the rewards) is *reward*;
 2. **old log-prob**: recompute log π_old of the sampled tokens (SAPO reads V/Q logits here too);
+   with ``old_log_probs='rollout'`` the HF sampler's own log-probs (and w⁺/w⁻ logits) are kept instead;
 3. **reference**: log π_ref of the same tokens under the frozen reference (skipped when β = 0);
 4. **value**: V_old (SAPO: readout; PPO: critic forward; GRPO: nothing);
 5. **advantage**: turn GAE + normalization (SAPO, PPO) or group advantages (GRPO);

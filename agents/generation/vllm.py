@@ -151,6 +151,8 @@ class VLLMGenerator:
     def generate(self, prompt_ids: Sequence[Sequence[int]], params: GenerationParams) -> list[GenerationOutput]:
         if any(len(p) == 0 for p in prompt_ids):
             raise ValueError("empty prompt: a response needs at least one prompt token to condition on")
+        if params.value_logits:
+            raise NotImplementedError("vLLM returns log-probs, not the w⁺/w⁻ logits SAPO reads: recompute them in the trainer")
         budgets = [min(params.max_new_tokens, self.max_model_len - len(p)) for p in prompt_ids]
         live = [i for i, b in enumerate(budgets) if b > 0]
         results = {i: GenerationOutput([], [], "", truncated=True) for i in range(len(prompt_ids)) if i not in live}
