@@ -8,16 +8,17 @@ import torch
 from trainers.checkpoint import latest_checkpoint, load_checkpoint
 
 
-@pytest.mark.parametrize("algo", ["sapo", "ppo", "grpo"])
-def test_resume_reproduces_the_next_losses(make_trainer, algo):
-    straight = make_trainer(algo, iterations=2, checkpoint_every=1)
+@pytest.mark.parametrize("algo,old_log_probs", [("sapo", "recompute"), ("ppo", "recompute"), ("grpo", "recompute"),
+                                               ("sapo", "rollout")])
+def test_resume_reproduces_the_next_losses(make_trainer, algo, old_log_probs):
+    straight = make_trainer(algo, iterations=2, checkpoint_every=1, old_log_probs=old_log_probs)
     rows = straight.train()
     assert len(rows) == 2
     checkpoints = sorted((straight.out_dir / "checkpoints").glob("*.pt"))
     assert [p.name for p in checkpoints] == ["checkpoint-000001.pt", "checkpoint-000002.pt"]
     checkpoints[-1].unlink()  # as if the run died during iteration 2
 
-    resumed = make_trainer(algo, iterations=2, checkpoint_every=1, resume=True)
+    resumed = make_trainer(algo, iterations=2, checkpoint_every=1, resume=True, old_log_probs=old_log_probs)
     assert resumed.iteration == 1
     again = resumed.train()
     assert len(again) == 1
