@@ -1,9 +1,11 @@
 """Per-phase time and peak training memory of SAPO, PPO and GRPO, side by side, plus TRL's anchor.
 
-One run, one model, one batch of env turns: a single rollout (generation + reward, timed once) is
-fed to each method's six learning phases (old log-prob, reference, value, advantage, critic update,
-actor update) through the shared :meth:`trainers.loop.Trainer.learn`, ``--repeats`` times; the
-table shows medians and the ratios issue 5 targets:
+One run, one model, one batch of env turns: the rollout (generation + reward) is timed ``--repeats``
+times from the same seed, alternating PPO's and GRPO's sampler with SAPO's (the same turns; with
+``--old-log-probs rollout``, the default, SAPO's also keeps the w⁺/w⁻ logits); then each method's six
+learning phases (old log-prob, reference, value, advantage, critic update, actor update) run on its
+batch through the shared :meth:`trainers.loop.Trainer.learn`, ``--repeats`` rounds round-robin with a
+different method first each round. The table shows medians and the ratios issue 5 targets:
 
 * SAPO/PPO iteration time ≤ 0.60 (paper: 0.668), SAPO/GRPO update time ≤ 1.03,
 * SAPO/PPO peak training memory ≤ 0.55,
@@ -16,7 +18,8 @@ Two sizes (``--size``, one table each; every setting applies to the three method
 * ``states``: hidden 512, 8 layers (18 M parameters), micro-batch 2, gradient checkpointing of the
   actor *and* the critic: model states dominate memory, as for the paper's 1.5B/7B models.
 
-Both default to a bfloat16 KL reference (``--reference-dtype``; verl keeps it in bf16). Peak memory
+Both default to a bfloat16 KL reference (``--reference-dtype``; verl keeps it in bf16) and to old
+log-probs kept from the sampler (``--old-log-probs``; ``recompute`` is verl's extra pass). Peak memory
 is ``torch.cuda.max_memory_allocated`` on CUDA and, on CPU, the exact live-tensor peak of
 :class:`trainers.profiling.LiveTensorMeter` in a separate, untimed pass; the cheaper per-iteration
 estimate the trainer logs (states + saved activations, :class:`~trainers.profiling.MemoryMeter`) is
