@@ -13,9 +13,10 @@ One iteration on ``N`` ranks does what one process does, split three ways:
    ``N · len(micro) / len(minibatch)``. DeepSpeed averages gradients over ranks, so the step is the
    single-process step (up to the order of floating-point sums). Ranks with one micro-batch fewer run a
    zero-weight pass so that ZeRO's collectives line up.
-3. **Metrics.** Per-micro-batch statistics are gathered and averaged in the single-process order
-   (:func:`gather_stats`); the old-log-prob, reference and value phases run on the whole batch on every
-   rank (not sharded yet).
+3. **Inference.** The old-log-prob, reference and value phases deal their micro-batches the same way
+   and all-gather the results (:func:`map_micro_batches`): each rank runs 1/N of the forward passes.
+4. **Metrics.** Per-micro-batch statistics are gathered and averaged in the single-process order
+   (:func:`gather_stats`).
 """
 
 from __future__ import annotations
@@ -27,12 +28,11 @@ import numpy as np
 import torch
 
 from trainers.config import TrainConfig
-from trainers.experience import Experience
-from trainers.methods.base import micro_batches
+from trainers.experience import Experience, micro_batches
 from trainers.rollout import Rollout
 from trainers.strategy import Trainable, TrainingStrategy
 
-__all__ = ["rank_groups", "gather_rollout", "deal", "gather_stats", "mean_stats", "critic_update"]
+__all__ = ["rank_groups", "gather_rollout", "deal", "map_micro_batches", "gather_stats", "mean_stats", "critic_update"]
 
 StatKey = tuple[int, int, float]
 """(epoch, minibatch, micro-batch) of a statistic; ``math.inf`` for the minibatch's optimizer step."""
@@ -62,6 +62,31 @@ def deal(micros: Sequence[Experience], rank: int, world_size: int) -> list[tuple
     mine = [(j, micros[j], True) for j in range(rank, len(micros), world_size)]
     passes = math.ceil(len(micros) / world_size)
     return mine + [(-1, micros[0], False)] * (passes - len(mine))
+
+
+def map_micro_batches(strategy: TrainingStrategy | None, exp: Experience, size: int,
+                      fn: Callable[[Experience], Any]) -> list[Any]:
+    """``fn`` (a tensor, or a tuple of them) on each micro-batch of ``exp``, in order; every rank gets all.
+
+    On one process a plain loop. On N ranks each runs the micro-batches :func:`deal` gives it (its
+    zero-weight repeats run too, so ZeRO-3's parameter gathers line up) and the results are
+    all-gathered through the CPU: the same micro-batches as one process, so the same numbers."""
+    micros = list(micro_batches(exp, size))
+    if strategy is None or strategy.world_size == 1:
+        return [fn(m) for m in micros]
+    mine = []
+    for j, micro, real in deal(micros, strategy.rank, strategy.world_size):
+        out = fn(micro)
+        if real:
+            mine.append((j, _moved(out, torch.device("cpu"))))
+    gathered = sorted((item for part in strategy.all_gather_object(mine) for item in part), key=lambda item: item[0])
+    return [_moved(out, exp.input_ids.device) for _, out in gathered]
+
+
+def _moved(obj: Any, device: torch.device) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    return tuple(_moved(o, device) for o in obj) if isinstance(obj, tuple) else obj
 
 
 def gather_stats(strategy: TrainingStrategy, stats: list[tuple[StatKey, dict[str, float]]]) -> list[dict[str, float]]:

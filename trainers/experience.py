@@ -15,7 +15,7 @@ from typing import Iterator, Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["TurnSample", "Experience"]
+__all__ = ["TurnSample", "Experience", "micro_batches"]
 
 # Fields that are (B, T) token-level; every other tensor field is (B,) turn-level.
 _TOKEN_FIELDS = ("input_ids", "attention_mask", "action_mask", "old_log_probs", "ref_log_probs")
@@ -246,3 +246,8 @@ class Experience:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} outside world size {world_size}")
         return self.select(torch.arange(rank, len(self), world_size))
+
+
+def micro_batches(exp: Experience, size: int) -> Iterator[Experience]:
+    """Consecutive, trimmed chunks of ``size`` rows (the batch order is kept)."""
+    yield from exp.minibatches(size, shuffle=False)

@@ -36,7 +36,8 @@ import torch
 
 from trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, save_sharded
 from trainers.config import TrainConfig
-from trainers.distributed import critic_update, deal, gather_rollout, gather_stats, mean_stats, rank_groups
+from trainers.distributed import (critic_update, deal, gather_rollout, gather_stats, map_micro_batches, mean_stats,
+                                  rank_groups)
 from trainers.experience import Experience
 from trainers.methods import make_method
 from trainers.forward import action_log_probs, forward_positions
@@ -80,6 +81,7 @@ class Trainer:
         self.policy.model.to(self.device)
         self.policy.max_prompt_tokens = cfg.max_prompt_tokens  # the config's budget, also for a given policy
         self.method = make_method(cfg, self.policy)
+        self.method.strategy = self.strategy
         self.reference: torch.nn.Module | None = None
         self.rollout_policy = self.policy
         """The weights rollouts sample from: the policy itself, or (ZeRO-3 partitions it) a full copy kept in sync."""
@@ -192,12 +194,13 @@ class Trainer:
     def _reference_log_probs(self, exp: Experience) -> torch.Tensor | None:
         if self.reference is None:
             return None
-        parts = []
-        for mb in micro_batches(exp, self.cfg.micro_batch_size):
-            logits = forward_positions(self.reference, mb)
-            lp = action_log_probs(logits, mb, self.method.value_token_ids, self.cfg.temperature)
-            parts.append(pad_to(lp, exp.input_ids.shape[1]))
-        return torch.cat(parts)
+        width, reference = exp.input_ids.shape[1], self.reference
+
+        def score(mb: Experience) -> torch.Tensor:
+            lp = action_log_probs(forward_positions(reference, mb), mb, self.method.value_token_ids, self.cfg.temperature)
+            return pad_to(lp, width)
+
+        return torch.cat(map_micro_batches(self.strategy, exp, self.cfg.micro_batch_size, score))
 
     def _actor_update(self, exp: Experience, memory: MemoryMeter) -> dict[str, float]:
         """Each minibatch's micro-batches (this rank's share of them, :func:`~trainers.distributed.deal`),

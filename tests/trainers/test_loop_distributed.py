@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 
 from trainers.checkpoint import latest_checkpoint, save_checkpoint, save_sharded  # noqa: E402
 from trainers.config import TrainConfig, add_arguments, from_args  # noqa: E402
-from trainers.distributed import deal, gather_rollout, gather_stats, rank_groups  # noqa: E402
+from trainers.distributed import deal, gather_rollout, gather_stats, map_micro_batches, rank_groups  # noqa: E402
 from trainers.rollout import EpisodeStats, Rollout, TurnRecord, collect, make_train_vec, worker_ids  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,6 +71,26 @@ def test_rank_vec_members_play_what_they_play_in_the_full_env():
 
 def _turn(traj: int, idx: int) -> TurnRecord:
     return TurnRecord(f"p{traj}.{idx}", f"o{traj}.{idx}", 0.0, False, False, traj, idx, traj)
+
+
+def test_inference_micro_batches_are_dealt_and_gathered_in_order():
+    """Rank 0 of 2 scores micro-batches 0, 2, 4 itself; rank 1's 1 and 3 arrive through the gather; every
+    rank ends with all five results in batch order (each micro-batch row ``i`` scores ``10 · i``)."""
+    from trainers.experience import Experience, TurnSample
+
+    turns = [TurnSample([5] * (2 + i), [7], [-0.5], 0.0, False, False, i, 0) for i in range(5)]
+    exp = Experience.collate(turns, pad_id=0)
+    seen = []
+
+    def score(mb):
+        seen.append(mb.traj_ids.tolist())
+        return mb.traj_ids * 10, mb.prompt_lengths
+
+    other = [(1, (torch.tensor([10]), torch.tensor([3]))), (3, (torch.tensor([30]), torch.tensor([5])))]
+    out = map_micro_batches(FakeRanks([other]), exp, 1, score)
+    assert seen == [[0], [2], [4]]
+    assert [int(v) for v, _ in out] == [0, 10, 20, 30, 40] and [int(p) for _, p in out] == [2, 3, 4, 5, 6]
+    assert torch.cat([v for v, _ in map_micro_batches(None, exp, 2, score)]).tolist() == [0, 10, 20, 30, 40]  # one process
 
 
 def test_gathered_rollout_is_in_single_process_order():

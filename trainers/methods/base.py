@@ -12,7 +12,7 @@ GRPO), SAPO's value and Q losses, and GRPO's group advantages.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -20,15 +20,11 @@ from torch import Tensor
 
 from trainers.config import TrainConfig
 from trainers.core_algos import aggregate_loss, clipped_policy_loss, kl_penalty, normalize_turn_advantages, turn_targets
-from trainers.experience import Experience
+from trainers.distributed import map_micro_batches
+from trainers.experience import Experience, micro_batches
 from trainers.forward import PositionLogits, action_entropy, action_log_probs, forward_positions
 
 __all__ = ["Method", "micro_batches", "pad_to"]
-
-
-def micro_batches(exp: Experience, size: int) -> Iterator[Experience]:
-    """Consecutive, trimmed chunks of ``size`` rows (the batch order is kept)."""
-    yield from exp.minibatches(size, shuffle=False)
 
 
 def pad_to(x: Tensor, width: int) -> Tensor:
@@ -44,6 +40,8 @@ class Method:
     """Whether the losses read the logits at the V/Q positions (SAPO)."""
     critic: torch.nn.Module | None = None
     critic_optimizer: torch.optim.Optimizer | None = None
+    strategy: Any = None
+    """The trainer's strategy under data parallelism (inference micro-batches are dealt over its ranks)."""
 
     def __init__(self, cfg: TrainConfig, policy: Any):
         self.cfg = cfg
@@ -57,13 +55,15 @@ class Method:
         (with ``old_log_probs='rollout'``, keep the sampler's: ``rollout_scores``)."""
         if self.cfg.old_log_probs == "rollout" and self.rollout_scores(exp):
             return exp
-        parts = []
-        for mb in micro_batches(exp, self.cfg.micro_batch_size):
+        width = exp.input_ids.shape[1]
+
+        def score(mb: Experience) -> tuple[Tensor, tuple[Tensor, ...]]:
             logits = forward_positions(self.policy.model, mb, readout=self.readout)
-            lp = action_log_probs(logits, mb, self.value_token_ids, self.cfg.temperature)
-            parts.append(pad_to(lp, exp.input_ids.shape[1]))
-            self.on_old_logits(mb, logits)
-        exp.old_log_probs = torch.cat(parts)
+            return pad_to(action_log_probs(logits, mb, self.value_token_ids, self.cfg.temperature), width), self.old_readout(logits)
+
+        parts = map_micro_batches(self.strategy, exp, self.cfg.micro_batch_size, score)
+        exp.old_log_probs = torch.cat([lp for lp, _ in parts])
+        self.keep_old_readout(exp, [readout for _, readout in parts])
         return exp
 
     def rollout_scores(self, exp: Experience) -> bool:
@@ -72,8 +72,12 @@ class Method:
         ``exp.old_log_probs`` already holds the sampler's log-probs (``Experience.collate``)."""
         return True
 
-    def on_old_logits(self, mb: Experience, logits: PositionLogits) -> None:
-        """Hook: SAPO keeps the readout logits of the old policy's forward pass."""
+    def old_readout(self, logits: PositionLogits) -> tuple[Tensor, ...]:
+        """What the method reads from one micro-batch's old forward pass besides log-probs (SAPO: V, Q)."""
+        return ()
+
+    def keep_old_readout(self, exp: Experience, parts: list[tuple[Tensor, ...]]) -> None:
+        """Store the micro-batches' :meth:`old_readout` results on ``exp`` (SAPO: its old V and Q)."""
 
     def compute_values(self, exp: Experience) -> Experience:
         """Value phase: fill ``exp.old_values`` (and ``old_q``); GRPO has none."""

@@ -16,6 +16,7 @@ import torch
 from trainers.config import TrainConfig
 from trainers.core_algos import clipped_value_loss
 from trainers.experience import Experience
+from trainers.distributed import map_micro_batches
 from trainers.methods.base import Method, micro_batches
 
 __all__ = ["PPO"]
@@ -39,7 +40,7 @@ class PPO(Method):
 
     @torch.no_grad()
     def compute_values(self, exp: Experience) -> Experience:
-        exp.old_values = torch.cat([self._values(mb) for mb in micro_batches(exp, self.cfg.micro_batch_size)]).float()
+        exp.old_values = torch.cat(map_micro_batches(self.strategy, exp, self.cfg.micro_batch_size, self._values)).float()
         return exp
 
     def critic_loss(self, micro: Experience, values: torch.Tensor) -> torch.Tensor:

@@ -34,13 +34,12 @@ class SAPO(Method):
         v = value_readout(logits.state, w_plus, w_minus, self.cfg.tau_v, self.cfg.r_max)
         return v, value_readout(logits.end, w_plus, w_minus, self.cfg.tau_v, self.cfg.r_max)
 
-    def old_forward(self, exp: Experience) -> Experience:
-        self._old: list[tuple[Tensor, Tensor]] = []
-        exp = super().old_forward(exp)
-        if self._old:
-            exp.extra["readout_v"] = torch.cat([v for v, _ in self._old])
-            exp.extra["readout_q"] = torch.cat([q for _, q in self._old])
-        return exp
+    def old_readout(self, logits: PositionLogits) -> tuple[Tensor, ...]:
+        return self._readout(logits)
+
+    def keep_old_readout(self, exp: Experience, parts: list[tuple[Tensor, ...]]) -> None:
+        exp.extra["readout_v"] = torch.cat([v for v, _ in parts])
+        exp.extra["readout_q"] = torch.cat([q for _, q in parts])
 
     def rollout_scores(self, exp: Experience) -> bool:
         """V_old, Q_old from the sampler's w⁺/w⁻ logits (``extra['value_logits']`` (B, 2, 2)), when it kept them."""
@@ -50,9 +49,6 @@ class SAPO(Method):
         exp.extra["readout_v"] = value_readout(pairs[:, 0], 0, 1, self.cfg.tau_v, self.cfg.r_max)
         exp.extra["readout_q"] = value_readout(pairs[:, 1], 0, 1, self.cfg.tau_v, self.cfg.r_max)
         return True
-
-    def on_old_logits(self, mb: Experience, logits: PositionLogits) -> None:
-        self._old.append(self._readout(logits))
 
     def compute_values(self, exp: Experience) -> Experience:
         exp.old_values, exp.old_q = exp.extra["readout_v"], exp.extra["readout_q"]
