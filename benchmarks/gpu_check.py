@@ -9,20 +9,20 @@ A random-init model shaped like Qwen2.5-1.5B-Instruct (28 layers, hidden 1536, G
 plays ALFWorld-sized prompts (the paper's template, history 2, a full admissible-action list). No
 env is stepped (the GPU machine has no ALFWorld): every method gets the same synthetic batch of turns
 (``--turns`` rows in trajectories of ``--turns-per-traj``; GRPO's trajectories form groups of 8), so
-the comparison is the paper's: same model, same env turns. Each method then runs the shared
-phases with the project's own code (HF generation, ``trainers.methods``, ``trainers.strategy``)
-and the script prints per-phase seconds, peak GPU memory, tokens/s and the SAPO/PPO ratios.
+the comparison is the paper's: same model, same env turns. Each method then runs the learning
+phases of the trainer every run uses (``trainers.loop.Trainer.learn``: ``trainers.methods`` through
+``trainers.strategy``, PPO's critic included) after HF generation, and the script prints per-phase
+seconds (CUDA-synchronized at phase boundaries), peak GPU memory, tokens/s and the SAPO/PPO ratios.
 The "reward" phase (env stepping) is 0 here by construction.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import gc
-import math
 import random
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -89,98 +89,49 @@ def synthetic_turns(prompt_ids, outputs, turns_per_traj: int, group_size: int, s
     return turns
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def reference_log_probs(reference, exp, method, cfg) -> torch.Tensor:
-    from trainers.forward import action_log_probs, forward_positions
-    from trainers.methods.base import micro_batches, pad_to
-
-    parts = []
-    with torch.no_grad():
-        for mb in micro_batches(exp, cfg.micro_batch_size):
-            lp = action_log_probs(forward_positions(reference, mb), mb, method.value_token_ids, cfg.temperature)
-            parts.append(pad_to(lp, exp.input_ids.shape[1]))
-    return torch.cat(parts)
-
-
-def actor_update(strategy, actor, exp, method, cfg) -> float:
-    """One optimizer step per minibatch over the whole batch (C3's loop, through the strategy)."""
-    from trainers.forward import forward_positions
-    from trainers.methods.base import micro_batches
-
-    generator = torch.Generator().manual_seed(cfg.seed)
-    size = math.ceil(len(exp) / cfg.minibatches)
-    actor.module.train()
-    for mb in exp.minibatches(size, generator=generator):
-        for micro in micro_batches(mb, cfg.micro_batch_size):
-            with strategy.autocast(), strategy.train_forward(actor):
-                loss, _ = method.actor_loss(micro, forward_positions(actor.module, micro, readout=method.readout))
-            strategy.backward(actor, loss * len(micro) / len(mb))
-        grad_norm = strategy.step(actor)
-    return grad_norm
-
-
 def one_iteration(algo: str, args, tokenizer, prompt_ids) -> dict:
-    """Build the model for ``algo`` from scratch, run the eight phases once, return timings and memory."""
+    """Build a Trainer for ``algo`` from scratch, sample the prompts, run its learning phases on them once
+    (:meth:`trainers.loop.Trainer.learn`, the loop every run uses); return timings and memory."""
     from agents.generation.base import GenerationParams
     from agents.generation.hf import HFGenerator
     from agents.policy import PolicyModel
     from trainers.config import TrainConfig
-    from trainers.methods import make_method
     from trainers.experience import Experience
-    from trainers.profiling import MemoryMeter
-    from trainers.strategy import StrategyConfig, make_strategy
+    from trainers.loop import Trainer
+    from trainers.profiling import MemoryMeter, PhaseTimer
 
     device = torch.device(args.device)
-    cfg = TrainConfig(algo=algo, device=args.device, micro_batch_size=args.micro_batch_size, kl_coef=0.01,
-                      max_response_tokens=args.response_tokens, lr=1e-6)
+    cuda = device.type == "cuda"
+    cfg = TrainConfig(algo=algo, env="sapo/Vault-v0", prompt="plain", device=args.device, strategy=args.strategy,
+                      zero_stage=2, bf16=cuda, reference_dtype="bfloat16" if cuda else "float32",
+                      gradient_checkpointing=args.gradient_checkpointing, micro_batch_size=args.micro_batch_size,
+                      kl_coef=0.01, max_response_tokens=args.response_tokens, max_prompt_tokens=4096, lr=1e-6,
+                      episodes_per_iteration=8, progress=False, out_dir=tempfile.mkdtemp(prefix="sapo-gpu-check-"))
     policy = PolicyModel(build_model(args.size, 151936 if args.tokenizer == "qwen2" else len(tokenizer) + 2, device),
                          tokenizer, max_prompt_tokens=4096)
-    method = make_method(cfg, policy)
-    if method.critic is not None:
-        method.critic.to(device)
-    strategy = make_strategy(StrategyConfig(backend=args.strategy, zero_stage=2, bf16=device.type == "cuda",
-                                            gradient_checkpointing=args.gradient_checkpointing, device=args.device))
-    reference = copy.deepcopy(policy.model).to(torch.bfloat16 if device.type == "cuda" else torch.float32).eval()
-    actor = strategy.prepare(policy.model, lr=cfg.lr)
-    if device.type == "cuda":
+    trainer = Trainer(cfg, policy=policy)  # its (Vault) envs are never stepped: the turns below are synthetic
+    trainer.start_reinforcement()
+    if cuda:
         torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
-    seconds = {p: 0.0 for p in PHASES}
-
-    def timed(phase, fn):
-        _sync(device)
-        start = time.perf_counter()
-        result = fn()
-        _sync(device)
-        seconds[phase] += time.perf_counter() - start
-        return result
-
+    timer, memory = PhaseTimer(device), MemoryMeter(device)  # (resets CUDA's peak statistics)
     params = GenerationParams(max_new_tokens=args.response_tokens, temperature=1.0, seed=0)
-    with strategy.autocast():
-        outputs = timed("generation", lambda: HFGenerator(policy, max_batch_size=args.turns).generate(prompt_ids, params))
+    with timer("generation"), trainer.strategy.autocast():
+        outputs = HFGenerator(trainer.rollout_policy, max_batch_size=args.turns).generate(prompt_ids, params)
     group = 8 if algo == "grpo" else 1
-    turns = synthetic_turns(prompt_ids, outputs, args.turns_per_traj, group, seed=0)
-    exp = Experience.collate(turns, policy.pad_token_id).to(device)
-    with strategy.autocast():
-        exp = timed("old_log_prob", lambda: method.old_forward(exp))
-        exp.ref_log_probs = timed("reference", lambda: reference_log_probs(reference, exp, method, cfg))
-        exp = timed("value", lambda: method.compute_values(exp))
-    exp = timed("advantage", lambda: method.compute_advantages(exp))
-    timed("critic_update", lambda: method.critic_update(exp, torch.Generator().manual_seed(0), MemoryMeter(device)))
-    timed("actor_update", lambda: actor_update(strategy, actor, exp, method, cfg))
+    exp = Experience.collate(synthetic_turns(prompt_ids, outputs, args.turns_per_traj, group, seed=0),
+                             policy.pad_token_id).to(trainer.device)
+    trainer.learn(exp, timer, memory)
+    seconds = timer.seconds
     generated = sum(len(o.token_ids) for o in outputs)
     row = {"algo": algo, **seconds, "iteration": sum(seconds.values()),
            "update": seconds["critic_update"] + seconds["actor_update"],
-           "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else float("nan"),
+           "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if cuda else float("nan"),
            "gen_tok_s": generated / max(seconds["generation"], 1e-9),
            "train_tok_s": int(exp.attention_mask.sum()) / max(seconds["actor_update"], 1e-9)}
-    del policy, method, reference, actor, exp, outputs
+    trainer.close()
+    del trainer, policy, exp, outputs
     gc.collect()
-    if device.type == "cuda":
+    if cuda:
         torch.cuda.empty_cache()
     return row
 

@@ -99,7 +99,7 @@ def _rollouts(args: argparse.Namespace, base: Any) -> tuple[dict[str, Experience
     timers: dict[str, list[PhaseTimer]] = {name: [] for name in variants}
     for _ in range(args.repeats):
         for name, params in variants.items():
-            collector.agent.params, timer = params, PhaseTimer()
+            collector.agent.params, timer = params, PhaseTimer(torch.device(args.device))
             torch.manual_seed(0)
             _, batches[name] = collector.collect_batch(timer)
             timers[name].append(timer)
@@ -121,7 +121,7 @@ def phase_table(args: argparse.Namespace) -> dict[str, dict[str, float]]:
         for algo in ALGOS[repeat % 3:] + ALGOS[:repeat % 3]:  # and each goes first in turn
             trainer = trainers[algo]
             trainer.start_reinforcement()
-            timer, memory = PhaseTimer(), MemoryMeter(torch.device(args.device))
+            timer, memory = PhaseTimer(torch.device(args.device)), MemoryMeter(torch.device(args.device))
             for phase in ("generation", "reward"):
                 timer.add(phase, rollout_timers[algo][repeat].seconds[phase])
             trainer.learn(copy.deepcopy(batches[algo]), timer, memory)

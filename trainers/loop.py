@@ -147,7 +147,7 @@ class Trainer:
     def step(self) -> dict[str, Any]:
         """One iteration: rollout → old log-probs → reference → values → advantages → updates."""
         self.start_reinforcement()
-        timer, memory = PhaseTimer(), MemoryMeter(self.device)
+        timer, memory = PhaseTimer(self.device), MemoryMeter(self.device)
         rollout, exp = self.collect_batch(timer)
         stats = self.learn(exp, timer, memory)
         with timer("actor_update"):  # the new weights reach the sampler as part of the update

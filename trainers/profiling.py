@@ -30,20 +30,30 @@ PHASES = ("generation", "old_log_prob", "reward", "reference", "value", "advanta
 
 
 class PhaseTimer:
-    """Accumulates seconds per phase; ``with timer("value"): ...``."""
+    """Accumulates seconds per phase; ``with timer("value"): ...``.
 
-    def __init__(self) -> None:
+    On a CUDA ``device`` each phase starts and ends with ``torch.cuda.synchronize``: kernels run
+    asynchronously, so without it a phase would be charged for its predecessor's queued work."""
+
+    def __init__(self, device: torch.device | None = None) -> None:
         self.seconds: dict[str, float] = {p: 0.0 for p in PHASES}
+        self._cuda = device if device is not None and device.type == "cuda" else None
 
     @contextmanager
     def __call__(self, phase: str) -> Iterator[None]:
         if phase not in self.seconds:
             raise KeyError(f"unknown phase {phase!r}; valid choices: {list(PHASES)}")
+        self._sync()
         start = time.perf_counter()
         try:
             yield
         finally:
+            self._sync()
             self.seconds[phase] += time.perf_counter() - start
+
+    def _sync(self) -> None:
+        if self._cuda is not None:
+            torch.cuda.synchronize(self._cuda)
 
     def add(self, phase: str, seconds: float) -> None:
         self.seconds[phase] += seconds

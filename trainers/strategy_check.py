@@ -144,7 +144,7 @@ def step_capturing(trainer: Any) -> tuple[list[TurnSample], dict[str, float]]:
     from trainers.profiling import MemoryMeter, PhaseTimer
 
     trainer.start_reinforcement()
-    timer, memory = PhaseTimer(), MemoryMeter(trainer.device)
+    timer, memory = PhaseTimer(trainer.device), MemoryMeter(trainer.device)
     rollout, exp = trainer.collect_batch(timer)
     stats = trainer.learn(exp, timer, memory)
     trainer.sync_generator()
