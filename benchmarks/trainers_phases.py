@@ -94,7 +94,9 @@ def _rollouts(args: argparse.Namespace, base: Any) -> tuple[dict[str, Experience
     logits (one more decode step per row), so SAPO's rollout is timed apart from PPO's and GRPO's."""
     collector = _trainer(args, "grpo", copy.deepcopy(base))
     plain = collector.agent.params
-    variants = {"plain": plain, "readout": dataclasses.replace(plain, value_logits=args.old_log_probs == "rollout")}
+    variants = {"plain": plain}
+    if args.old_log_probs == "rollout":
+        variants["readout"] = dataclasses.replace(plain, value_logits=True)
     batches: dict[str, Experience] = {}
     timers: dict[str, list[PhaseTimer]] = {name: [] for name in variants}
     for _ in range(args.repeats):
@@ -103,12 +105,12 @@ def _rollouts(args: argparse.Namespace, base: Any) -> tuple[dict[str, Experience
             torch.manual_seed(0)
             _, batches[name] = collector.collect_batch(timer)
             timers[name].append(timer)
-    a, b = batches["plain"], batches["readout"]
+    sapo = "readout" if "readout" in variants else "plain"
+    a, b = batches["plain"], batches[sapo]
     same = a.input_ids.shape == b.input_ids.shape and torch.equal(a.input_ids, b.input_ids)
     print(f"rollout: {len(a)} turns, {a.num_action_tokens} action tokens, {int(a.attention_mask.sum())} tokens in all; "
           f"SAPO's sampler drew {'the same' if same else 'DIFFERENT'} turns")
-    return ({"sapo": b, "ppo": a, "grpo": a},
-            {"sapo": timers["readout"], "ppo": timers["plain"], "grpo": timers["plain"]})
+    return ({"sapo": b, "ppo": a, "grpo": a}, {"sapo": timers[sapo], "ppo": timers["plain"], "grpo": timers["plain"]})
 
 
 def phase_table(args: argparse.Namespace) -> dict[str, dict[str, float]]:
@@ -124,8 +126,7 @@ def phase_table(args: argparse.Namespace) -> dict[str, dict[str, float]]:
             timer, memory = PhaseTimer(torch.device(args.device)), MemoryMeter(torch.device(args.device))
             for phase in ("generation", "reward"):
                 timer.add(phase, rollout_timers[algo][repeat].seconds[phase])
-            trainer.learn(copy.deepcopy(batches[algo]), timer, memory)
-            _sync(args.device)
+            trainer.learn(copy.deepcopy(batches[algo]), timer, memory)  # (the timer synchronizes CUDA)
             runs[algo].append({**timer.as_metrics(), "estimate_bytes": memory.peak_bytes(*_state(trainer))})
     table = {algo: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for algo, rs in runs.items()}
     rounds = [s["time/iteration"] / p["time/iteration"] for s, p in zip(runs["sapo"], runs["ppo"])]

@@ -136,7 +136,7 @@ class HFGenerator:
                 return
             next_tok, next_lp = sample_next(last[drawn], policy.value_token_ids, params, rng)
             going = {j: rows.add(active[j], t, lp, eos) for j, t, lp in zip(drawn, next_tok.tolist(), next_lp.tolist())}
-            keep = [j for j in drawn if going[j] or readout]
+            keep = [j for j in drawn if going[j] or readout is not None]  # a finished row still feeds its last token
             if not keep:
                 return
             if len(keep) < len(active):  # drop finished rows from the batch and the cache
