@@ -16,9 +16,12 @@ class ExpertAgent:
     """Follows the env's privileged oracle (``info["expert_action"]``: a walkthrough or planner).
 
     Falls back to a random admissible action when the env has no oracle for the current state.
+    ``privileged = True``: the evaluation harness gives it the full info (other agents get
+    :func:`sapo_gym.core.public_info`) and its results are labelled as an oracle's.
     """
 
     name = "expert"
+    privileged = True
 
     def __init__(self, seed: int = 0):
         self._fallback = RandomAgent(seed)
@@ -59,7 +62,7 @@ class SearchAgent:
     """ALFWorld's observation-only search policy (:class:`sapo_gym.alfworld.search.SearchExpert`) as an agent.
 
     It reads what any agent may read: the raw observation, the admissible commands and the task's
-    goal (``info["alfworld_task_type"]`` / ``info["pddl_params"]``, which the task sentence states).
+    goal, parsed from the task sentence (``info["task"]``; with ``info["alfworld_task_type"]``).
     One memory per episode, keyed by ``info["task_id"]`` and started at step 0, so the envs acting
     together must play distinct tasks (as :func:`sapo_gym.evaluation.evaluate` batches them);
     GRPO-style groups of one task are refused with an error.
@@ -82,10 +85,10 @@ class SearchAgent:
             raise ValueError("SearchAgent keeps one memory per task: the envs acting together must play distinct tasks")
         out = []
         for key, info in zip(keys, infos):
-            if "pddl_params" not in info:
-                raise ValueError("SearchAgent plays ALFWorld only (the info has no pddl_params)")
+            if "alfworld_task_type" not in info:
+                raise ValueError("SearchAgent plays ALFWorld only (the info has no alfworld_task_type)")
             if info.get("step", 0) == 0 or key not in self._memory:
-                self._memory[key] = SearchExpert(SearchGoal.from_task(info["alfworld_task_type"], info["pddl_params"]))
+                self._memory[key] = SearchExpert(SearchGoal.from_sentence(info["alfworld_task_type"], info["task"]))
             expert = self._memory[key]
             expert.observe(info["raw_observation"])
             out.append(format_action(expert.action(info["admissible_actions"]) or "look", "searching the room"))

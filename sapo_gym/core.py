@@ -14,6 +14,11 @@ after a step also ``action`` (the parsed action), ``is_action_valid`` (format, p
 ``is_action_admissible``, ``parse_reason``. Backends with an oracle add the privileged
 ``expert_action`` (for the expert agent and demonstrations only).
 
+**Privileged keys** (:data:`PRIVILEGED_INFO_KEYS`: ``expert_action``, ``pddl_params``) carry the
+env's own solution or hidden game state. An evaluation harness hands an agent
+:func:`public_info` (every other key); only agents that declare ``privileged = True`` (oracle
+baselines) get the full info, and their results are labelled as such.
+
 ``terminated`` is True on success or a terminal failure, ``truncated`` comes from ``TimeLimit``
 (registration sets the horizon). Rewards are the backend's own (e.g. ``success_reward`` on a
 win); the invalid-action penalty is *not* applied here — see
@@ -37,10 +42,19 @@ from sapo_gym.parsing import Protocol, get_protocol, parse_action
 from sapo_gym.registration import ENVS
 from sapo_gym.spaces import UnicodeText
 
-__all__ = ["Turn", "TextEnv", "OBSERVATION_MAX_LENGTH", "ACTION_MAX_LENGTH"]
+__all__ = ["Turn", "TextEnv", "OBSERVATION_MAX_LENGTH", "ACTION_MAX_LENGTH", "PRIVILEGED_INFO_KEYS", "public_info"]
 
 OBSERVATION_MAX_LENGTH = 1 << 20
 ACTION_MAX_LENGTH = 1 << 16
+PRIVILEGED_INFO_KEYS: frozenset[str] = frozenset({"expert_action", "pddl_params"})
+"""``info`` keys an evaluated agent must not see: the oracle's next action (Vault, WebShop, ALFWorld)
+and ALFWorld's PDDL goal parameters (the game's hidden problem file; the task sentence states the goal
+in words). Every other documented key is public."""
+
+
+def public_info(info: dict[str, Any]) -> dict[str, Any]:
+    """``info`` without the :data:`PRIVILEGED_INFO_KEYS` (a new dict; ``info`` is left as it is)."""
+    return {k: v for k, v in info.items() if k not in PRIVILEGED_INFO_KEYS}
 
 
 @dataclass

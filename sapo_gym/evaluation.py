@@ -2,6 +2,10 @@
 
 No torch here: the agent is any object with the :class:`agents.base.Agent` interface. Envs run
 in this process, ``batch_size`` at a time, and the agent is asked only for the active ones.
+
+The agent sees :func:`sapo_gym.core.public_info` only (no ``expert_action``, no ``pddl_params``),
+unless it declares ``privileged = True`` (the oracle baselines); each record says which it was
+(:func:`harness_record` is what a result bundle stores).
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ from typing import Any, Iterable, Sequence
 
 import gymnasium as gym
 
-__all__ = ["StepRecord", "EpisodeRecord", "evaluate", "summarize", "format_table"]
+from sapo_gym.core import PRIVILEGED_INFO_KEYS, public_info
+
+__all__ = ["StepRecord", "EpisodeRecord", "evaluate", "summarize", "format_table", "is_privileged", "harness_record",
+           "new_record", "record_step"]
 
 
 @dataclass
@@ -44,12 +51,41 @@ class EpisodeRecord:
     episode_return: float
     initial_observation: str
     turns: list[StepRecord] = field(default_factory=list)
+    privileged: bool = False
+    """True when the agent saw the full info (an oracle baseline), False when only the public keys."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
+def is_privileged(agent: Any) -> bool:
+    """Whether ``agent`` declared explicit access to the privileged info keys (``privileged = True``)."""
+    return getattr(agent, "privileged", False) is True
+
+
+def harness_record(privileged: bool) -> dict[str, Any]:
+    """What a result bundle records about the info the agent was given."""
+    return {"info_filter": "public", "withheld_keys": sorted(PRIVILEGED_INFO_KEYS), "privileged_agent": bool(privileged)}
+
+
+def new_record(info: dict[str, Any], task_id: str, seed: int, privileged: bool = False) -> EpisodeRecord:
+    """An empty record of the episode that ``reset`` just started (``info``: the reset's info)."""
+    return EpisodeRecord(task_id, info["task_type"], seed, False, 0.0, 0, 0, 0.0, info["raw_observation"], privileged=privileged)
+
+
+def record_step(rec: EpisodeRecord, output: str, reward: float, info: dict[str, Any]) -> None:
+    """Append one turn (the agent's raw ``output``, the step's reward and info) to ``rec``."""
+    rec.turns.append(StepRecord(output, info["action"], info.get("think"), bool(info["is_action_valid"]),
+                                bool(info["is_action_admissible"]), info["raw_observation"], float(reward)))
+    rec.steps += 1
+    rec.invalid_actions += int(not info["is_action_valid"])
+    rec.episode_return += float(reward)
+    rec.success, rec.score = bool(info["won"]), float(info["score"])
+
+
 def _run_batch(agent: Any, envs: list[gym.Env], task_ids: Sequence[str], seed: int, progress: Any) -> list[EpisodeRecord]:
+    privileged = is_privileged(agent)
+    shown = (lambda info: info) if privileged else public_info
     records: list[EpisodeRecord] = []
     obs: list[str] = []
     infos: list[dict[str, Any]] = []
@@ -57,21 +93,15 @@ def _run_batch(agent: Any, envs: list[gym.Env], task_ids: Sequence[str], seed: i
         o, info = env.reset(seed=seed, options={"task_id": task_id})
         obs.append(o)
         infos.append(info)
-        records.append(EpisodeRecord(task_id, info["task_type"], seed, False, 0.0, 0, 0, 0.0, info["raw_observation"]))
+        records.append(new_record(info, task_id, seed, privileged))
     agent.reset(len(envs))
     active = list(range(len(envs)))
     while active:
-        outputs = agent.act([obs[i] for i in active], [infos[i] for i in active])
+        outputs = agent.act([obs[i] for i in active], [shown(infos[i]) for i in active])
         still = []
         for i, out in zip(active, outputs):
             o, r, term, trunc, info = envs[i].step(out)
-            rec = records[i]
-            rec.turns.append(StepRecord(out, info["action"], info.get("think"), bool(info["is_action_valid"]),
-                                        bool(info["is_action_admissible"]), info["raw_observation"], float(r)))
-            rec.steps += 1
-            rec.invalid_actions += int(not info["is_action_valid"])
-            rec.episode_return += float(r)
-            rec.success, rec.score = bool(info["won"]), float(info["score"])
+            record_step(records[i], out, r, info)
             obs[i], infos[i] = o, info
             if term or trunc:
                 if progress is not None:

@@ -11,7 +11,8 @@ goal and the episode's observations so far, so it labels *any* state the agent r
 data for free), and an agent with enough memory of the episode could imitate it exactly.
 
 The goal comes from the game's ``pddl_params`` (object, receptacle, lamp) and task type, which the
-task sentence states in words. Used by :class:`~sapo_gym.alfworld.env.AlfWorldEnv` with
+task sentence states in words: :meth:`SearchGoal.from_sentence` reads it from the sentence alone
+(what an evaluated agent sees; ``pddl_params`` is a privileged info key). Used by :class:`~sapo_gym.alfworld.env.AlfWorldEnv` with
 ``expert="search"``; pure Python, no engine access.
 """
 
@@ -30,6 +31,11 @@ _ARRIVE = re.compile(r"^You arrive at (.+?)\.")
 _PICK = re.compile(r"^You pick up the (.+?) from the ")
 _MOVE = re.compile(r"^You move the (.+?) to the ")
 _TREAT = re.compile(r"^You (?:clean|heat|cool) the (.+?) using the ")
+_SENTENCES = (  # alfworld's goal templates (alfworld/gen/goal_library.py) of the six task types
+    re.compile(r"^put (?:a|some|two) (?:(?:clean|hot|cool) )?(?P<obj>\S+) (?:in|on) (?P<recep>\S+)$"),
+    re.compile(r"^(?:clean|heat|cool|find) (?:some|two) (?P<obj>\S+) and put (?:it|them) in (?P<recep>\S+)$"),
+    re.compile(r"^(?:look at|examine the) (?P<obj>\S+) (?:under|with) the (?P<lamp>\S+)$"),
+)
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,17 @@ class SearchGoal:
             lamp=str(pddl_params.get("toggle_target", "")).lower(),
             count=2 if alfworld_task_type == "pick_two_obj_and_place" else 1,
         )
+
+    @classmethod
+    def from_sentence(cls, alfworld_task_type: str, sentence: str) -> SearchGoal:
+        """From the task type and the task sentence (``info["task"]``, e.g. ``put a hot apple in fridge.``)."""
+        text = sentence.strip().lower().rstrip(".").strip()
+        for pattern in _SENTENCES:
+            if m := pattern.match(text):
+                found = m.groupdict()
+                return cls(obj=found["obj"], target=found.get("recep") or "", op=_OPS.get(alfworld_task_type),
+                           lamp=found.get("lamp") or "", count=2 if alfworld_task_type == "pick_two_obj_and_place" else 1)
+        raise ValueError(f"not an ALFWorld task sentence: {sentence!r}")
 
 
 @dataclass

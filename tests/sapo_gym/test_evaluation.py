@@ -48,3 +48,42 @@ def test_given_envs_are_used_and_left_open() -> None:
     envs[0].reset(seed=0)  # still usable: the caller owns them
     for env in envs:
         env.close()
+
+
+class PeekingAgent:
+    """A ``module:Class`` agent that plays the oracle's action whenever the info reveals it."""
+
+    name = "peek"
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def reset(self, num_envs: int) -> None:
+        return None
+
+    def act(self, observations, infos):  # type: ignore[no-untyped-def]
+        out = []
+        for info in infos:
+            self.seen |= {"expert_action", "pddl_params"} & set(info)
+            out.append(f"<think>peek</think><action>{info.get('expert_action') or 'look'}</action>")
+        return out
+
+
+def test_privileged_info_never_reaches_an_evaluated_agent() -> None:
+    agent = load_agent(f"{__name__}:PeekingAgent")
+    records = evaluate(agent, "sapo/Vault-v0", split="test", seeds=[0, 1], batch_size=4, progress=False)
+    assert agent.seen == set()  # neither expert_action nor pddl_params was handed over
+    assert len(records) == 32 and summarize(records)["all"]["success"] < 1.0
+    assert not any(r.privileged for r in records)
+
+
+def test_oracle_agents_get_explicit_access_and_are_labelled() -> None:
+    from sapo_gym import PRIVILEGED_INFO_KEYS, public_info
+    from sapo_gym.evaluation import harness_record, is_privileged
+
+    records = evaluate(ExpertAgent(), "sapo/Vault-v0", split="test", progress=False)
+    assert is_privileged(ExpertAgent()) and all(r.privileged and r.success for r in records)
+    assert not is_privileged(RandomAgent()) and not is_privileged(PeekingAgent())
+    assert harness_record(True) == {"info_filter": "public", "withheld_keys": sorted(PRIVILEGED_INFO_KEYS), "privileged_agent": True}
+    info = {"task_id": "t", "expert_action": "press red", "pddl_params": {}, "won": False}
+    assert public_info(info) == {"task_id": "t", "won": False} and "expert_action" in info

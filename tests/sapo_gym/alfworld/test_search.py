@@ -118,3 +118,18 @@ def test_search_agent_refuses_groups_of_one_task():
             "pddl_params": {}, "alfworld_task_type": "pick_and_place_simple"}
     with pytest.raises(ValueError, match="distinct tasks"):
         SearchAgent().act(["", ""], [info, dict(info)])
+
+
+@pytest.mark.parametrize("split", ["eval_out_of_distribution", "eval_in_distribution"])
+def test_goal_from_the_task_sentence_equals_the_pddl_goal(split: str):
+    """The public task sentence states the goal: parsing it gives exactly the goal of the (privileged) pddl_params."""
+    env = gym.make("sapo/ALFWorld-v0", split=split, data_dir="embedded", prompt=None)
+    try:
+        for task_id in env.unwrapped.task_ids:
+            _, info = env.reset(seed=0, options={"task_id": task_id})
+            expected = SearchGoal.from_task(info["alfworld_task_type"], info["pddl_params"])
+            assert SearchGoal.from_sentence(info["alfworld_task_type"], info["task"]) == expected, info["task"]
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="not an ALFWorld task sentence"):
+        SearchGoal.from_sentence("pick_and_place_simple", "win the game.")
