@@ -37,6 +37,10 @@ class AgentTurn:
     """The prompt was longer than the budget and was cut (see :class:`~agents.policy.PolicyModel`)."""
     value_logits: tuple[tuple[float, float], tuple[float, float]] | None = None
     """The sampler's w⁺/w⁻ logits at the last prompt / response token, when asked for (``GenerationParams.value_logits``)."""
+    allowed_tokens: list[tuple[int, ...] | None] | None = None
+    """Under ``constrain='admissible'``: per response token, the ids the sampler allowed (None: free there)."""
+    constraint_fallback: bool = False
+    """A constraint was asked for but the turn had no usable admissible list (decoded freely)."""
 
 
 class LLMAgent:
@@ -50,7 +54,12 @@ class LLMAgent:
         *,
         name: str | None = None,
         seed: int | None = None,
+        constrain: str = "none",
     ):
+        from agents.constraint import CONSTRAINTS, ConstraintBuilder
+
+        if constrain not in CONSTRAINTS:
+            raise ValueError(f"unknown constraint {constrain!r}; valid choices: {list(CONSTRAINTS)}")
         if generator is None:
             from agents.generation.hf import HFGenerator
 
@@ -59,6 +68,9 @@ class LLMAgent:
         self.params = params or GenerationParams()
         self.name = name or str(getattr(policy.model.config, "name_or_path", "") or "llm")
         self.seed = seed if seed is not None else self.params.seed
+        self.constrain = constrain
+        """``admissible``: actions restricted to each turn's ``info["admissible_actions"]`` (:mod:`agents.constraint`)."""
+        self._constraints = ConstraintBuilder(policy.tokenizer) if constrain == "admissible" else None
         self._calls = 0
 
     @property
@@ -86,8 +98,14 @@ class LLMAgent:
         prompts = self.policy.encode_prompts(observations, max_tokens=self.prompt_budget)
         params = self.params if self.seed is None else self.params.with_seed(self.seed + self._calls)
         self._calls += 1
-        outputs = self.generator.generate(prompts.token_ids, params)
+        if self._constraints is None:
+            outputs = self.generator.generate(prompts.token_ids, params)
+        else:
+            infos = infos if infos is not None else [{}] * len(observations)
+            constraints = [self._constraints.build(info.get("admissible_actions")) for info in infos]
+            outputs = self.generator.generate(prompts.token_ids, params, constraints)
         return [
-            AgentTurn(ids, out.token_ids, out.log_probs, out.text, out.truncated, cut, out.value_logits)
+            AgentTurn(ids, out.token_ids, out.log_probs, out.text, out.truncated, cut, out.value_logits,
+                      out.allowed_tokens, out.constraint_fallback)
             for ids, cut, out in zip(prompts.token_ids, prompts.truncated, outputs)
         ]

@@ -27,6 +27,7 @@ ALGOS = ("sapo", "ppo", "grpo")
 STRATEGIES = ("torch", "deepspeed")
 GENERATORS = ("hf", "vllm")
 OLD_LOG_PROBS = ("recompute", "rollout")
+CONSTRAIN = ("none", "admissible")  # agents.constraint.CONSTRAINTS (not imported: the config stays torch-free)
 
 
 @dataclass
@@ -83,6 +84,10 @@ class TrainConfig:
     """Source of log π_old (and of SAPO's V_old, Q_old): 'recompute' (one forward pass over the batch after the
     rollout, as verl does) or 'rollout' (kept from the HF sampler, which ran the same weights at the same
     precision: the old-log-prob phase has nothing left to run; generator 'hf' only)."""
+    constrain: str = "none"
+    """Decoding constraint: 'none' (free) or 'admissible' (inside <action>…</action> only tokens that continue one of
+    the turn's admissible actions, then </action>; the same per-token mask in sampling, old, current and reference
+    log-probs and entropy, so ratios stay exact; training and evaluation alike; generator 'hf' only)."""
     # ------------------------------------------------------------------ optimisation
     lr: float = 1e-6
     """Actor learning rate (paper: 1e-6)."""
@@ -154,12 +159,15 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.algo not in ALGOS:
             raise ValueError(f"unknown algo {self.algo!r}; valid choices: {list(ALGOS)}")
-        for name, valid in (("strategy", STRATEGIES), ("generator", GENERATORS), ("old_log_probs", OLD_LOG_PROBS)):
+        for name, valid in (("strategy", STRATEGIES), ("generator", GENERATORS), ("old_log_probs", OLD_LOG_PROBS),
+                            ("constrain", CONSTRAIN)):
             if getattr(self, name) not in valid:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid choices: {list(valid)}")
         if self.old_log_probs == "rollout" and self.generator != "hf":
             raise ValueError("old_log_probs='rollout' needs generator 'hf': vLLM samples with its own kernels and "
                              "precision, so its log-probs are not the trainer's (recompute them)")
+        if self.constrain != "none" and self.generator != "hf":
+            raise ValueError("constrain='admissible' is implemented for generator 'hf' only (no vLLM logits processor yet)")
         if not 0 <= self.zero_stage <= 3:
             raise ValueError(f"zero_stage must be 0-3, got {self.zero_stage}")
         if self.reference_dtype not in ("float32", "bfloat16"):

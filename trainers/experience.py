@@ -17,8 +17,8 @@ from torch import Tensor
 
 __all__ = ["TurnSample", "Experience", "micro_batches"]
 
-# Fields that are (B, T) token-level; every other tensor field is (B,) turn-level.
-_TOKEN_FIELDS = ("input_ids", "attention_mask", "action_mask", "old_log_probs", "ref_log_probs")
+# Fields that are (B, T) token-level (``allowed_tokens``: (B, T, W)); every other tensor field is (B,) turn-level.
+_TOKEN_FIELDS = ("input_ids", "attention_mask", "action_mask", "old_log_probs", "ref_log_probs", "allowed_tokens")
 
 
 @dataclass
@@ -45,8 +45,12 @@ class TurnSample:
     """Task group (GRPO: the members of a group played the same task)."""
     value_logits: tuple[tuple[float, float], tuple[float, float]] | None = None
     """The sampler's (z_w⁺, z_w⁻) at the last prompt token and at the last response token, if it kept them."""
+    allowed_tokens: list[tuple[int, ...] | None] | None = None
+    """Under constrained decoding: per response token, the ids the sampler allowed (None: free there)."""
 
     def __post_init__(self) -> None:
+        if self.allowed_tokens is not None and len(self.allowed_tokens) != len(self.response_ids):
+            raise ValueError(f"{len(self.response_ids)} response tokens but {len(self.allowed_tokens)} allowed sets")
         if len(self.response_log_probs) != len(self.response_ids):
             raise ValueError(
                 f"{len(self.response_ids)} response tokens but {len(self.response_log_probs)} log-probs"
@@ -95,6 +99,10 @@ class Experience:
     """(B,) float: y^V."""
     q_targets: Tensor | None = None
     """(B,) float: y^Q."""
+    allowed_tokens: Tensor | None = None
+    """(B, T, W) long: under constrained decoding, the token ids allowed at each response position (``-1``
+    padding; a row of ``-1`` is free). The losses restrict the policy's logits to them
+    (:func:`agents.constraint.restrict_logits`), as the sampler did."""
     extra: dict[str, Tensor] = field(default_factory=dict)
     """Additional (B,)-leading tensors carried along (selected with the rows): ``value_logits`` (B, 2, 2), the
     sampler's w⁺/w⁻ logits at the V and Q positions when it kept them; whatever a method adds."""
@@ -106,6 +114,8 @@ class Experience:
             if not isinstance(value, Tensor):
                 continue
             want = (b, t) if f.name in _TOKEN_FIELDS else (b,)
+            if f.name == "allowed_tokens":
+                want = (b, t, value.shape[-1]) if value.dim() == 3 else (b, t, 1)
             if tuple(value.shape) != want:
                 raise ValueError(f"Experience.{f.name} has shape {tuple(value.shape)}, expected {want}")
         for name, value in self.extra.items():
@@ -134,6 +144,15 @@ class Experience:
         def turn(values: list, dtype: torch.dtype) -> Tensor:
             return torch.tensor(values, dtype=dtype)
 
+        allowed = None
+        if any(s.allowed_tokens is not None for s in samples):
+            width = max([len(ids) for s in samples for ids in (s.allowed_tokens or ()) if ids], default=0) or 1
+            allowed = torch.full((b, t, width), -1, dtype=torch.long)
+            for i, s in enumerate(samples):
+                for k, ids in enumerate(s.allowed_tokens or ()):
+                    if ids:
+                        allowed[i, len(s.prompt_ids) + k, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+
         extra = {}
         if all(s.value_logits is not None for s in samples):
             extra["value_logits"] = turn([s.value_logits for s in samples], torch.float32)  # (B, 2, 2)
@@ -151,6 +170,7 @@ class Experience:
             traj_ids=turn([s.traj_id for s in samples], torch.long),
             turn_idx=turn([s.turn_idx for s in samples], torch.long),
             group_ids=turn([s.group_id for s in samples], torch.long),
+            allowed_tokens=allowed,
             extra=extra,
         )
 
@@ -167,6 +187,11 @@ class Experience:
                 merged[f.name] = None
             elif any(v is None for v in values):
                 raise ValueError(f"field {f.name} is set in some parts and not in others")
+            elif f.name == "allowed_tokens":
+                w = max(v.shape[2] for v in values)
+                merged[f.name] = torch.cat(
+                    [torch.nn.functional.pad(v, (0, w - v.shape[2], 0, t - v.shape[1]), value=-1) for v in values]
+                )
             elif f.name in _TOKEN_FIELDS:
                 fill = pad_id if f.name == "input_ids" else 0
                 merged[f.name] = torch.cat(

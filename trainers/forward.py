@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from agents.constraint import restrict_logits
 from trainers.core_algos import entropy_from_logits, mask_value_tokens, token_log_probs
 from trainers.experience import Experience
 
@@ -57,20 +58,24 @@ def forward_positions(model: nn.Module, batch: Experience, readout: bool = False
     return PositionLogits(action, head(hidden[rows, batch.state_positions]), head(hidden[rows, batch.action_end_positions]))
 
 
-def _policy(action_logits: Tensor, value_token_ids: tuple[int, ...], temperature: float) -> Tensor:
-    """The policy's logits: w+/w- removed, divided by the sampling temperature (as verl does)."""
-    return mask_value_tokens(action_logits / temperature, value_token_ids)
+def _policy(logits: PositionLogits, batch: Experience, value_token_ids: tuple[int, ...], temperature: float) -> Tensor:
+    """The policy's ``(K, V)`` logits at the action tokens: w+/w- removed, divided by the sampling temperature
+    (as verl does), and restricted to the sampler's allowed tokens under constrained decoding."""
+    z = mask_value_tokens(logits.action / temperature, value_token_ids)
+    if batch.allowed_tokens is None:
+        return z
+    return restrict_logits(z, batch.allowed_tokens[:, 1:][batch.action_mask[:, 1:].bool()])
 
 
 def action_log_probs(logits: PositionLogits, batch: Experience, value_token_ids: tuple[int, ...], temperature: float) -> Tensor:
     """``(B, T)`` log π(token_t | tokens_<t) at the action tokens, 0 elsewhere (lined up with ``input_ids``)."""
     mask = batch.action_mask.bool()
     labels = batch.input_ids[:, 1:][mask[:, 1:]]
-    lp = token_log_probs(_policy(logits.action, value_token_ids, temperature), labels)
+    lp = token_log_probs(_policy(logits, batch, value_token_ids, temperature), labels)
     out = torch.zeros(batch.input_ids.shape, dtype=torch.float32, device=lp.device)
     return out.masked_scatter(F.pad(mask[:, 1:], (1, 0)), lp)
 
 
-def action_entropy(logits: PositionLogits, value_token_ids: tuple[int, ...], temperature: float) -> Tensor:
-    """``(K,)`` entropy of the policy at each action token."""
-    return entropy_from_logits(_policy(logits.action, value_token_ids, temperature))
+def action_entropy(logits: PositionLogits, batch: Experience, value_token_ids: tuple[int, ...], temperature: float) -> Tensor:
+    """``(K,)`` entropy of the policy at each action token (0 where a constraint forces the token)."""
+    return entropy_from_logits(_policy(logits, batch, value_token_ids, temperature))

@@ -260,7 +260,8 @@ class Trainer:
     def _rollout_metrics(self, rollout: Rollout, exp: Experience) -> dict[str, float]:
         eps = rollout.episodes
         outputs = [t.output for t in rollout.turns]
-        return {
+        constrained = {"rollout/constraint_fallbacks": sum(bool(getattr(o, "constraint_fallback", False)) for o in outputs)}
+        return {**(constrained if self.cfg.constrain != "none" else {}),
             "rollout/success": float(np.mean([e.won for e in eps])),
             "rollout/score": float(np.mean([e.score for e in eps])),
             "rollout/return": float(np.mean([e.episode_return for e in eps])),

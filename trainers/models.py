@@ -60,7 +60,7 @@ def build_agent(policy: Any, cfg: TrainConfig, temperature: float, generator: An
     from agents.llm import LLMAgent
 
     params = GenerationParams(max_new_tokens=cfg.max_response_tokens, temperature=temperature, value_logits=value_logits)
-    return LLMAgent(policy, generator or HFGenerator(policy), params, name=f"{cfg.algo}:{cfg.model}")
+    return LLMAgent(policy, generator or HFGenerator(policy), params, name=f"{cfg.algo}:{cfg.model}", constrain=cfg.constrain)
 
 
 def turn_samples(rollout: Rollout) -> list[TurnSample]:
@@ -77,6 +77,7 @@ def turn_samples(rollout: Rollout) -> list[TurnSample]:
             turn_idx=t.turn_idx,
             group_id=t.group_id,
             value_logits=t.output.value_logits,
+            allowed_tokens=t.output.allowed_tokens,
         )
         for t in rollout.turns
     ]

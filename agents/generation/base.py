@@ -64,6 +64,11 @@ class GenerationOutput:
     value_logits: tuple[tuple[float, float], tuple[float, float]] | None = None
     """With ``GenerationParams.value_logits``: ((z_w⁺, z_w⁻) at the last prompt token, (z_w⁺, z_w⁻) at the
     last response token), the raw logits SAPO's V and Q are read from; None otherwise."""
+    allowed_tokens: list[tuple[int, ...] | None] | None = None
+    """Under a constraint (:mod:`agents.constraint`): per response token, the token ids the sampler allowed
+    there (None where decoding was free); None when generated without one."""
+    constraint_fallback: bool = False
+    """A constraint was asked for but the turn had no usable admissible list: decoded freely."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Back-end specific details (never needed by the trainer)."""
 
@@ -72,7 +77,10 @@ class GenerationOutput:
 class Generator(Protocol):
     """Samples responses for a batch of prompts (token ids, chat template already applied)."""
 
-    def generate(self, prompt_ids: Sequence[Sequence[int]], params: GenerationParams) -> list[GenerationOutput]: ...
+    def generate(self, prompt_ids: Sequence[Sequence[int]], params: GenerationParams,
+                 constraints: Sequence[Any] | None = None) -> list[GenerationOutput]:
+        """``constraints``: one :class:`~agents.constraint.ActionConstraint` (or None) per prompt."""
+        ...
 
     def push_weights(self, model: Any) -> None:
         """Make the next ``generate`` use ``model``'s current weights (after an update)."""

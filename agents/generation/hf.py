@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 from transformers import DynamicCache
 
+from agents.constraint import allowed_matrix, restrict_logits
 from agents.generation.base import GenerationOutput, GenerationParams
 from agents.policy import PolicyModel
 from trainers.core_algos import mask_value_tokens
@@ -28,12 +29,14 @@ from trainers.core_algos import mask_value_tokens
 __all__ = ["HFGenerator", "sample_next"]
 
 
-def sample_next(logits: Tensor, value_token_ids: Sequence[int], params: GenerationParams, rng: torch.Generator | None) -> tuple[Tensor, Tensor]:
+def sample_next(logits: Tensor, value_token_ids: Sequence[int], params: GenerationParams, rng: torch.Generator | None,
+                allowed: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """One sampling step: ``(B, V)`` logits → (tokens ``(B,)``, their log-probs ``(B,)``).
 
-    Log-probs are under softmax(mask(z) / T) (T = 1 when greedy); ``top_p`` narrows only the draw.
+    Log-probs are under softmax(restrict(mask(z)) / T) (T = 1 when greedy; ``allowed (B, W)`` the
+    constraint's ids, see :func:`agents.constraint.restrict_logits`); ``top_p`` narrows only the draw.
     """
-    z = mask_value_tokens(logits.float(), value_token_ids)
+    z = restrict_logits(mask_value_tokens(logits.float(), value_token_ids), allowed)
     if params.temperature == 0:
         log_p = torch.log_softmax(z, dim=-1)
         tokens = z.argmax(dim=-1)
@@ -81,7 +84,10 @@ class HFGenerator:
         if source is not self.policy.model:
             self.policy.model.load_state_dict(source.state_dict())
 
-    def generate(self, prompt_ids: Sequence[Sequence[int]], params: GenerationParams) -> list[GenerationOutput]:
+    def generate(self, prompt_ids: Sequence[Sequence[int]], params: GenerationParams,
+                 constraints: Sequence[Any] | None = None) -> list[GenerationOutput]:
+        if constraints is not None and len(constraints) != len(prompt_ids):
+            raise ValueError(f"{len(constraints)} constraints for {len(prompt_ids)} prompts")
         if any(len(p) == 0 for p in prompt_ids):
             raise ValueError("empty prompt: a response needs at least one prompt token to condition on")
         rng = None
@@ -93,21 +99,26 @@ class HFGenerator:
         try:
             outputs: list[GenerationOutput] = []
             for start in range(0, len(prompt_ids), self.max_batch_size):
-                outputs += self._generate_chunk(prompt_ids[start : start + self.max_batch_size], params, rng)
+                chunk = slice(start, start + self.max_batch_size)
+                outputs += self._generate_chunk(prompt_ids[chunk], params, rng, None if constraints is None else constraints[chunk])
             return outputs
         finally:
             model.train(was_training)
 
     @torch.inference_mode()
-    def _generate_chunk(self, prompts: Sequence[Sequence[int]], params: GenerationParams, rng: torch.Generator | None) -> list[GenerationOutput]:
+    def _generate_chunk(self, prompts: Sequence[Sequence[int]], params: GenerationParams, rng: torch.Generator | None,
+                        constraints: Sequence[Any] | None) -> list[GenerationOutput]:
         policy = self.policy
-        rows = _Responses([min(params.max_new_tokens, policy.context_length - len(p)) for p in prompts])
+        rows = _Responses([min(params.max_new_tokens, policy.context_length - len(p)) for p in prompts],
+                          list(constraints) if constraints is not None else [None] * len(prompts))
         active = [i for i, budget in enumerate(rows.budgets) if budget > 0]
         if active:
             self._decode_loop(prompts, active, rows, params, rng)
         return [
-            GenerationOutput(tokens, lps, policy.decode(tokens), truncated=not stopped, value_logits=rows.readout(i))
-            for i, (tokens, lps, stopped) in enumerate(zip(rows.tokens, rows.log_probs, rows.stopped))
+            GenerationOutput(tokens, lps, policy.decode(tokens), truncated=not stopped, value_logits=rows.readout(i),
+                             allowed_tokens=rows.allowed[i] if c is not None else None,
+                             constraint_fallback=bool(c is not None and c.fallback))
+            for i, (tokens, lps, stopped, c) in enumerate(zip(rows.tokens, rows.log_probs, rows.stopped, rows.constraints))
         ]
 
     def _decode_loop(self, prompts: Sequence[Sequence[int]], active: list[int], rows: _Responses,
@@ -134,7 +145,8 @@ class HFGenerator:
             drawn = [j for j, s in enumerate(sampling) if s]
             if not drawn:
                 return
-            next_tok, next_lp = sample_next(last[drawn], policy.value_token_ids, params, rng)
+            next_tok, next_lp = sample_next(last[drawn], policy.value_token_ids, params, rng,
+                                            rows.allowed_now([active[j] for j in drawn], last.device))
             going = {j: rows.add(active[j], t, lp, eos) for j, t, lp in zip(drawn, next_tok.tolist(), next_lp.tolist())}
             keep = [j for j in drawn if going[j] or readout is not None]  # a finished row still feeds its last token
             if not keep:
@@ -157,16 +169,28 @@ class _Responses:
     """The responses of one chunk as they grow, indexed by prompt."""
 
     budgets: list[int]
+    constraints: list[Any]
+    """Per prompt: its :class:`~agents.constraint.ActionConstraint`, or None (free decoding)."""
     tokens: list[list[int]] = field(init=False)
     log_probs: list[list[float]] = field(init=False)
     stopped: list[bool] = field(init=False)
     value_logits: list[list[tuple[float, float]]] = field(init=False)
     """Per prompt: the (z_w⁺, z_w⁻) read so far (at the last prompt token, then at the last response token)."""
+    allowed: list[list[tuple[int, ...] | None]] = field(init=False)
+    """Per prompt and response token: the ids its constraint allowed (None: free)."""
 
     def __post_init__(self) -> None:
         n = len(self.budgets)
         self.tokens, self.log_probs, self.stopped = [[] for _ in range(n)], [[] for _ in range(n)], [False] * n
         self.value_logits = [[] for _ in range(n)]
+        self.allowed = [[] for _ in range(n)]
+
+    def allowed_now(self, rows: list[int], device: torch.device) -> Tensor | None:
+        """``(len(rows), W)`` ids the next token of each row may take (:func:`allowed_matrix`), or None if all free."""
+        now = [c.allowed() if c is not None else None for c in (self.constraints[r] for r in rows)]
+        for r, ids in zip(rows, now):
+            self.allowed[r].append(ids)
+        return allowed_matrix(now, device) if any(a is not None for a in now) else None
 
     def read(self, rows: list[int], pairs: Tensor, at_end: bool) -> None:
         """Record ``pairs (len(rows), 2)``, the w⁺/w⁻ logits of these rows at one readout position."""
@@ -182,5 +206,7 @@ class _Responses:
         """Append one sampled token; True while the row goes on (no end token, budget left)."""
         self.tokens[row].append(token)
         self.log_probs[row].append(log_prob)
+        if self.constraints[row] is not None:
+            self.constraints[row].advance(token)
         self.stopped[row] = token in eos
         return not self.stopped[row] and len(self.tokens[row]) < self.budgets[row]

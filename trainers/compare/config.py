@@ -83,6 +83,9 @@ class CompareConfig:
     """Training rollout temperature (paper: 1.0)."""
     eval_temperature: float = 0.4
     """Evaluation temperature (paper: 0.4)."""
+    constrain: str = "none"
+    """Decoding constraint for training and evaluation: 'none' or 'admissible' (actions restricted to the turn's
+    admissible actions, the same mask in sampling and in every log-prob; see agents/constraint.py)."""
     # ------------------------------------------------------------------ optimisation
     lr: float = 3e-4
     """Actor learning rate (paper, for 1.5B/7B models: 1e-6; the 0.2 M-parameter tiny model needs a larger one)."""
@@ -163,7 +166,7 @@ class CompareConfig:
             progress=self.progress, episodes_per_iteration=self.episodes_per_iteration,
             group_size=self.grpo_group_size if algo == "grpo" else 1, history_length=self.history_length,
             prompt=self.prompt, max_prompt_tokens=self.max_prompt_tokens, max_response_tokens=self.max_response_tokens,
-            temperature=self.temperature, eval_temperature=self.eval_temperature, lr=self.lr, critic_lr=self.critic_lr,
+            temperature=self.temperature, eval_temperature=self.eval_temperature, constrain=self.constrain, lr=self.lr, critic_lr=self.critic_lr,
             kl_coef=self.kl_coef, micro_batch_size=self.micro_batch_size, minibatches=self.minibatches, ppo_epochs=self.ppo_epochs,
             sft_episodes=self.sft_episodes, sft_agent=self.sft_agent, sft_epochs=self.sft_epochs, sft_lr=self.sft_lr,
         )

@@ -110,7 +110,7 @@ class Method:
             loss = loss + cfg.kl_coef * kl
             stats["kl"] = kl.detach()
         with torch.set_grad_enabled(cfg.entropy_coef > 0 and torch.is_grad_enabled()):
-            per_token = action_entropy(logits, self.value_token_ids, cfg.temperature)
+            per_token = action_entropy(logits, mb, self.value_token_ids, cfg.temperature)
             entropy = per_token.sum() / max(1, per_token.numel())  # token-mean (0 without action tokens)
         if cfg.entropy_coef > 0:
             loss = loss - cfg.entropy_coef * entropy
