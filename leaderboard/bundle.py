@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from leaderboard.stats import mean_interval, wilson_interval
+from leaderboard.validation import check_unicode, make_validator, strict_int
 
 __all__ = ["BUNDLE_FORMAT", "BUNDLE_VERSION", "AgentInfo", "BundleError", "build_bundle", "aggregate", "parse_bundle", "check_bundle", "load_schema"]
 
@@ -152,10 +153,11 @@ def _finite_float(text: str) -> float:
 
 
 def parse_bundle(data: bytes | str) -> dict[str, Any]:
-    """Strict JSON: UTF-8, no NaN/Infinity (nor numbers that overflow to it), a top-level object."""
+    """Strict JSON: UTF-8, no NaN/Infinity (nor numbers that overflow to it), no integer literal of more
+    than 64 digits, no lone surrogate, a top-level object."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        obj = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        obj = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float, parse_int=strict_int)
     except UnicodeDecodeError as exc:
         raise BundleError(f"bundle is not UTF-8: {exc}", status=400) from None
     except json.JSONDecodeError as exc:
@@ -164,14 +166,13 @@ def parse_bundle(data: bytes | str) -> dict[str, Any]:
         raise BundleError("malformed JSON: nested too deeply", status=400) from None
     if not isinstance(obj, dict):
         raise BundleError(f"a bundle is a JSON object, got {type(obj).__name__}", status=400)
+    check_unicode(text, obj)
     return obj
 
 
 @lru_cache(maxsize=None)
 def _validator(version: int = BUNDLE_VERSION) -> Any:
-    import jsonschema
-
-    return jsonschema.Draft202012Validator(load_schema(version), format_checker=jsonschema.FormatChecker())
+    return make_validator(json.dumps(load_schema(version)))  # strict integers, date-time checked
 
 
 def _check_schema(bundle: Mapping[str, Any]) -> None:

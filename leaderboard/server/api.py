@@ -9,16 +9,17 @@
 from __future__ import annotations
 
 import json
-import zlib
 from dataclasses import asdict
 from typing import Any
 
-from flask import Blueprint, Response, abort, current_app, jsonify, request, url_for
+from flask import Blueprint, Response, abort, current_app, jsonify, request
 
 from leaderboard.bundle import BundleError, parse_bundle
 from leaderboard.checks import admit
 from leaderboard.compare import compare_bundles
 from leaderboard.server.db import Submission
+from leaderboard.server.limits import RateLimited, gunzip_strict, read_body
+from leaderboard.server.security import external_url
 from leaderboard.server.store import SORT_KEYS, Store
 
 __all__ = ["api", "submission_summary"]
@@ -44,25 +45,17 @@ def submission_summary(row: Submission) -> dict[str, Any]:
         "verified": row.status == "verified", "status_message": row.status_message,
         "created_at": row.created_at.isoformat() + "Z",
         "verified_at": row.verified_at.isoformat() + "Z" if row.verified_at else None,
-        "url": url_for("pages.submission", submission_id=row.id, _external=True),
+        "url": external_url("pages.submission", submission_id=row.id),
     }
 
 
 def _body() -> bytes:
     limit = current_app.config["MAX_CONTENT_LENGTH"]
-    data = request.get_data(cache=False)  # 413 past MAX_CONTENT_LENGTH
     encoding = request.headers.get("Content-Encoding", "identity").lower()
-    if encoding == "gzip":
-        inflater = zlib.decompressobj(wbits=31)
-        try:
-            data = inflater.decompress(data, limit + 1)
-        except zlib.error as exc:
-            raise BundleError(f"body is not valid gzip: {exc}", status=400) from None
-        if len(data) > limit or inflater.unconsumed_tail:
-            abort(413)
-    elif encoding != "identity":
+    if encoding not in ("gzip", "identity"):
         raise BundleError(f"unsupported Content-Encoding {encoding!r}; use gzip or none", status=415)
-    return data
+    data = read_body(limit)  # 413 past the limit, with a Content-Length or chunked
+    return gunzip_strict(data, limit) if encoding == "gzip" else data
 
 
 def _authenticate() -> Any:
@@ -80,15 +73,23 @@ def _authenticate() -> Any:
 def submit() -> Response:
     token = _authenticate()
     try:
-        bundle = parse_bundle(_body())
+        limiter = _ctx()["limiter"]
+        limiter.charge(token.id, 1.0)
+        data = _body()
+        limiter.charge(token.id, limiter.cost(len(data)) - 1.0)
+        bundle = parse_bundle(data)
         board = admit(bundle, _ctx()["boards"])
     except BundleError as exc:
         return _error(exc.status, str(exc))
+    except RateLimited as exc:
+        response = _error(429, f"{exc}: token {token.name!r} sends too much too fast", "too_many_requests")
+        response.headers["Retry-After"] = str(int(exc.retry_after))
+        return response
     added = _ctx()["store"].add(bundle, board, submitter=token.name, token_id=token.id)
     _ctx()["verifier"].wake.set()
     body = {"id": added.id, "duplicate": not added.created, "status": added.status,
-            "url": url_for("pages.submission", submission_id=added.id, _external=True),
-            "api_url": url_for("api.detail", submission_id=added.id, _external=True)}
+            "url": external_url("pages.submission", submission_id=added.id),
+            "api_url": external_url("api.detail", submission_id=added.id)}
     response = jsonify(body)
     response.status_code = 201 if added.created else 200
     response.headers["Location"] = body["api_url"]

@@ -9,6 +9,8 @@ from flask import Flask, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException
 
 from leaderboard.boards import BoardRegistry
+from leaderboard.server import security
+from leaderboard.server.limits import RateLimiter
 from leaderboard.server.store import Store
 from leaderboard.server.worker import Verifier
 
@@ -29,6 +31,12 @@ class ServerConfig:
     """Run the replay verifier in a background thread of the server."""
     poll_seconds: float = 1.0
     """How often the verifier looks for pending submissions when idle."""
+    base_url: str = "http://127.0.0.1:8000"
+    """Public URL of the app's root: absolute URLs in responses start with it (never with the Host header)."""
+    rate_per_minute: float = 60.0
+    """Per-token rate limit: units refilled a minute (a request costs 1 + its MiB); <= 0 disables it."""
+    rate_burst: float = 300.0
+    """Per-token bucket size (that many small submissions can arrive at once)."""
 
 
 def _json_errors(app: Flask) -> None:
@@ -62,9 +70,11 @@ def create_app(config: ServerConfig | None = None) -> Flask:
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = int(config.max_upload_mb * (1 << 20))
     app.json.sort_keys = False  # type: ignore[attr-defined]
+    security.install(app, config.base_url)  # before the blueprints: it bounds their <int:...> ids
     store = Store(config.db_url)
     verifier = Verifier(store, config.poll_seconds)
-    app.extensions["sapo_gym"] = {"store": store, "boards": BoardRegistry(config.boards), "verifier": verifier, "config": config}
+    app.extensions["sapo_gym"] = {"store": store, "boards": BoardRegistry(config.boards), "verifier": verifier, "config": config,
+                                  "limiter": RateLimiter(config.rate_per_minute, config.rate_burst)}
     app.register_blueprint(api)
     app.register_blueprint(pages)
     _json_errors(app)

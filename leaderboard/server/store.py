@@ -97,6 +97,8 @@ class Store:
             return Added(existing.id, False, existing.status)
 
     def get(self, submission_id: int) -> Submission | None:
+        if not 0 <= submission_id < 2**63:  # ids are SQL BIGINTs: a larger one names nothing (and overflows the driver)
+            return None
         with self.session() as s:
             return s.get(Submission, submission_id)
 

@@ -26,6 +26,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--max-upload-mb", type=float, default=64.0, help="largest accepted bundle upload, MiB")
     s.add_argument("--no-verify", action="store_true", help="do not run the replay verifier in this process")
+    s.add_argument("--base-url", default=None,
+                   help="public URL of the server's root, used for the absolute URLs in responses (default: http://HOST:PORT)")
+    s.add_argument("--request-timeout", type=float, default=30.0, help="seconds a stalled client may hold a connection")
+    s.add_argument("--rate-per-minute", type=float, default=60.0,
+                   help="per-token rate limit: units a minute, a submission costs 1 + its MiB (<= 0: off)")
+    s.add_argument("--rate-burst", type=float, default=300.0, help="per-token rate limit: bucket size (units)")
     s.add_argument("--seed", action="store_true", help="seed the expert and random baselines (in the background) when the database is empty")
     s.set_defaults(func=_serve)
 
@@ -67,10 +73,12 @@ def _serve(args: argparse.Namespace) -> int:
     from werkzeug.serving import run_simple
 
     from leaderboard.server.app import ServerConfig, create_app
+    from leaderboard.server.limits import request_handler
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     config = ServerConfig(db_url=args.db, max_upload_mb=args.max_upload_mb, boards=tuple(args.board) if args.board else None,
-                          verify=not args.no_verify)
+                          verify=not args.no_verify, base_url=args.base_url or f"http://{args.host}:{args.port}",
+                          rate_per_minute=args.rate_per_minute, rate_burst=args.rate_burst)
     app = create_app(config)
     boards = app.extensions["sapo_gym"]["boards"]
     for b in boards:  # built now, so the first request is fast and a broken env shows at start-up
@@ -82,7 +90,7 @@ def _serve(args: argparse.Namespace) -> int:
         seed_args = argparse.Namespace(**{**vars(args), "agents": "expert,random,search", "verify": False})
         threading.Thread(target=_seed, args=(seed_args,), name="sapo-gym-seed", daemon=True).start()
     print(f"sapo-gym leaderboard on http://{args.host}:{args.port}/ (database {args.db})", flush=True)
-    run_simple(args.host, args.port, app, threaded=True)
+    run_simple(args.host, args.port, app, threaded=True, request_handler=request_handler(args.request_timeout))
     return 0
 
 

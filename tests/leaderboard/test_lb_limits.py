@@ -1,0 +1,105 @@
+"""Cost limits on a real server process: chunked uploads past the limit, stalled clients, the
+per-token rate limit (and the limiter's arithmetic in process)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from leaderboard.server.limits import RateLimited, RateLimiter
+from lb_support import body, named
+
+
+def _chunked_post(port: int, token: str, payload: bytes, chunk: int = 1 << 16, timeout: float = 30.0) -> bytes:
+    """POST ``payload`` with ``Transfer-Encoding: chunked`` over a raw socket; the response bytes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall((f"POST /api/v1/submissions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+                      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n").encode())
+        try:
+            for start in range(0, len(payload), chunk):
+                piece = payload[start:start + chunk]
+                sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+            sock.sendall(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server may answer and close before the whole body is sent
+        response = b""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                data = sock.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                break
+            if not data:
+                break
+            response += data
+        return response
+
+
+@pytest.fixture
+def limited_server(tmp_path: Path, make_server, token_for):  # type: ignore[no-untyped-def]
+    db = f"sqlite:///{tmp_path / 'limits.db'}"
+    token = token_for(db)
+    server = make_server(db, "--no-verify", "--max-upload-mb", "1", "--request-timeout", "1", "--rate-per-minute", "6",
+                         "--rate-burst", "4").start()
+    return server, token
+
+
+def test_a_chunked_upload_over_the_limit_is_413_and_under_it_is_accepted(limited_server, random_bundle) -> None:  # type: ignore[no-untyped-def]
+    server, token = limited_server
+    small = body(named(random_bundle, "chunked small"))
+    assert len(small) < (1 << 20)
+    ok = _chunked_post(server.port, token, small)
+    assert ok.startswith(b"HTTP/1.1 201"), ok[:300]
+    big = body(named(random_bundle, "chunked big")).replace(b'"agent": {', b'"agent": {"pad": "' + b"x" * (3 << 19) + b'", ')
+    answer = _chunked_post(server.port, token, big)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:300]
+    assert b"too large" in answer
+    names = [s["agent"]["name"] for s in requests.get(server.url + "/api/v1/submissions", timeout=10).json()["submissions"]]
+    assert names == ["chunked small"]
+
+
+def test_a_stalled_client_is_disconnected_after_the_request_timeout(limited_server) -> None:  # type: ignore[no-untyped-def]
+    server, _ = limited_server
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(b"POST /api/v1/submissions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n{")
+        start = time.monotonic()
+        data = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        waited = time.monotonic() - start
+    assert waited < 8, waited  # closed by the server (1 s timeout), not by our 10 s socket timeout
+    assert requests.get(server.url + "/api/v1/boards", timeout=10).status_code == 200  # and it still serves
+
+
+def test_the_rate_limit_answers_429_with_retry_after(limited_server, random_bundle) -> None:  # type: ignore[no-untyped-def]
+    server, token = limited_server
+    headers = {"Authorization": f"Bearer {token}"}
+    answers = [requests.post(server.url + "/api/v1/submissions", data=body(named(random_bundle, f"rate {i}")),
+                             headers=headers, timeout=30) for i in range(5)]
+    assert [r.status_code for r in answers[:3]] == [201] * 3  # a burst of 4 units: three small bundles (1.02 each) pass
+    assert answers[3].status_code == 429 and answers[4].status_code == 429
+    assert "rate limit" in answers[3].json()["message"] and 1 <= int(answers[3].headers["Retry-After"]) <= 20
+    names = [s["agent"]["name"] for s in requests.get(server.url + "/api/v1/submissions", timeout=10).json()["submissions"]]
+    assert sorted(names) == ["rate 0", "rate 1", "rate 2"]
+
+
+def test_rate_limiter_arithmetic() -> None:
+    limiter = RateLimiter(per_minute=60.0, burst=5.0)
+    for _ in range(5):
+        limiter.charge(1, 1.0, now=100.0)
+    with pytest.raises(RateLimited) as info:
+        limiter.charge(1, 1.0, now=100.0)
+    assert info.value.retry_after == 1  # 1 unit a second
+    limiter.charge(2, 1.0, now=100.0)  # another token has its own bucket
+    limiter.charge(1, 1.0, now=101.0)  # refilled
+    with pytest.raises(RateLimited):
+        limiter.charge(1, 2.0, now=101.5)
+    assert RateLimiter.cost(64 << 20) == 65.0
+    RateLimiter(per_minute=0).charge(1, 1e9)  # disabled
