@@ -92,8 +92,16 @@ def test_lift_verdicts_follow_the_interval():
     assert line.startswith("SAPO: RL lifted success over the warm start: 25.0 % → 50.0 % (+25.0 points; one seed")
 
 
+def test_welch_df_by_hand():
+    from trainers.compare.stats import welch_df
+
+    assert welch_df([(1.0, 2), (1.0, 2)]) == 4  # 2² / (1/2 + 1/2)
+    assert welch_df([(1.0, 2), (3.0, 59)]) == 24  # 16 / (0.5 + 9/59) = 24.52
+    assert welch_df([(1.0, 5)]) == 5 and welch_df([(0.0, 5), (2.0, 7)]) == 7
+
+
 def test_lift_interval_counts_evaluation_noise_by_hand():
-    from trainers.compare.stats import binomial_variance, lift_over
+    from trainers.compare.stats import binomial_variance, lift_over, t_quantile
 
     # Agresti–Coull: 1 / 60 -> (1 + 2) / 64; variance 3/64 * 61/64 / 64
     assert math.isclose(binomial_variance(1 / 60, 60), (3 / 64) * (61 / 64) / 64)
@@ -101,8 +109,17 @@ def test_lift_interval_counts_evaluation_noise_by_hand():
     # the measured ALFWorld default: warm start 1 / 60, both GRPO seeds 0 / 60 — identical seeds, but no detectable drop
     grpo = lift_over(1 / 60, [0.0, 0.0], episodes=60, baseline_episodes=60)
     assert grpo.verdict == "no detectable change"
-    half = 12.706204736 * math.sqrt(binomial_variance(0.0, 120) + binomial_variance(1 / 60, 60))
+    # both terms are binomial (df 119 and 59): Welch–Satterthwaite ν = (va + vb)² / (va²/119 + vb²/59)
+    va, vb = binomial_variance(0.0, 120), binomial_variance(1 / 60, 60)
+    nu = int((va + vb) ** 2 / (va**2 / 119 + vb**2 / 59))
+    assert nu > 20  # so the quantile is the Cornish–Fisher one, ~1.98, not t_1 = 12.7
+    half = t_quantile(nu) * math.sqrt(va + vb)
     assert math.isclose(grpo.gain_low, -1 / 60 - half) and math.isclose(grpo.gain_high, -1 / 60 + half)
+    # seeds that disagree: their variance (df 2) dominates and t_2 = 4.30 applies
+    spread = lift_over(0.2, [0.3, 0.5, 0.7], episodes=60, baseline_episodes=60)
+    va, vb = 0.04 / 3, binomial_variance(0.2, 60)  # sample variance of the seeds 0.04, over k = 3
+    assert int((va + vb) ** 2 / (va**2 / 2 + vb**2 / 59)) == 2
+    assert math.isclose(spread.gain_low, 0.3 - 4.302652730 * math.sqrt(va + vb))
     assert lift_over(1 / 60, [0.0, 0.0]).verdict == "lowered"  # seeds alone would have said "lowered"
     # a large, consistent gain stays detectable once evaluation noise is counted
     assert lift_over(0.1, [0.8, 0.82, 0.79], episodes=64, baseline_episodes=64).verdict == "lifted"

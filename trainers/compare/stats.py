@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["T975", "Lift", "SeedStat", "binomial_variance", "lift_over", "seed_stat", "t_quantile"]
+__all__ = ["T975", "Lift", "SeedStat", "binomial_variance", "lift_over", "seed_stat", "t_quantile", "welch_df"]
 
 T975 = (12.706204736, 4.302652730, 3.182446305, 2.776445105, 2.570581836, 2.446911851, 2.364624252,
         2.306004135, 2.262157163, 2.228138852, 2.200985160, 2.178812830, 2.160368656, 2.144786688,
@@ -110,27 +110,42 @@ def binomial_variance(rate: float, episodes: int) -> float:
     return adjusted * (1.0 - adjusted) / (episodes + 4.0)
 
 
+def welch_df(terms: Sequence[tuple[float, int]]) -> int:
+    """Welch–Satterthwaite degrees of freedom of a sum of variance estimates ``(variance, df)``:
+    ν = (Σ vᵢ)² / Σ (vᵢ² / dfᵢ), rounded down (conservative); terms with df < 1 or no variance are skipped."""
+    used = [(v, d) for v, d in terms if v > 0 and d >= 1]
+    if not used:
+        return max([d for _, d in terms] + [1])
+    total = math.fsum(v for v, _ in used)
+    return max(1, int(total**2 / math.fsum(v * v / d for v, d in used)))
+
+
 def lift_over(baseline: float, per_seed: Sequence[float], episodes: int = 0, baseline_episodes: int = 0) -> Lift:
     """Compare per-seed success after RL with the warm start's success.
 
-    The gain's 95 % interval is mean − baseline ± t·√(var_after + var_baseline): var_after is the
+    The gain's 95 % interval is mean − baseline ± t_ν·√(var_after + var_baseline): var_after is the
     squared standard error over seeds, but never below the evaluation noise of the seeds' pooled
     episodes (two seeds with 0 / 60 each do not measure 0 % exactly); var_baseline is the warm start's
     evaluation noise (``baseline_episodes``). Episode counts of 0 leave the evaluation noise out (the
-    plain t-interval over seeds). With one seed, the interval holds the evaluation noise only (normal
-    quantile); with one seed and no counts only the direction is reported and the line says so.
+    plain t-interval over seeds). ν is the Welch–Satterthwaite degrees of freedom of that sum
+    (:func:`welch_df`): k − 1 for a seed variance, episodes − 1 for a binomial one, so the few seeds'
+    t-quantile widens only the part of the interval they estimate. With one seed, the interval holds
+    the evaluation noise only (normal quantile); with one seed and no counts only the direction is
+    reported and the line says so.
     """
     after = seed_stat(per_seed)
     k = len(per_seed)
     var_after = 0.0 if k == 1 else statistics.variance(per_seed) / k  # squared standard error of the mean
-    if episodes:
-        var_after = max(var_after, binomial_variance(after.mean, k * episodes))
+    df_after = k - 1
+    if episodes and binomial_variance(after.mean, k * episodes) > var_after:
+        var_after, df_after = binomial_variance(after.mean, k * episodes), k * episodes - 1
     var_base = binomial_variance(baseline, baseline_episodes) if baseline_episodes else 0.0
     gain = after.mean - baseline
     if k == 1 and not (episodes or baseline_episodes):
         verdict = "lifted" if gain > 0 else "lowered" if gain < 0 else "no detectable change"
         return Lift(baseline, after, verdict)
-    half = (t_quantile(k - 1) if k > 1 else 1.959963984540054) * math.sqrt(var_after + var_base)
+    terms = [(var_after, df_after)] + ([(var_base, baseline_episodes - 1)] if baseline_episodes else [])
+    half = (t_quantile(welch_df(terms)) if k > 1 else 1.959963984540054) * math.sqrt(var_after + var_base)
     low, high = gain - half, gain + half
     verdict = "lifted" if low > 0 else "lowered" if high < 0 else "no detectable change"
     return Lift(baseline, after, verdict, low, high)
