@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from leaderboard.stats import mean_interval, wilson_interval
+from leaderboard.stats import clustered_mean_interval, clustered_rate_interval, per_seed_range
 from leaderboard.validation import check_unicode, make_validator, strict_int
 
 __all__ = ["BUNDLE_FORMAT", "BUNDLE_VERSION", "AgentInfo", "BundleError", "build_bundle", "aggregate", "parse_bundle", "check_bundle", "load_schema"]
@@ -115,10 +115,20 @@ def _summary(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     wins = sum(1 for e in episodes if e["success"])
     scores = [float(e["score"]) for e in episodes]
     steps = sum(int(e["steps"]) for e in episodes)
-    s_lo, s_hi = wilson_interval(wins, n)
-    c_lo, c_hi = mean_interval(scores)
+    by_task: dict[str, list[float]] = defaultdict(list)
+    by_seed: dict[int, list[float]] = defaultdict(list)
+    score_by_task: dict[str, list[float]] = defaultdict(list)
+    for e in episodes:  # intervals count tasks (independent evidence), not (seed, task) episodes
+        by_task[e["task_id"]].append(float(bool(e["success"])))
+        score_by_task[e["task_id"]].append(float(e["score"]))
+        by_seed[int(e["seed"])].append(float(bool(e["success"])))
+    s_lo, s_hi = clustered_rate_interval(by_task)
+    c_lo, c_hi = clustered_mean_interval(score_by_task)
+    seed_lo, seed_hi = per_seed_range(by_seed)
     return {
         "episodes": n,
+        "tasks": len(by_task),
+        "seeds": len(by_seed),
         "success": wins / n,
         "success_ci_low": s_lo,
         "success_ci_high": s_hi,
@@ -128,6 +138,8 @@ def _summary(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         "steps": steps / n,
         "invalid_rate": sum(int(e["invalid_actions"]) for e in episodes) / max(steps, 1),
         "return": sum(float(e["return"]) for e in episodes) / n,
+        "success_seed_min": seed_lo,
+        "success_seed_max": seed_hi,
     }
 
 

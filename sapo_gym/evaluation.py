@@ -171,7 +171,11 @@ def _wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def summarize(records: Sequence[EpisodeRecord]) -> dict[str, dict[str, float]]:
-    """Per task type and ``all``: episodes, success rate (+ Wilson 95 % CI), mean score, steps, invalid rate."""
+    """Per task type and ``all``: episodes, success rate (+ Wilson 95 % CI), mean score, steps, invalid rate.
+
+    The interval counts tasks, not episodes: Wilson's with n = distinct task ids and p = the rate, so
+    more seeds of a deterministic agent (the same episodes again) do not narrow it.
+    """
     groups: dict[str, list[EpisodeRecord]] = defaultdict(list)
     for rec in records:
         groups[rec.task_type].append(rec)
@@ -181,7 +185,8 @@ def summarize(records: Sequence[EpisodeRecord]) -> dict[str, dict[str, float]]:
         recs = groups[name]
         n = len(recs)
         wins = sum(r.success for r in recs)
-        lo, hi = _wilson(wins, n)
+        tasks = len({r.task_id for r in recs})
+        lo, hi = _wilson(wins * tasks / n, tasks)
         steps = sum(r.steps for r in recs)
         out[name] = {
             "episodes": n,

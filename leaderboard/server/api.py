@@ -20,6 +20,7 @@ from leaderboard.compare import compare_bundles
 from leaderboard.server.db import Submission
 from leaderboard.server.limits import RateLimited, gunzip_strict, read_body
 from leaderboard.server.security import external_url
+from leaderboard.server.provenance import EpisodesClaimed, reserved_name
 from leaderboard.server.store import SORT_KEYS, Store
 
 __all__ = ["api", "submission_summary"]
@@ -85,7 +86,13 @@ def submit() -> Response:
         response = _error(429, f"{exc}: token {token.name!r} sends too much too fast", "too_many_requests")
         response.headers["Retry-After"] = str(int(exc.retry_after))
         return response
-    added = _ctx()["store"].add(bundle, board, submitter=token.name, token_id=token.id)
+    taken = reserved_name(bundle["agent"]["name"])
+    if taken is not None:
+        return _error(403, f"the name {bundle['agent']['name']!r} is reserved for the seeded baseline {taken!r}", "reserved_name")
+    try:
+        added = _ctx()["store"].add(bundle, board, submitter=token.name, token_id=token.id)
+    except EpisodesClaimed as exc:
+        return _error(409, str(exc), "duplicate_episodes")
     _ctx()["verifier"].wake.set()
     body = {"id": added.id, "duplicate": not added.created, "status": added.status,
             "url": external_url("pages.submission", submission_id=added.id),

@@ -8,7 +8,7 @@ from sqlalchemy import (Boolean, DateTime, Engine, Float, ForeignKey, Index, Int
                         create_engine, event)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["Base", "Token", "Submission", "make_engine", "utcnow"]
+__all__ = ["Base", "Token", "Submission", "Provenance", "EpisodeOwner", "LiveRun", "make_engine", "utcnow"]
 
 
 def utcnow() -> dt.datetime:
@@ -57,6 +57,47 @@ class Submission(Base):
     """The bundle as submitted (canonical JSON, gzip)."""
 
     __table_args__ = (Index("ix_submissions_board", "spec_hash", "status"),)
+
+
+class Provenance(Base):
+    """Where a submission's episodes come from (a table of its own: databases made before it still open)."""
+
+    __tablename__ = "provenance"
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"), primary_key=True)
+    episodes_digest: Mapped[str] = mapped_column(String(64), index=True)
+    """SHA-256 of the set of episodes without their seeds (see leaderboard.server.provenance)."""
+    privileged: Mapped[bool] = mapped_column(Boolean, default=False)
+    """The bundle says the agent saw the privileged info keys (an oracle)."""
+    live_run_id: Mapped[int | None] = mapped_column(ForeignKey("live_runs.id"), nullable=True)
+    """Set when the server itself played the episodes (a finished live run)."""
+
+
+class EpisodeOwner(Base):
+    """The first token that submitted a set of episodes: the same episodes from another token are refused."""
+
+    __tablename__ = "episode_owners"
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_id: Mapped[int | None] = mapped_column(ForeignKey("tokens.id"), nullable=True)
+    """None: the seeded baselines."""
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"))
+
+
+class LiveRun(Base):
+    """A live evaluation: the server draws the (task, seed) schedule, steps the env and records every turn."""
+
+    __tablename__ = "live_runs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    token_id: Mapped[int] = mapped_column(ForeignKey("tokens.id"), index=True)
+    spec_hash: Mapped[str] = mapped_column(String(16))
+    agent_json: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="open")
+    """open -> finished (a submission) | expired (idle or over time: abandoned) | rejected."""
+    status_message: Mapped[str] = mapped_column(Text, default="")
+    episodes_total: Mapped[int] = mapped_column(Integer)
+    episodes_done: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    ended_at: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+    submission_id: Mapped[int | None] = mapped_column(ForeignKey("submissions.id"), nullable=True)
 
 
 def _sqlite_pragmas(engine: Engine) -> None:

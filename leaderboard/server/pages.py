@@ -54,7 +54,7 @@ def board(spec_hash: str) -> Any:
     ranks = {r.id: i + 1 for i, r in enumerate(by_merit)}
     categories = sorted({c for _, _, agg in entries for c in agg if c != "all"})
     return render_template("board.html", board=hosted, boards=list(registry), entries=entries, ranks=ranks, categories=categories,
-                           sort=sort, order=order)
+                           sort=sort, order=order, marks=_ctx()["store"].marks(rows))
 
 
 @pages.get("/submission/<int:submission_id>")
@@ -62,7 +62,8 @@ def submission(submission_id: int) -> Any:
     row, bundle = _submission(submission_id)
     others = [r for r in _ctx()["store"].submissions(row.spec_hash) if r.id != row.id]
     return render_template("submission.html", row=row, bundle=bundle, chart=category_bars(bundle["aggregates"]),
-                           score_chart=category_bars(bundle["aggregates"], "score"), others=others)
+                           score_chart=category_bars(bundle["aggregates"], "score"), others=others,
+                           marks=_ctx()["store"].marks([row])[row.id])
 
 
 @pages.get("/submission/<int:submission_id>/episode/<int:index>")

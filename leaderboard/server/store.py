@@ -14,6 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import defer, sessionmaker
 
 from leaderboard.boards import Board
+from leaderboard.server import provenance
 from leaderboard.server.db import Submission, Token, make_engine, utcnow
 
 __all__ = ["Store", "SORT_KEYS", "canonical_json"]
@@ -72,8 +73,11 @@ class Store:
             return s.execute(update(Token).where(Token.id == token_id).values(revoked=True)).rowcount > 0
 
     # ------------------------------------------------------------------ submissions
-    def add(self, bundle: Mapping[str, Any], board: Board, submitter: str, token_id: int | None) -> Added:
-        """Store an admitted bundle once (by content digest), status ``pending``."""
+    def add(self, bundle: Mapping[str, Any], board: Board, submitter: str, token_id: int | None,
+            live_run_id: int | None = None) -> Added:
+        """Store an admitted bundle once (by content digest), status ``pending``; raises
+        :class:`~leaderboard.server.provenance.EpisodesClaimed` when another token owns its episodes."""
+        episodes = provenance.episodes_digest(bundle)
         blob = canonical_json(bundle)
         digest = hashlib.sha256(blob).hexdigest()
         agg = bundle["aggregates"]
@@ -86,12 +90,16 @@ class Store:
         )
         try:
             with self.session.begin() as s:
+                provenance.check_owner(s, episodes, token_id)
                 s.add(row)
                 s.flush()
+                provenance.record(s, row.id, bundle, episodes, token_id, live_run_id)
                 return Added(row.id, True, row.status)
         except IntegrityError:
             with self.session() as s:
                 existing = s.execute(select(Submission.id, Submission.status).where(Submission.digest == digest)).first()
+                if existing is None:  # lost a race for the episodes' owner row: who won?
+                    provenance.check_owner(s, episodes, token_id)
             if existing is None:
                 raise
             return Added(existing.id, False, existing.status)
@@ -117,6 +125,11 @@ class Store:
             query = query.where(Submission.spec_hash == spec_hash)
         with self.session() as s:
             return list(s.scalars(query))
+
+    def marks(self, rows: Any) -> dict[int, dict[str, bool]]:
+        """``baseline`` / ``privileged`` / ``live`` per submission (see :mod:`leaderboard.server.provenance`)."""
+        with self.session() as s:
+            return provenance.marks(s, rows)
 
     def counts(self) -> dict[str, int]:
         with self.session() as s:

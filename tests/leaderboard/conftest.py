@@ -26,7 +26,11 @@ def vault_board(boards: BoardRegistry):  # type: ignore[no-untyped-def]
 def _bundles(vault_board) -> dict[str, dict[str, Any]]:  # type: ignore[no-untyped-def]
     from leaderboard.seed import baseline_bundle
 
-    return {spec: baseline_bundle(vault_board, spec) for spec in ("expert", "random")}
+    # as a user would submit them: the baselines' own display names are reserved for the seeded entries
+    bundles = {spec: baseline_bundle(vault_board, spec) for spec in ("expert", "random")}
+    for spec, bundle in bundles.items():
+        bundle["agent"]["name"] = f"{spec} agent"
+    return bundles
 
 
 @pytest.fixture

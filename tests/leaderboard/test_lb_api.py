@@ -28,7 +28,7 @@ def test_submit_list_detail_bundle(client, auth, store, random_bundle) -> None: 
     listing = client.get("/api/v1/submissions").json["submissions"]
     assert [s["id"] for s in listing] == [sid]
     detail = client.get(f"/api/v1/submissions/{sid}").json
-    assert detail["agent"]["name"] == "random (admissible)" and detail["submitter"] == "alice"
+    assert detail["agent"]["name"] == "random agent" and detail["submitter"] == "alice"
     assert detail["aggregates"] == random_bundle["aggregates"] and detail["verified"] is False
     assert client.get(f"/api/v1/submissions/{sid}/bundle").json == random_bundle
     # the same bundle again (a retried request) is stored once

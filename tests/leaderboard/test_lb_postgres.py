@@ -85,7 +85,7 @@ def test_postgres_submit_verify_and_reject(pg_app, expert_bundle, random_bundle)
     assert store.counts() == {"submissions": 1, "tokens": 1}
     assert Verifier(store).drain() == 1
     assert client.get(f"/api/v1/submissions/{first.json['id']}").json["status"] == "verified"
-    assert "expert (oracle)" in client.get("/", follow_redirects=True).text
+    assert "expert agent" in client.get("/", follow_redirects=True).text
 
 
 def test_postgres_concurrent_submissions_stored_exactly_once(pg_app, random_bundle) -> None:  # type: ignore[no-untyped-def]

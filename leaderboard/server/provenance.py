@@ -1,0 +1,93 @@
+"""Who produced a submission's episodes: first-submitter ownership, oracle and live marks, reserved names.
+
+* **Ownership**: a submission's *episodes digest* is the SHA-256 of the set of its episodes, each
+  without its seed, in canonical JSON — so reordering the episodes, relabelling the seeds or
+  copying them to more seeds gives the same digest. The first token to submit a digest owns it;
+  the same episodes from another token are refused (409, naming the existing submission).
+* **Marks** shown on the board: ``baseline`` (seeded by the server, no token), ``privileged`` (the
+  bundle says the agent saw the privileged info keys), ``live`` (the server played the episodes).
+* **Reserved names**: the seeded baselines' display names, refused for user tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Iterable, Mapping
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from leaderboard.server.db import EpisodeOwner, Provenance, Submission
+
+__all__ = ["EpisodesClaimed", "episodes_digest", "check_owner", "record", "marks", "reserved_name"]
+
+
+class EpisodesClaimed(Exception):
+    """These episodes were submitted first by another token."""
+
+    def __init__(self, submission_id: int, agent_name: str, submitter: str):
+        super().__init__(f"identical episodes were already submitted by {submitter!r} as submission {submission_id} "
+                         f"({agent_name!r}); a set of episodes belongs to the token that submitted it first")
+        self.submission_id = submission_id
+
+
+def episodes_digest(bundle: Mapping[str, Any]) -> str:
+    """SHA-256 of the board's spec hash and the sorted, de-duplicated episodes without their seeds."""
+    texts = {json.dumps({k: v for k, v in ep.items() if k != "seed"}, sort_keys=True, separators=(",", ":"),
+                        ensure_ascii=False) for ep in bundle["episodes"]}
+    h = hashlib.sha256(str(bundle["env"]["spec_hash"]).encode())
+    for text in sorted(texts):
+        h.update(b"\n" + text.encode())
+    return h.hexdigest()
+
+
+def check_owner(s: Session, digest: str, token_id: int | None) -> None:
+    """Raise :class:`EpisodesClaimed` when another token (or the baselines) owns ``digest``."""
+    owner = s.get(EpisodeOwner, digest)
+    if owner is None or owner.token_id == token_id:
+        return
+    row = s.execute(select(Submission.id, Submission.agent_name, Submission.submitter)
+                    .where(Submission.id == owner.submission_id)).first()
+    raise EpisodesClaimed(owner.submission_id, row.agent_name if row else "?", row.submitter if row else "?")
+
+
+def record(s: Session, submission_id: int, bundle: Mapping[str, Any], digest: str, token_id: int | None,
+           live_run_id: int | None = None) -> None:
+    """Store the provenance of a new submission and, when nobody owns its digest yet, claim it."""
+    harness = bundle.get("evaluation", {}).get("harness") or {}
+    s.add(Provenance(submission_id=submission_id, episodes_digest=digest, privileged=bool(harness.get("privileged_agent")),
+                     live_run_id=live_run_id))
+    s.flush()
+    if s.get(EpisodeOwner, digest) is None:
+        try:
+            with s.begin_nested():  # a savepoint: losing the race for the owner row keeps the submission's transaction
+                s.add(EpisodeOwner(digest=digest, token_id=token_id, submission_id=submission_id))
+        except IntegrityError:  # another transaction claimed these episodes first (PostgreSQL; SQLite serializes writers)
+            check_owner(s, digest, token_id)
+
+
+def marks(s: Session, rows: Iterable[Submission]) -> dict[int, dict[str, bool]]:
+    """Per submission id: ``baseline``, ``privileged``, ``live`` (submissions older than this table: only baseline)."""
+    rows = list(rows)
+    ids = [r.id for r in rows]
+    found = {p.submission_id: p for p in s.scalars(select(Provenance).where(Provenance.submission_id.in_(ids)))} if ids else {}
+    out = {}
+    for r in rows:
+        p = found.get(r.id)
+        out[r.id] = {"baseline": r.token_id is None, "privileged": bool(p and p.privileged), "live": bool(p and p.live_run_id)}
+    return out
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[^0-9a-z]", "", name.casefold())
+
+
+def reserved_name(name: str) -> str | None:
+    """The baseline whose display name ``name`` takes (case, spaces and punctuation ignored), else None."""
+    from leaderboard.seed import BASELINES
+
+    wanted = _normal(name)
+    return next((info.name for info in BASELINES.values() if _normal(info.name) == wanted), None)
