@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from sapo_gym.registration import ENVS
@@ -38,6 +38,8 @@ class Board:
     spec_hash: str
     spec_fields: dict[str, Any]
     task_ids: tuple[str, ...]
+    task_types: dict[str, str] = field(default_factory=dict, compare=False)
+    """task id -> its category (``info["task_type"]`` after a reset to it); admission checks episodes against it."""
 
     @property
     def key(self) -> str:
@@ -72,9 +74,18 @@ def _build_board(key: str) -> Board:
     env = make_env(env_id, split or None)
     try:
         base = env.unwrapped
-        return Board(env_id, base.split, base.spec_hash(), base.spec_fields(), tuple(base.task_ids))
+        return Board(env_id, base.split, base.spec_hash(), base.spec_fields(), tuple(base.task_ids), _task_types(env))
     finally:
         env.close()
+
+
+def _task_types(env: Any) -> dict[str, str]:
+    """Each task's category, read from a reset to it (milliseconds per task on the compiled and generated envs)."""
+    types = {}
+    for index, task_id in enumerate(env.unwrapped.task_ids):
+        _, info = env.reset(seed=0, options={"task_index": index})
+        types[task_id] = info["task_type"]
+    return types
 
 
 class BoardRegistry:

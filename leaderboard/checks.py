@@ -46,9 +46,21 @@ def _check_tasks(bundle: Mapping[str, Any], board: Board) -> None:
             )
 
 
+def _check_task_types(bundle: Mapping[str, Any], board: Board) -> None:
+    if not board.task_types:
+        return
+    for i, ep in enumerate(bundle["episodes"]):
+        expected = board.task_types.get(ep["task_id"])
+        if expected is not None and ep["task_type"] != expected:
+            kinds = sorted(set(board.task_types.values()))
+            raise BundleError(f"episodes[{i}]: task_type {ep['task_type']!r} is not the type of task {ep['task_id']!r} "
+                              f"on board {board.key} ({expected!r}; the board's task types: {kinds[:20]})")
+
+
 def admit(bundle: Mapping[str, Any], boards: BoardRegistry) -> Board:
     """Run every pre-storage check; return the bundle's board or raise :class:`BundleError`."""
     check_bundle(bundle)
     board = _check_env(bundle, boards)
     _check_tasks(bundle, board)
+    _check_task_types(bundle, board)
     return board

@@ -19,6 +19,7 @@ from leaderboard.checks import admit
 from leaderboard.compare import compare_bundles
 from leaderboard.server.db import Submission
 from leaderboard.server.limits import RateLimited, gunzip_strict, read_body
+from leaderboard.server.ranking import STATUS_FILTERS, parse_status_filter, ranks
 from leaderboard.server.security import external_url
 from leaderboard.server.provenance import EpisodesClaimed, reserved_name
 from leaderboard.server.store import SORT_KEYS, Store
@@ -115,9 +116,15 @@ def listing() -> Response:
         if board is None:
             return _error(404, f"no board for env {request.args['env']!r} split {request.args.get('split')!r}", "not_found")
         spec_hash = board.spec_hash
+    statuses = parse_status_filter(request.args.get("status"))
+    if statuses is None:
+        return _error(400, f"unknown status filter {request.args['status']!r}; valid choices: {list(STATUS_FILTERS)}", "bad_request")
     limit = min(max(request.args.get("limit", 500, type=int), 1), 5000)
-    rows = store.submissions(spec_hash, sort=sort, descending=request.args.get("order", "desc") != "asc", limit=limit)
-    return jsonify(submissions=[submission_summary(r) for r in rows])
+    offset = min(max(request.args.get("offset", 0, type=int), 0), 10**9)
+    rows = store.submissions(spec_hash, sort=sort, descending=request.args.get("order", "desc") != "asc", limit=limit,
+                             statuses=statuses, verified_first=True, offset=offset)
+    rank = ranks(store, [r.id for r in rows])  # over every verified row of the board, not only these
+    return jsonify(submissions=[{**submission_summary(r), "rank": rank.get(r.id)} for r in rows])
 
 
 def _row(submission_id: int) -> Submission:
@@ -129,7 +136,8 @@ def _row(submission_id: int) -> Submission:
 
 @api.get("/submissions/<int:submission_id>")
 def detail(submission_id: int) -> Response:
-    return jsonify(submission_summary(_row(submission_id)))
+    row = _row(submission_id)
+    return jsonify({**submission_summary(row), "rank": ranks(_ctx()["store"], [row.id]).get(row.id)})
 
 
 @api.get("/submissions/<int:submission_id>/bundle")

@@ -9,6 +9,7 @@ from flask import Blueprint, abort, current_app, redirect, render_template, requ
 
 from leaderboard.bundle import BundleError
 from leaderboard.compare import compare_bundles
+from leaderboard.server import ranking
 from leaderboard.server.plots import category_bars
 from leaderboard.server.store import SORT_KEYS, Store
 
@@ -34,7 +35,7 @@ def index() -> Any:
     if len(boards) == 1:
         return redirect(url_for("pages.board", spec_hash=boards[0].spec_hash))
     store: Store = _ctx()["store"]
-    cards = [(b, store.submissions(b.spec_hash, limit=3)) for b in boards]
+    cards = [(b, store.submissions(b.spec_hash, limit=3, statuses=("verified",))) for b in boards]  # ranked = verified
     return render_template("index.html", cards=cards, skipped=_ctx()["boards"].skipped)
 
 
@@ -48,13 +49,14 @@ def board(spec_hash: str) -> Any:
     if sort not in SORT_KEYS:
         sort = "success"
     order = "asc" if request.args.get("order") == "asc" else "desc"
-    rows = _ctx()["store"].submissions(spec_hash, sort=sort, descending=order == "desc")
+    store: Store = _ctx()["store"]
+    rows = store.submissions(spec_hash, sort=sort, descending=order == "desc", statuses=("verified",))
     entries = [(r, json.loads(r.agent_json), json.loads(r.aggregates_json)) for r in rows]
-    by_merit = sorted(rows, key=lambda r: (-r.success, -r.score, r.id))
-    ranks = {r.id: i + 1 for i, r in enumerate(by_merit)}
+    ranks = ranking.ranks(store, [r.id for r in rows])  # over all verified rows of the board
+    pending = store.submissions(spec_hash, sort="created", descending=False, limit=100, statuses=("pending", "verifying"))
     categories = sorted({c for _, _, agg in entries for c in agg if c != "all"})
     return render_template("board.html", board=hosted, boards=list(registry), entries=entries, ranks=ranks, categories=categories,
-                           sort=sort, order=order, marks=_ctx()["store"].marks(rows))
+                           sort=sort, order=order, marks=_ctx()["store"].marks(rows + pending), pending=[(r, json.loads(r.aggregates_json)) for r in pending])
 
 
 @pages.get("/submission/<int:submission_id>")

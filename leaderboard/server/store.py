@@ -7,9 +7,9 @@ import hashlib
 import json
 import secrets
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from sqlalchemy import func, select, update
+from sqlalchemy import case, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import defer, sessionmaker
 
@@ -114,15 +114,20 @@ class Store:
     def bundle_of(row: Submission) -> dict[str, Any]:
         return json.loads(gzip.decompress(row.bundle_gz))
 
-    def submissions(self, spec_hash: str | None = None, sort: str = "success", descending: bool = True, limit: int = 500) -> list[Submission]:
-        """Submissions (without their bundles loaded into memory twice), best first by default."""
+    def submissions(self, spec_hash: str | None = None, sort: str = "success", descending: bool = True, limit: int = 500,
+                    statuses: Sequence[str] | None = None, verified_first: bool = False, offset: int = 0) -> list[Submission]:
+        """Submissions (without their bundles loaded into memory twice), best first by default; only
+        ``statuses`` when given; ``verified_first``: verified, then pending/verifying, then failed."""
         column = {"success": Submission.success, "score": Submission.score, "agent": func.lower(Submission.agent_name),
                   "episodes": Submission.episodes, "created": Submission.created_at, "status": Submission.status}[sort]
-        order = column.desc() if descending else column.asc()
-        query = (select(Submission).options(defer(Submission.bundle_gz))
-                 .order_by(order, Submission.score.desc(), Submission.id).limit(limit))
+        order = [column.desc() if descending else column.asc(), Submission.score.desc(), Submission.id]
+        if verified_first:
+            order.insert(0, case((Submission.status == "verified", 0), (Submission.status == "failed", 2), else_=1))
+        query = select(Submission).options(defer(Submission.bundle_gz)).order_by(*order).limit(limit).offset(offset)
         if spec_hash is not None:
             query = query.where(Submission.spec_hash == spec_hash)
+        if statuses is not None:
+            query = query.where(Submission.status.in_(list(statuses)))
         with self.session() as s:
             return list(s.scalars(query))
 
