@@ -37,6 +37,10 @@ class ServerConfig:
     """Per-token rate limit: units refilled a minute (a request costs 1 + its MiB); <= 0 disables it."""
     rate_burst: float = 300.0
     """Per-token bucket size (that many small submissions can arrive at once)."""
+    live_max_open: int = 4
+    """Live evaluation: open runs on the server at once (each holds an env); one per token."""
+    live_idle_seconds: float = 300.0
+    """Live evaluation: a run without a request for this long expires (abandoned)."""
 
 
 def _json_errors(app: Flask) -> None:
@@ -64,6 +68,8 @@ def _json_errors(app: Flask) -> None:
 def create_app(config: ServerConfig | None = None) -> Flask:
     """Build the app; ``app.extensions["sapo_gym"]`` holds the store, boards and verifier."""
     from leaderboard.server.api import api
+    from leaderboard.server.live import LiveLimits, LiveManager
+    from leaderboard.server.live_api import live_api
     from leaderboard.server.pages import pages
 
     config = config or ServerConfig()
@@ -75,7 +81,11 @@ def create_app(config: ServerConfig | None = None) -> Flask:
     verifier = Verifier(store, config.poll_seconds)
     app.extensions["sapo_gym"] = {"store": store, "boards": BoardRegistry(config.boards), "verifier": verifier, "config": config,
                                   "limiter": RateLimiter(config.rate_per_minute, config.rate_burst)}
+    boards = app.extensions["sapo_gym"]["boards"]
+    app.extensions["sapo_gym"]["live"] = LiveManager(store, boards, verifier, LiveLimits(
+        max_open=config.live_max_open, idle_seconds=config.live_idle_seconds))
     app.register_blueprint(api)
+    app.register_blueprint(live_api)
     app.register_blueprint(pages)
     _json_errors(app)
     if config.verify:

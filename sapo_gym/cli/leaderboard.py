@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--rate-per-minute", type=float, default=60.0,
                    help="per-token rate limit: units a minute, a submission costs 1 + its MiB (<= 0: off)")
     s.add_argument("--rate-burst", type=float, default=300.0, help="per-token rate limit: bucket size (units)")
+    s.add_argument("--live-max-open", type=int, default=4, help="live evaluation: open runs at once (each holds an env in memory)")
+    s.add_argument("--live-idle-seconds", type=float, default=300.0, help="live evaluation: a run idle this long expires")
     s.add_argument("--seed", action="store_true", help="seed the expert and random baselines (in the background) when the database is empty")
     s.set_defaults(func=_serve)
 
@@ -78,7 +80,8 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     config = ServerConfig(db_url=args.db, max_upload_mb=args.max_upload_mb, boards=tuple(args.board) if args.board else None,
                           verify=not args.no_verify, base_url=args.base_url or f"http://{args.host}:{args.port}",
-                          rate_per_minute=args.rate_per_minute, rate_burst=args.rate_burst)
+                          rate_per_minute=args.rate_per_minute, rate_burst=args.rate_burst,
+                          live_max_open=args.live_max_open, live_idle_seconds=args.live_idle_seconds)
     app = create_app(config)
     boards = app.extensions["sapo_gym"]["boards"]
     for b in boards:  # built now, so the first request is fast and a broken env shows at start-up

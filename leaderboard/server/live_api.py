@@ -1,0 +1,128 @@
+"""The live-evaluation endpoints (bearer token on every request; see :mod:`leaderboard.server.live`).
+
+``POST /api/v1/live/runs`` ``{"env_id", "split", "seeds": 1, "agent": {"name", ...}}`` → the run ·
+``GET /api/v1/live/runs/<id>`` · ``POST /api/v1/live/runs/<id>/reset`` (the server deals the next
+(task, seed); naming one already played is a 409) → ``{"episode", "task_id", "seed", "observation", "info"}`` ·
+``POST /api/v1/live/runs/<id>/step`` ``{"output", "turn"}`` → ``{"observation", "reward", "terminated",
+"truncated", "info"}``, plus ``"submission"`` after the run's last step.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from leaderboard.server.live import LiveError, LiveManager
+
+__all__ = ["live_api", "validate_agent"]
+
+live_api = Blueprint("live_api", __name__, url_prefix="/api/v1/live")
+
+
+def _error(status: int, message: str, error: str = "live_refused") -> Response:
+    response = jsonify(error=error, message=message, status=status)
+    response.status_code = status
+    return response
+
+
+def _manager() -> LiveManager:
+    return current_app.extensions["sapo_gym"]["live"]
+
+
+def _token() -> Any:
+    from leaderboard.server.api import _authenticate
+
+    return _authenticate()
+
+
+def _json() -> dict[str, Any]:
+    data = request.get_data(cache=False)
+    try:
+        obj = json.loads(data.decode("utf-8")) if data else {}
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise LiveError(f"the body is not JSON: {exc}", 400) from None
+    if not isinstance(obj, dict):
+        raise LiveError("the body is a JSON object", 400)
+    return obj
+
+
+def validate_agent(agent: Any) -> dict[str, Any]:
+    """The agent metadata, checked against the bundle schema's ``agent`` and the reserved names."""
+    import jsonschema
+
+    from leaderboard.bundle import load_schema
+    from leaderboard.server.provenance import reserved_name
+
+    schema = load_schema()
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(
+        {"$defs": schema["$defs"], "$ref": "#/$defs/agent"}).iter_errors(agent))
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path)
+        raise LiveError(f"agent{'.' + where if where else ''}: {error.message[:300]}", 422)
+    taken = reserved_name(agent["name"])
+    if taken is not None:
+        raise LiveError(f"the name {agent['name']!r} is reserved for the seeded baseline {taken!r}", 403)
+    return dict(agent)
+
+
+def _handle(fn: Any) -> Response:
+    try:
+        return jsonify(fn())
+    except LiveError as exc:
+        return _error(exc.status, str(exc))
+
+
+@live_api.post("/runs")
+def start() -> Response:
+    token = _token()
+
+    def go() -> dict[str, Any]:
+        body = _json()
+        board = current_app.extensions["sapo_gym"]["boards"].find(str(body.get("env_id", "")), str(body.get("split", "")))
+        if board is None:
+            raise LiveError(f"no board for env {body.get('env_id')!r} split {body.get('split')!r}", 404)
+        seeds = body.get("seeds", 1)
+        if type(seeds) is not int:
+            raise LiveError("seeds is an integer (how many passes over the split; the server draws their values)", 400)
+        return _manager().start(token, board, validate_agent(body.get("agent")), seeds)
+
+    response = _handle(go)
+    if response.status_code == 200:
+        response.status_code = 201
+    return response
+
+
+@live_api.get("/runs/<int:run_id>")
+def status(run_id: int) -> Response:
+    token = _token()
+    return _handle(lambda: _manager().status(run_id, token))
+
+
+@live_api.post("/runs/<int:run_id>/reset")
+def reset(run_id: int) -> Response:
+    token = _token()
+
+    def go() -> dict[str, Any]:
+        body = _json()
+        task_id, seed = body.get("task_id"), body.get("seed")
+        if (task_id is not None and not isinstance(task_id, str)) or (seed is not None and type(seed) is not int):
+            raise LiveError("task_id is a string and seed an integer (or leave both out)", 400)
+        return _manager().reset(run_id, token, task_id, seed)
+
+    return _handle(go)
+
+
+@live_api.post("/runs/<int:run_id>/step")
+def step(run_id: int) -> Response:
+    token = _token()
+
+    def go() -> dict[str, Any]:
+        body = _json()
+        output, turn = body.get("output"), body.get("turn")
+        if not isinstance(output, str) or (turn is not None and type(turn) is not int):
+            raise LiveError("send {\"output\": the agent's raw text, \"turn\": the turn index}", 400)
+        return _manager().step(run_id, token, output, turn)
+
+    return _handle(go)
