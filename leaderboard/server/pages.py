@@ -63,9 +63,11 @@ def board(spec_hash: str) -> Any:
 def submission(submission_id: int) -> Any:
     row, bundle = _submission(submission_id)
     others = [r for r in _ctx()["store"].submissions(row.spec_hash) if r.id != row.id]
+    marks = _ctx()["store"].marks([row])[row.id]
+    live_runs = _ctx()["live"].counts(row.token_id, row.spec_hash) if marks["live"] and row.token_id is not None else None
     return render_template("submission.html", row=row, bundle=bundle, chart=category_bars(bundle["aggregates"]),
                            score_chart=category_bars(bundle["aggregates"], "score"), others=others,
-                           marks=_ctx()["store"].marks([row])[row.id])
+                           marks=marks, live_runs=live_runs)
 
 
 @pages.get("/submission/<int:submission_id>/episode/<int:index>")

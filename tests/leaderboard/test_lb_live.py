@@ -56,6 +56,8 @@ def test_a_live_vault_run_end_to_end(tmp_path: Path, make_server, token_for) -> 
     row = _row(board, submission["id"])
     assert 'class="badge live"' in row and "&#10003; verified" in row
     assert row.index('class="badge live"') < row.index("&#10003; verified")  # live first, above replay-verified
+    page = requests.get(f"{server.url}/submission/{submission['id']}", timeout=10).text
+    assert 'class="badge live"' in page and "live runs on this board: 1 finished, 0 abandoned" in page
     # the same episodes sent as an offline bundle are replay-verified at best: 'live' is the server's mark, not the bundle's
     bundle["agent"]["name"] = "offline copy"
     copy_id = requests.post(f"{server.url}/api/v1/submissions", json=bundle, headers={"Authorization": f"Bearer {token}"},
