@@ -100,6 +100,23 @@ class LiveRun(Base):
     submission_id: Mapped[int | None] = mapped_column(ForeignKey("submissions.id"), nullable=True)
 
 
+class VerifyJob(Base):
+    """A submission's place in the replay queue and its lease (see :mod:`leaderboard.server.queue`)."""
+
+    __tablename__ = "verify_jobs"
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"), primary_key=True)
+    submitter: Mapped[str] = mapped_column(String(100), index=True)
+    """Fair-share key: the token id (the submitter's name for rows without a token)."""
+    queued_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    """Its turn: set at admission, moved to the back of the line after each slice of replay."""
+    episodes: Mapped[int] = mapped_column(Integer)
+    replayed: Mapped[int] = mapped_column(Integer, default=0)
+    """Episodes already replayed and reproduced (the next slice starts there)."""
+    lease_owner: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    lease_expires: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+    """A claim is a lease: its worker renews it while it replays; once expired, any worker may take the job."""
+
+
 def _sqlite_pragmas(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import hashlib
 import json
@@ -14,8 +15,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import defer, sessionmaker
 
 from leaderboard.boards import Board
+from leaderboard.server import queue
 from leaderboard.server import provenance
-from leaderboard.server.db import Submission, Token, make_engine, utcnow
+from leaderboard.server.db import Submission, Token, make_engine
 
 __all__ = ["Store", "SORT_KEYS", "canonical_json"]
 
@@ -142,23 +144,16 @@ class Store:
                     "tokens": s.scalar(select(func.count(Token.id))) or 0}
 
     # ------------------------------------------------------------------ verification queue
-    def claim_pending(self) -> int | None:
-        """Mark the oldest pending submission ``verifying`` and return its id (safe with several workers)."""
-        with self.session.begin() as s:
-            for sid in s.scalars(select(Submission.id).where(Submission.status == "pending").order_by(Submission.id).limit(5)):
-                claimed = s.execute(update(Submission).where(Submission.id == sid, Submission.status == "pending")
-                                    .values(status="verifying", status_message="replaying"))
-                if claimed.rowcount:
-                    return sid
-        return None
+    # (leases and fair turns: leaderboard.server.queue)
+    def claim_pending(self, owner: str = "store", lease_seconds: float = 60.0) -> int | None:
+        """Lease the next submission to verify to ``owner`` (``verifying``) and return its id; None when none is free."""
+        claimed = queue.claim(self, owner, lease_seconds)
+        return None if claimed is None else claimed.submission_id
 
-    def finish(self, submission_id: int, verified: bool, message: str) -> None:
-        with self.session.begin() as s:
-            s.execute(update(Submission).where(Submission.id == submission_id).values(
-                status="verified" if verified else "failed", status_message=message[:2000], verified_at=utcnow()))
+    def finish(self, submission_id: int, verified: bool, message: str, owner: str | None = None) -> bool:
+        """Record a verdict; with ``owner``, only while that worker still holds the lease (else False, nothing written)."""
+        return queue.finish(self, submission_id, owner, verified, message)
 
-    def requeue_stale(self) -> int:
-        """Put submissions left ``verifying`` by a stopped worker back in the queue."""
-        with self.session.begin() as s:
-            return s.execute(update(Submission).where(Submission.status == "verifying")
-                             .values(status="pending", status_message="waiting for replay")).rowcount
+    def requeue_stale(self, now: dt.datetime | None = None) -> int:
+        """Put submissions whose worker's lease expired back in the queue (a live worker's claim is left alone)."""
+        return queue.expire(self, now)

@@ -1,11 +1,27 @@
-"""The replay verifier: a background thread (or ``sapo-gym leaderboard verify``) draining the queue."""
+"""The replay verifier: a background thread (or ``sapo-gym leaderboard verify``) draining the queue.
+
+Each :meth:`Verifier.run_once` leases the job whose turn it is (:mod:`leaderboard.server.queue`),
+replays one *slice* of its episodes (``slice_seconds`` of work, at most ``slice_episodes``)
+while a heartbeat thread renews the lease, then records the verdict or its progress and puts the
+job at the back of the line. A worker that lost its lease (it stalled past ``lease_seconds``)
+writes nothing. Parsed bundles (two) and envs (one per board) are kept between slices.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
+import time
+import uuid
+from collections import OrderedDict
+from contextlib import contextmanager
+from typing import Any, Iterator
 
-from leaderboard.replay import replay_bundle
+from leaderboard.boards import make_env
+from leaderboard.replay import replay_episode
+from leaderboard.server import queue
 from leaderboard.server.store import Store
 
 __all__ = ["Verifier"]
@@ -14,42 +30,122 @@ log = logging.getLogger(__name__)
 
 
 class Verifier:
-    """Replays pending submissions one at a time and records verified/failed with the reason."""
+    """Replays pending submissions slice by slice and records verified/failed with the reason."""
 
-    def __init__(self, store: Store, poll_seconds: float = 1.0):
+    def __init__(self, store: Store, poll_seconds: float = 1.0, lease_seconds: float = 60.0, slice_seconds: float = 5.0,
+                 slice_episodes: int | None = None):
         self.store = store
         self.poll_seconds = poll_seconds
+        self.lease_seconds = lease_seconds
+        self.slice_seconds = slice_seconds
+        self.slice_episodes = slice_episodes
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        """This worker's name on its leases."""
         self.wake = threading.Event()
         """Set by the API after a submission, so the worker does not wait a full poll interval."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._bundles: OrderedDict[int, dict[str, Any]] = OrderedDict()
+        self._envs: dict[tuple[str, str], Any] = {}
+
+    # ---------------------------------------------------------------- caches
+    def _bundle(self, sid: int) -> dict[str, Any]:
+        if sid not in self._bundles:
+            row = self.store.get(sid)
+            assert row is not None
+            self._bundles[sid] = Store.bundle_of(row)
+            while len(self._bundles) > 2:
+                self._bundles.popitem(last=False)
+        self._bundles.move_to_end(sid)
+        return self._bundles[sid]
+
+    def _env(self, bundle: dict[str, Any]) -> Any:
+        key = (bundle["env"]["id"], bundle["env"]["split"])
+        if key not in self._envs:
+            self._envs[key] = make_env(*key)
+        return self._envs[key]
+
+    def _drop_env(self, bundle: dict[str, Any]) -> None:
+        env = self._envs.pop((bundle["env"]["id"], bundle["env"]["split"]), None)
+        if env is not None:
+            env.close()
+
+    @contextmanager
+    def _heartbeat(self, sid: int) -> Iterator[threading.Event]:
+        """Renew the lease every third of its length while the body runs; the event is set if it was lost."""
+        lost, done = threading.Event(), threading.Event()
+
+        def beat() -> None:
+            while not done.wait(self.lease_seconds / 3):
+                try:
+                    if not queue.renew(self.store, sid, self.owner, self.lease_seconds):
+                        lost.set()
+                        return
+                except Exception:  # the database is briefly unavailable: try again at the next beat
+                    log.exception("verifier: lease renewal of submission %s failed", sid)
+
+        thread = threading.Thread(target=beat, name=f"sapo-gym-lease-{sid}", daemon=True)
+        thread.start()
+        try:
+            yield lost
+        finally:
+            done.set()
+            thread.join()
+
+    # ---------------------------------------------------------------- one slice
+    def _replay_slice(self, bundle: dict[str, Any], start: int) -> tuple[str | None, int]:
+        """Replay episodes from ``start`` for one slice; (the first mismatch or None, the next episode)."""
+        env = self._env(bundle)
+        if env.unwrapped.spec_hash() != bundle["env"]["spec_hash"]:
+            return f"the replay env's spec hash {env.unwrapped.spec_hash()} differs from the bundle's", start
+        episodes, index = bundle["episodes"], start
+        deadline = time.monotonic() + self.slice_seconds
+        while index < len(episodes):
+            ep = episodes[index]
+            problem = replay_episode(env, ep)
+            if problem is not None:
+                return f"episode {index} (task {ep['task_id']}, seed {ep['seed']}): {problem}", index
+            index += 1
+            if time.monotonic() >= deadline or (self.slice_episodes and index - start >= self.slice_episodes):
+                break
+        return None, index
 
     def run_once(self) -> int | None:
-        """Verify the oldest pending submission; its id, or None when the queue is empty."""
-        sid = self.store.claim_pending()
-        if sid is None:
+        """Replay one slice of the submission whose turn it is; its id, or None when nothing is free."""
+        claimed = queue.claim(self.store, self.owner, self.lease_seconds)
+        if claimed is None:
             return None
-        row = self.store.get(sid)
-        assert row is not None
-        try:
-            result = replay_bundle(self.store.bundle_of(row))
-            verified, message = result.verified, result.message
-        except Exception as exc:  # a crash in an env is a failed verification, never a dead worker
-            log.exception("replay of submission %s crashed", sid)
-            verified, message = False, f"replay crashed: {type(exc).__name__}: {exc}"
-        self.store.finish(sid, verified, message)
-        log.info("submission %s: %s (%s)", sid, "verified" if verified else "failed", message)
+        sid, bundle = claimed.submission_id, None
+        with self._heartbeat(sid) as lost:
+            try:
+                bundle = self._bundle(sid)
+                problem, next_index = self._replay_slice(bundle, claimed.start)
+            except Exception as exc:  # a crash in an env is a failed verification, never a dead worker
+                log.exception("replay of submission %s crashed", sid)
+                problem, next_index = f"replay crashed: {type(exc).__name__}: {exc}", claimed.start
+                if bundle is not None:
+                    self._drop_env(bundle)
+        if lost.is_set():
+            log.warning("verifier: lost the lease of submission %s; its result is not recorded", sid)
+        total = len(bundle["episodes"]) if bundle is not None else claimed.episodes
+        if problem is None and next_index < total:
+            queue.release(self.store, sid, self.owner, next_index)
+            return sid
+        self._bundles.pop(sid, None)
+        message = problem or f"all {total} episodes reproduced exactly"
+        if queue.finish(self.store, sid, self.owner, problem is None, message):
+            log.info("submission %s: %s (%s)", sid, "verified" if problem is None else "failed", message)
         return sid
 
     def drain(self) -> int:
-        """Verify until the queue is empty; how many were processed."""
-        done = 0
-        while self.run_once() is not None:
-            done += 1
-        return done
+        """Verify until no job is free; how many submissions were finished."""
+        finished = 0
+        while (sid := self.run_once()) is not None:
+            row = self.store.get(sid)
+            finished += row is not None and row.status in ("verified", "failed")
+        return finished
 
     def _loop(self) -> None:
-        self.store.requeue_stale()
         while not self._stop.is_set():
             try:
                 if self.run_once() is not None:
@@ -69,3 +165,6 @@ class Verifier:
         self.wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
+        for env in self._envs.values():
+            env.close()
+        self._envs.clear()

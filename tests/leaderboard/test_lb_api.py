@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import gzip
 import json
 from typing import Any, Callable
@@ -184,6 +185,8 @@ def test_two_verifiers_share_the_queue_without_double_work(client, auth, store, 
 
 def test_stale_claims_are_requeued(client, auth, store, random_bundle) -> None:  # type: ignore[no-untyped-def]
     client.post("/api/v1/submissions", data=body(random_bundle), headers=auth)
-    assert store.claim_pending() is not None and store.claim_pending() is None  # claimed once
-    assert store.requeue_stale() == 1  # the worker died mid-replay
+    assert store.claim_pending(lease_seconds=60) is not None and store.claim_pending() is None  # claimed once
+    assert store.requeue_stale() == 0  # its worker is alive: the lease has not expired
+    later = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) + dt.timedelta(seconds=61)
+    assert store.requeue_stale(now=later) == 1  # the worker died mid-replay: its lease expired
     assert Verifier(store).drain() == 1
