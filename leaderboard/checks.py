@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from leaderboard.boards import Board, BoardRegistry
 from leaderboard.bundle import BundleError, check_bundle
+from leaderboard.precheck import check_structure
 
 __all__ = ["admit"]
 
@@ -59,6 +60,7 @@ def _check_task_types(bundle: Mapping[str, Any], board: Board) -> None:
 
 def admit(bundle: Mapping[str, Any], boards: BoardRegistry) -> Board:
     """Run every pre-storage check; return the bundle's board or raise :class:`BundleError`."""
+    check_structure(bundle, boards)  # counts first: cheap, and it bounds what the schema validation costs
     check_bundle(bundle)
     board = _check_env(bundle, boards)
     _check_tasks(bundle, board)

@@ -16,6 +16,7 @@ from flask import Blueprint, Response, abort, current_app, jsonify, request
 
 from leaderboard.bundle import BundleError, parse_bundle
 from leaderboard.checks import admit
+from leaderboard.precheck import prescan
 from leaderboard.compare import compare_bundles
 from leaderboard.server.db import Submission
 from leaderboard.server.limits import RateLimited, gunzip_strict, read_body
@@ -79,6 +80,7 @@ def submit() -> Response:
         limiter.charge(token.id, 1.0)
         data = _body()
         limiter.charge(token.id, limiter.cost(len(data)) - 1.0)
+        prescan(data)  # too many turns or episodes: refused before parsing
         bundle = parse_bundle(data)
         board = admit(bundle, _ctx()["boards"])
     except BundleError as exc:
