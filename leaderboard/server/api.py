@@ -139,7 +139,8 @@ def _row(submission_id: int) -> Submission:
 @api.get("/submissions/<int:submission_id>")
 def detail(submission_id: int) -> Response:
     row = _row(submission_id)
-    return jsonify({**submission_summary(row), "rank": ranks(_ctx()["store"], [row.id]).get(row.id)})
+    return jsonify({**submission_summary(row), "rank": ranks(_ctx()["store"], [row.id]).get(row.id),
+                    "marks": _ctx()["store"].marks([row])[row.id]})  # baseline / privileged / live
 
 
 @api.get("/submissions/<int:submission_id>/bundle")

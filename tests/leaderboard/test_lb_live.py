@@ -49,7 +49,7 @@ def test_a_live_vault_run_end_to_end(tmp_path: Path, make_server, token_for) -> 
     submission = answer["submission"]
     assert submission["status"] == "pending" and isinstance(submission["id"], int)
     record = wait_for_verification(f"{server.url}/api/v1/submissions/{submission['id']}", timeout=60, poll=0.2)
-    assert record["status"] == "verified", record
+    assert record["status"] == "verified" and record["marks"] == {"baseline": False, "privileged": False, "live": True}, record
     bundle = requests.get(f"{server.url}/api/v1/submissions/{submission['id']}/bundle", timeout=10).json()
     assert bundle["evaluation"]["seeds"] == [played[0][1]] and bundle["evaluation"]["harness"]["privileged_agent"] is False
     board = requests.get(f"{server.url}/board/{bundle['env']['spec_hash']}", timeout=10).text

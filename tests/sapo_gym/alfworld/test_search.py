@@ -120,16 +120,28 @@ def test_search_agent_refuses_groups_of_one_task():
         SearchAgent().act(["", ""], [info, dict(info)])
 
 
-@pytest.mark.parametrize("split", ["eval_out_of_distribution", "eval_in_distribution"])
-def test_goal_from_the_task_sentence_equals_the_pddl_goal(split: str):
-    """The public task sentence states the goal: parsing it gives exactly the goal of the (privileged) pddl_params."""
-    env = gym.make("sapo/ALFWorld-v0", split=split, data_dir="embedded", prompt=None)
+def _goals_agree(split: str, data_dir: str) -> int:
+    """Parse every game's task sentence; it must give the goal of its (privileged) pddl_params. Games checked."""
+    env = gym.make("sapo/ALFWorld-v0", split=split, data_dir=data_dir, prompt=None)
     try:
         for task_id in env.unwrapped.task_ids:
             _, info = env.reset(seed=0, options={"task_id": task_id})
             expected = SearchGoal.from_task(info["alfworld_task_type"], info["pddl_params"])
             assert SearchGoal.from_sentence(info["alfworld_task_type"], info["task"]) == expected, info["task"]
+        return len(env.unwrapped.task_ids)
     finally:
         env.close()
+
+
+@pytest.mark.needs_data
+def test_goal_from_the_task_sentence_on_the_official_valid_games(alfworld_data: Path):
+    assert _goals_agree("eval_out_of_distribution", str(alfworld_data)) == 134
+    assert _goals_agree("eval_in_distribution", str(alfworld_data)) == 140
+
+
+@pytest.mark.parametrize("split", ["eval_out_of_distribution", "eval_in_distribution"])
+def test_goal_from_the_task_sentence_equals_the_pddl_goal(split: str):
+    """The public task sentence states the goal: parsing it gives exactly the goal of the (privileged) pddl_params."""
+    assert _goals_agree(split, "embedded") > 0
     with pytest.raises(ValueError, match="not an ALFWorld task sentence"):
         SearchGoal.from_sentence("pick_and_place_simple", "win the game.")
