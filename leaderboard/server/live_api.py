@@ -79,6 +79,12 @@ def start() -> Response:
     token = _token()
 
     def go() -> dict[str, Any]:
+        from leaderboard.server.limits import RateLimited
+
+        try:  # opening a run builds an env: it costs what a submission does on the token's rate limit
+            current_app.extensions["sapo_gym"]["limiter"].charge(token.id, 1.0)
+        except RateLimited as exc:
+            raise LiveError(str(exc), 429) from None
         body = _json()
         board = current_app.extensions["sapo_gym"]["boards"].find(str(body.get("env_id", "")), str(body.get("split", "")))
         if board is None:

@@ -114,3 +114,18 @@ def test_live_runs_are_bounded_and_expire_when_idle(tmp_path: Path) -> None:
     for payload, status in bad.values():  # now there is room: each bad request gets its own status
         assert client.post("/api/v1/live/runs", json=payload, headers=auth[2]).status_code == status
     app.extensions["sapo_gym"]["store"].engine.dispose()
+
+
+def test_opening_live_runs_counts_against_the_tokens_rate_limit(tmp_path: Path) -> None:
+    from leaderboard.server.app import ServerConfig, create_app
+    from lb_support import VAULT
+
+    app = create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=(VAULT,), verify=False,
+                                  rate_per_minute=0.01, rate_burst=1))
+    store, client = app.extensions["sapo_gym"]["store"], app.test_client()
+    auth = {"Authorization": f"Bearer {store.create_token('a')[1]}"}
+    start = {"env_id": "sapo/Vault-v0", "split": "test", "agent": {"name": "x"}}
+    assert client.post("/api/v1/live/runs", json=start, headers=auth).status_code == 201
+    again = client.post("/api/v1/live/runs", json=start, headers=auth)
+    assert again.status_code == 429 and "rate limit exceeded" in again.json["message"]
+    store.engine.dispose()
