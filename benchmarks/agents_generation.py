@@ -90,6 +90,9 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    from trainers.hardware import describe
+
+    print(describe())  # kernels, rounding and dtype speed differ between CPUs: every table says which ran it
     policy = PolicyModel.tiny(hidden_size=args.hidden, num_attention_heads=args.hidden // 32, num_hidden_layers=args.layers,
                               intermediate_size=4 * args.hidden)
     rng = torch.Generator().manual_seed(0)

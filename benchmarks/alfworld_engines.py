@@ -66,6 +66,9 @@ def main(argv: list[str] | None = None) -> None:
     for f in dataclasses.fields(BenchConfig):
         parser.add_argument("--" + f.name, type=type(f.default), default=f.default, help=f.metadata["help"])
     cfg = BenchConfig(**vars(parser.parse_args(argv)))
+    from trainers.hardware import describe
+
+    print(describe())  # kernels, rounding and dtype speed differ between CPUs: every table says which ran it
     traces = list(load_golden(cfg.data))
     traces = [traces[i * len(traces) // cfg.games] for i in range(min(cfg.games, len(traces)))]
     ref, comp, mismatches = Timings(), Timings(), 0

@@ -126,6 +126,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="steps per game (walkthrough then random admissible)")
     parser.add_argument("--profile", action="store_true", help="also print a cProfile of the env")
     args = parser.parse_args()
+    from trainers.hardware import describe
+
+    print(describe())  # kernels, rounding and dtype speed differ between CPUs: every table says which ran it
 
     import gymnasium as gym
 

@@ -164,6 +164,9 @@ def main() -> None:
     ap.add_argument("--micro-batch-size", type=int, default=8)
     ap.add_argument("--algos", default="sapo,ppo,grpo")
     args = ap.parse_args()
+    from trainers.hardware import describe
+
+    print(describe())  # kernels, rounding and dtype speed differ between CPUs: every table says which ran it
     if args.turns % (args.turns_per_traj * 8):
         ap.error("--turns must be a multiple of 8 x --turns-per-traj (GRPO groups of 8 trajectories)")
     torch.backends.cuda.matmul.allow_tf32 = True

@@ -83,6 +83,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--submissions", type=int, default=200)
     args = parser.parse_args()
+    from trainers.hardware import describe
+
+    print(describe())  # kernels, rounding and dtype speed differ between CPUs: every table says which ran it
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     vault = next(iter(BoardRegistry([VAULT])))
     template = baseline_bundle(vault, "random")

@@ -219,7 +219,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--history", type=int, default=2)
     parser.add_argument("--max-response-tokens", type=int, default=32)
     parser.add_argument("--kl-coef", type=float, default=0.01)
-    parser.add_argument("--reference-dtype", default="bfloat16", choices=["float32", "bfloat16"])
+    parser.add_argument("--reference-dtype", default="auto", choices=["float32", "bfloat16", "auto"],
+                        help="KL reference dtype; auto: bfloat16 where the CPU/GPU computes it natively (trainers/hardware.py)")
     parser.add_argument("--old-log-probs", default="rollout", choices=["recompute", "rollout"],
                         help="TrainConfig.old_log_probs for every method: keep the sampler's log-probs (and SAPO's V/Q "
                              "logits) or recompute them in a forward pass")
@@ -241,7 +242,10 @@ def run_size(args: argparse.Namespace, size: str) -> None:
     """One table: the size's preset, overridden by explicit flags."""
     args = argparse.Namespace(**{**vars(args), **{k: v for k, v in SIZES[size].items() if getattr(args, k) is None}})
     torch.manual_seed(0)
-    print(f"\n== size {size}: tiny Qwen2 hidden {args.hidden}, {args.layers} layers; micro-batch {args.micro_batch_size}; "
+    from trainers.hardware import describe, resolve_dtype
+
+    print(f"\n{describe()}; reference dtype resolves to {resolve_dtype(args.reference_dtype, args.device)}")
+    print(f"== size {size}: tiny Qwen2 hidden {args.hidden}, {args.layers} layers; micro-batch {args.micro_batch_size}; "
           f"gradient checkpointing {args.gradient_checkpointing}; reference {args.reference_dtype}; "
           f"old log-probs {args.old_log_probs}; env {args.env} {args.env_arg}; "
           f"prompt {args.prompt}, history {args.history}; "

@@ -98,6 +98,9 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=200, help="oracle episodes per size (test goals)")
     parser.add_argument("--browser", action="store_true", help="also time browser mode on the smallest size (20 episodes)")
     args = parser.parse_args()
+    from trainers.hardware import describe
+
+    print(describe())  # kernels, rounding and dtype speed differ between CPUs: every table says which ran it
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from sapo_gym.webshop.env import WebShopEnv
 

@@ -109,7 +109,8 @@ class TrainConfig:
     gradient_checkpointing: bool = False
     """Recompute the policy's activations in the backward pass: less memory, more time."""
     reference_dtype: str = "float32"
-    """dtype of the frozen KL reference: 'float32' or 'bfloat16' (half its memory, as verl keeps it; its logits are upcast to float32 for the log-softmax)."""
+    """dtype of the frozen KL reference: 'float32', 'bfloat16' (half its memory, as verl keeps it; its logits are upcast
+    to float32 for the log-softmax) or 'auto' (bfloat16 where the device computes it natively, else float32: trainers/hardware.py)."""
     # ------------------------------------------------------------------ scale-out (docs/scale_out.md)
     strategy: str = "torch"
     """Training backend: 'torch' (one process, AdamW) or 'deepspeed' (ZeRO over the processes torchrun/deepspeed launch)."""
@@ -170,8 +171,8 @@ class TrainConfig:
             raise ValueError("constrain='admissible' is implemented for generator 'hf' only (no vLLM logits processor yet)")
         if not 0 <= self.zero_stage <= 3:
             raise ValueError(f"zero_stage must be 0-3, got {self.zero_stage}")
-        if self.reference_dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"reference_dtype must be 'float32' or 'bfloat16', got {self.reference_dtype!r}")
+        if self.reference_dtype not in ("float32", "bfloat16", "auto"):
+            raise ValueError(f"reference_dtype must be 'float32', 'bfloat16' or 'auto', got {self.reference_dtype!r}")
         if self.prompt not in ("default", "plain"):
             raise ValueError(f"prompt must be 'default' or 'plain', got {self.prompt!r}")
         if self.episodes_per_iteration % self.rollouts_per_task:

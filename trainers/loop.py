@@ -39,6 +39,7 @@ from trainers.config import TrainConfig
 from trainers.distributed import (critic_update, deal, gather_rollout, gather_stats, map_micro_batches, mean_stats,
                                   rank_groups)
 from trainers.experience import Experience
+from trainers.hardware import resolve_dtype
 from trainers.methods import make_method
 from trainers.forward import action_log_probs, forward_positions
 from trainers.methods.base import micro_batches, pad_to
@@ -114,7 +115,8 @@ class Trainer:
 
     def _frozen_copy(self) -> torch.nn.Module:
         """A frozen copy of the current policy in ``cfg.reference_dtype``: the KL reference."""
-        return copy.deepcopy(self.policy.model).to(getattr(torch, self.cfg.reference_dtype)).eval().requires_grad_(False)
+        dtype = resolve_dtype(self.cfg.reference_dtype, self.cfg.device)
+        return copy.deepcopy(self.policy.model).to(getattr(torch, dtype)).eval().requires_grad_(False)
 
     @property
     def is_main(self) -> bool:
