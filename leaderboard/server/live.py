@@ -117,6 +117,7 @@ class LiveManager:
                           .values(status="expired", status_message=message, ended_at=utcnow()))
 
     def _end(self, run: _Run, status: str, message: str, submission_id: int | None = None) -> None:
+        log.info("live run %s: %s (%s)", run.id, status, message)
         with self._lock:
             self._runs.pop(run.id, None)
         try:

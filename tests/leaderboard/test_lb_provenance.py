@@ -68,6 +68,7 @@ def test_the_board_marks_baselines_and_privileged_agents(client, store, boards, 
     mine = client.post("/api/v1/submissions", data=body(expert_bundle), headers=auth).json["id"]  # the oracle, as a user
     page = client.get(f"/board/{expert_bundle['env']['spec_hash']}").text
     rows = dict(re.findall(r'<tr data-id="(\d+)">(.*?)</tr>', page, flags=re.S))
+    assert "best-of-N" in page and "Replay cannot tell whether they were the only ones" in page  # the limit, said on the board
     assert 'class="badge baseline"' in rows[str(seeded[0])] and 'class="badge privileged"' not in rows[str(seeded[0])]
     assert 'class="badge privileged"' in rows[str(mine)] and 'class="badge baseline"' not in rows[str(mine)]
     assert store.marks([store.get(mine)])[mine] == {"baseline": False, "privileged": True, "live": False}
