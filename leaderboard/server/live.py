@@ -105,6 +105,9 @@ class LiveManager:
         self.store, self.boards, self.verifier = store, boards, verifier
         self.limits = limits or LiveLimits()
         self._runs: dict[int, _Run] = {}
+        self._answered: dict[int, tuple[int, tuple[int, int, dict[str, Any]]]] = {}
+        """Finished runs' last step answers (run id -> token id, (episode, turn, answer)), the latest 64:
+        a retried last step still gets its answer (with the submission) after the run is closed."""
         self._lock = threading.Lock()
         self._expire_rows(select(LiveRun.id).where(LiveRun.status == "open"), "the server restarted")
 
@@ -219,6 +222,10 @@ class LiveManager:
         from sapo_gym.core import public_info
         from sapo_gym.evaluation import record_step
 
+        with self._lock:
+            done = self._answered.get(run_id) if run_id not in self._runs else None
+        if done is not None and done[0] == token.id and turn is not None and done[1][1] == turn:
+            return done[1][2]
         run = self._run(run_id, token)
         with run.lock:
             episode = run.played - 1
@@ -232,12 +239,16 @@ class LiveManager:
             record_step(run.record, output, reward, info)
             body: dict[str, Any] = {"episode": episode, "turn": run.record.steps - 1, "observation": obs, "reward": float(reward),
                                     "terminated": bool(terminated), "truncated": bool(truncated), "info": jsonable(public_info(info))}
+            run.last = (episode, body["turn"], body)
             if terminated or truncated:
                 run.records.append(run.record)
                 run.record = None
                 if len(run.records) == len(run.schedule):
+                    with self._lock:  # before _finish closes the run: a retry of this step must find its answer
+                        self._answered[run.id] = (run.token_id, run.last)
+                        while len(self._answered) > 64:
+                            self._answered.pop(next(iter(self._answered)))
                     body["submission"] = self._finish(run)
-            run.last = (episode, body["turn"], body)
             return body
 
     def _finish(self, run: _Run) -> dict[str, Any]:

@@ -48,6 +48,11 @@ def test_a_live_vault_run_end_to_end(tmp_path: Path, make_server, token_for) -> 
     assert sorted(t for t, _ in played) == [f"vault-test-{i:03d}" for i in range(16)] and len({s for _, s in played}) == 1
     submission = answer["submission"]
     assert submission["status"] == "pending" and isinstance(submission["id"], int)
+    again = session.step("a retried last request", answer["turn"])  # answered again, not stepped again
+    assert again["submission"] == submission and again["observation"] == answer["observation"]
+    with pytest.raises(SubmitError, match="no open live run") as exc:
+        session.step("one step too many", answer["turn"] + 1)
+    assert exc.value.status == 404
     record = wait_for_verification(f"{server.url}/api/v1/submissions/{submission['id']}", timeout=60, poll=0.2)
     assert record["status"] == "verified" and record["marks"] == {"baseline": False, "privileged": False, "live": True}, record
     bundle = requests.get(f"{server.url}/api/v1/submissions/{submission['id']}/bundle", timeout=10).json()
