@@ -114,8 +114,9 @@ def paired_permutation(a: Sequence[float], b: Sequence[float], rounds: int = 100
         return float(np.mean(np.abs((1 - 2 * bits) @ diffs) >= observed))
     rng = np.random.default_rng(seed)
     hits = 0
-    for start in range(0, rounds, 2048):
-        signs = rng.choice((-1.0, 1.0), size=(min(2048, rounds - start), m))
+    step = max(1, min(2048, (1 << 20) // m))  # at most 2^20 signs (8 MiB) at a time, however many pairs
+    for start in range(0, rounds, step):
+        signs = rng.choice((-1.0, 1.0), size=(min(step, rounds - start), m))
         hits += int(np.count_nonzero(np.abs(signs @ diffs) >= observed))
     return (hits + 1) / (rounds + 1)
 

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from dataclasses import asdict
 from typing import Any
@@ -17,9 +18,9 @@ from flask import Blueprint, Response, abort, current_app, jsonify, request
 from leaderboard.bundle import BundleError, parse_bundle
 from leaderboard.checks import admit
 from leaderboard.precheck import prescan
-from leaderboard.compare import compare_bundles
 from leaderboard.server.db import Submission
 from leaderboard.server.limits import RateLimited, gunzip_strict, read_body
+from leaderboard.server import summaries
 from leaderboard.server.ranking import STATUS_FILTERS, parse_status_filter, ranks
 from leaderboard.server.security import external_url
 from leaderboard.server.provenance import EpisodesClaimed, reserved_name
@@ -96,6 +97,8 @@ def submit() -> Response:
         added = _ctx()["store"].add(bundle, board, submitter=token.name, token_id=token.id)
     except EpisodesClaimed as exc:
         return _error(409, str(exc), "duplicate_episodes")
+    if added.created:
+        summaries.ensure(_ctx()["store"], added.id, bundle)  # the pages' summary and episode chunks, from the parsed bundle
     _ctx()["verifier"].wake.set()
     body = {"id": added.id, "duplicate": not added.created, "status": added.status,
             "url": external_url("pages.submission", submission_id=added.id),
@@ -145,7 +148,8 @@ def detail(submission_id: int) -> Response:
 
 @api.get("/submissions/<int:submission_id>/bundle")
 def bundle(submission_id: int) -> Response:
-    return jsonify(Store.bundle_of(_row(submission_id)))
+    # the stored canonical JSON as it is: no parse and re-serialization of a bundle of up to 64 MiB
+    return Response(gzip.decompress(_row(submission_id).bundle_gz), mimetype="application/json")
 
 
 @api.get("/boards")
@@ -161,7 +165,7 @@ def compare() -> Response:
     if a is None or b is None:
         return _error(400, "give two submission ids: /api/v1/compare?a=<id>&b=<id>", "bad_request")
     try:
-        result = compare_bundles(Store.bundle_of(_row(a)), Store.bundle_of(_row(b)))
+        result = summaries.comparison(_ctx()["store"], _row(a), _row(b))  # summaries, cached
     except BundleError as exc:
         return _error(422, str(exc), "not_comparable")
     return jsonify(a=a, b=b, test=asdict(result.test), categories={k: asdict(v) for k, v in result.categories.items()},

@@ -117,6 +117,23 @@ class VerifyJob(Base):
     """A claim is a lease: its worker renews it while it replays; once expired, any worker may take the job."""
 
 
+class SubmissionSummary(Base):
+    """A submission's bundle without the turns (metadata, aggregates, one line per episode), for its pages."""
+
+    __tablename__ = "submission_summaries"
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"), primary_key=True)
+    summary_gz: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class EpisodeChunk(Base):
+    """Consecutive full episodes of a submission (turns included), so the viewer loads one chunk, not the bundle."""
+
+    __tablename__ = "episode_chunks"
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"), primary_key=True)
+    chunk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    episodes_gz: Mapped[bytes] = mapped_column(LargeBinary)
+
+
 def _sqlite_pragmas(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]

@@ -8,8 +8,7 @@ from typing import Any
 from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
 
 from leaderboard.bundle import BundleError
-from leaderboard.compare import compare_bundles
-from leaderboard.server import ranking
+from leaderboard.server import ranking, summaries
 from leaderboard.server.plots import category_bars
 from leaderboard.server.store import SORT_KEYS, Store
 
@@ -23,10 +22,11 @@ def _ctx() -> dict[str, Any]:
 
 
 def _submission(submission_id: int) -> tuple[Any, dict[str, Any]]:
+    """The row and its precomputed summary (the bundle without turns; see leaderboard.server.summaries)."""
     row = _ctx()["store"].get(submission_id)
     if row is None:
         abort(404, description=f"no submission {submission_id}")
-    return row, Store.bundle_of(row)
+    return row, summaries.summary(_ctx()["store"], row)
 
 
 @pages.get("/")
@@ -65,17 +65,21 @@ def submission(submission_id: int) -> Any:
     others = [r for r in _ctx()["store"].submissions(row.spec_hash) if r.id != row.id]
     marks = _ctx()["store"].marks([row])[row.id]
     live_runs = _ctx()["live"].counts(row.token_id, row.spec_hash) if marks["live"] and row.token_id is not None else None
+    pages_total = max(1, -(-len(bundle["episodes"]) // summaries.PAGE))
+    page = min(max(request.args.get("page", 1, type=int), 1), pages_total)
+    first = (page - 1) * summaries.PAGE
     return render_template("submission.html", row=row, bundle=bundle, chart=category_bars(bundle["aggregates"]),
                            score_chart=category_bars(bundle["aggregates"], "score"), others=others,
+                           episodes=bundle["episodes"][first:first + summaries.PAGE], first=first, page=page, pages=pages_total,
                            marks=marks, live_runs=live_runs)
 
 
 @pages.get("/submission/<int:submission_id>/episode/<int:index>")
 def episode(submission_id: int, index: int) -> Any:
     row, bundle = _submission(submission_id)
-    if not 0 <= index < len(bundle["episodes"]):
+    ep = summaries.episode(_ctx()["store"], row, index)  # one stored chunk, not the whole bundle
+    if ep is None:
         abort(404, description=f"submission {submission_id} has no episode {index}")
-    ep = bundle["episodes"][index]
     step = min(max(request.args.get("step", 0, type=int), 0), len(ep["turns"]))
     return render_template("episode.html", row=row, bundle=bundle, ep=ep, index=index, step=step)
 
@@ -85,10 +89,10 @@ def compare() -> Any:
     a, b = request.args.get("a", type=int), request.args.get("b", type=int)
     if a is None or b is None:
         abort(400, description="choose two submissions to compare")
-    row_a, bundle_a = _submission(a)
-    row_b, bundle_b = _submission(b)
+    row_a, _ = _submission(a)
+    row_b, _ = _submission(b)
     try:
-        result = compare_bundles(bundle_a, bundle_b)
+        result = summaries.comparison(_ctx()["store"], row_a, row_b)
     except BundleError as exc:
         abort(422, description=str(exc))
     return render_template("compare.html", a=row_a, b=row_b, result=result)
