@@ -6,15 +6,21 @@
 * absolute URLs (``url``, ``api_url``, ``Location``) are built from the configured base URL, never
   from the request's ``Host`` header (which a client controls);
 * ids in URLs are bounded: ``<int:...>`` only matches 0 .. 2^63 - 1, so a larger id is a 404 and
-  never reaches the database (SQLite raises ``OverflowError`` past 64 bits).
+  never reaches the database (SQLite raises ``OverflowError`` past 64 bits);
+* every other JSON body sent to the API (the live endpoints) is held to the bundle parser's rules
+  before its endpoint runs: no lone surrogate, no integer literal over 64 digits (a 400).
 """
 
 from __future__ import annotations
 
+import json
 from urllib.parse import urlsplit
 
-from flask import Flask, Response, current_app, url_for
+from flask import Flask, Response, current_app, jsonify, request, url_for
 from werkzeug.routing import IntegerConverter
+
+from leaderboard.bundle import BundleError
+from leaderboard.validation import check_unicode, strict_int
 
 __all__ = ["MAX_ID", "BoundedInt", "install", "external_url", "check_base_url"]
 
@@ -47,10 +53,29 @@ def external_url(endpoint: str, **values: object) -> str:
     return current_app.config["SAPO_BASE_URL"] + url_for(endpoint, **values)
 
 
+def _strict_json_body() -> Response | None:
+    """A 400 for an API JSON body with a lone surrogate or a huge integer literal (submissions check their own)."""
+    if request.method not in ("POST", "PUT", "PATCH") or not request.path.startswith("/api/") \
+            or request.path == "/api/v1/submissions":
+        return None
+    data = request.get_data(cache=True)  # bounded by MAX_CONTENT_LENGTH; the endpoint reads the cached bytes
+    try:
+        text = data.decode("utf-8")
+        check_unicode(text, json.loads(text, parse_int=strict_int))
+    except BundleError as exc:
+        response = jsonify(error="bad_request", message=str(exc), status=400)
+        response.status_code = 400
+        return response
+    except (ValueError, RecursionError):  # not JSON at all: the endpoint says so in its own words
+        return None
+    return None
+
+
 def install(app: Flask, base_url: str) -> None:
-    """Bound the ``int`` converter (call before registering blueprints) and add the headers."""
+    """Bound the ``int`` converter (call before registering blueprints), check API JSON bodies, add the headers."""
     app.url_map.converters["int"] = BoundedInt
     app.config["SAPO_BASE_URL"] = check_base_url(base_url)
+    app.before_request(_strict_json_body)
 
     @app.after_request
     def _headers(response: Response) -> Response:

@@ -82,6 +82,7 @@ HUGE = 2**63
     f"/api/v1/submissions/{HUGE}", f"/api/v1/submissions/{HUGE}/bundle", f"/submission/{HUGE}",
     f"/submission/{HUGE}/episode/0", "/submission/1/episode/" + str(HUGE), f"/api/v1/submissions/{10**30}",
     f"/api/v1/compare?a={HUGE}&b=1", f"/api/v1/compare?a=1&b={HUGE}", f"/compare?a={HUGE}&b=1", f"/compare?a=1&b={10**40}",
+    f"/api/v1/live/runs/{HUGE}",
 ])
 def test_ids_of_2_63_and_more_are_404_or_400(url: str, client, auth, random_bundle) -> None:  # type: ignore[no-untyped-def]
     assert _post(client, auth, body(random_bundle)).json["id"] == 1
@@ -185,3 +186,27 @@ def test_base_url_must_be_http_or_https() -> None:
 def test_refresh_keeps_the_fixture_valid(client, auth, random_bundle) -> None:  # type: ignore[no-untyped-def]
     """Sanity: the untouched fixture is admitted, so every refusal above is the tampering's doing."""
     assert _post(client, auth, body(refresh(copy.deepcopy(random_bundle)))).status_code == 201
+
+
+def _live_run(client, auth) -> int:  # type: ignore[no-untyped-def]
+    r = client.post("/api/v1/live/runs", json={"env_id": "sapo/Vault-v0", "split": "test", "agent": {"name": "live input"}}, headers=auth)
+    assert r.status_code == 201, r.json
+    run = r.json["run_id"] if "run_id" in r.json else r.json["id"]
+    assert client.post(f"/api/v1/live/runs/{run}/reset", json={}, headers=auth).status_code == 200
+    return run
+
+
+@pytest.mark.parametrize("case", ["surrogate output", "5000-digit turn", "5000-digit seeds", "surrogate key"])
+def test_live_endpoints_refuse_bad_json_with_a_400(case: str, client, auth) -> None:  # type: ignore[no-untyped-def]
+    headers = {**auth, "Content-Type": "application/json"}
+    if case == "5000-digit seeds":
+        text = '{"env_id": "sapo/Vault-v0", "split": "test", "agent": {"name": "x"}, "seeds": ' + "9" * 5000 + "}"
+        r = client.post("/api/v1/live/runs", data=text.encode(), headers=headers)
+    else:
+        run = _live_run(client, auth)
+        text = {"surrogate output": '{"output": "<action>\\ud800</action>", "turn": 0}',
+                "5000-digit turn": '{"output": "x", "turn": ' + "9" * 5000 + "}",
+                "surrogate key": '{"output": "x", "\\udc00": 1}'}[case]
+        r = client.post(f"/api/v1/live/runs/{run}/step", data=text.encode(), headers=headers)
+    assert r.status_code == 400, (r.status_code, r.text[:300])
+    assert r.is_json and ("surrogate" in r.json["message"] or "digits" in r.json["message"]), r.json
