@@ -158,6 +158,8 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         _sqlite_pragmas(engine)
     else:
-        engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+        # a statement (or a wait for a lock) that runs past 30 s is cancelled: no request holds a connection forever
+        engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, pool_timeout=30,
+                               connect_args={"options": "-c statement_timeout=30000 -c lock_timeout=30000"})
     Base.metadata.create_all(engine)
     return engine
