@@ -46,6 +46,13 @@ ENVS: dict[str, EnvEntry] = {
             eval_splits=("eval_out_of_distribution", "eval_in_distribution"),
         ),
         EnvEntry(
+            "sapo/ALFWorld-Mini-v0", "sapo_gym.alfworld.env:AlfWorldEnv", "sapo_gym.prompts:ALFWORLD_PROMPT", 50,
+            "the embedded generated-mini-v1 set (data_dir=embedded-mini; an explicit data_dir wins, ALFWORLD_DATA does not)",
+            "CPU-scale ALFWorld variant (not the benchmark): rooms of <= 4 receptacles, 1 distractor object type",
+            eval_splits=("eval_out_of_distribution", "eval_in_distribution"),
+            defaults=(("data_dir", "embedded-mini"),),
+        ),
+        EnvEntry(
             "sapo/WebShop-v0", "sapo_gym.webshop.env:WebShopEnv", "sapo_gym.prompts:WEBSHOP_PROMPT", 15,
             "WebShop files (data_dir / SAPO_WEBSHOP_DATA) or the embedded generated catalog",
             "online shopping in a text web shop (in-process)",

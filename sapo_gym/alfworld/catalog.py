@@ -27,6 +27,8 @@ from sapo_gym.alfworld import TASK_TYPES
 
 __all__ = [
     "EMBEDDED",
+    "EMBEDDED_MINI",
+    "EMBEDDED_MINI_SET",
     "EMBEDDED_SET",
     "OFFICIAL_COUNTS",
     "SPLITS",
@@ -45,6 +47,10 @@ OFFICIAL_DATASET = "alfworld-json_2.1.1"
 EMBEDDED = "embedded"
 """``data_dir`` value that selects the embedded generated set regardless of ``$ALFWORLD_DATA``."""
 EMBEDDED_SET = Path(__file__).resolve().parent / "embedded" / "generated-v1.jsonl.gz"
+EMBEDDED_MINI = "embedded-mini"
+"""``data_dir`` value that selects the embedded ALFWorld-Mini set (the default of ``sapo/ALFWorld-Mini-v0``)."""
+EMBEDDED_MINI_SET = Path(__file__).resolve().parent / "embedded" / "generated-mini-v1.jsonl.gz"
+_EMBEDDED_SETS = (EMBEDDED_SET, EMBEDDED_MINI_SET)
 _SOLVABLE = re.compile(rb'"solvable"\s*:\s*(true|false)')
 
 
@@ -118,7 +124,7 @@ def generated_catalog(path: Path, split: str) -> Catalog:
     from sapo_gym.alfworld.generator.build import read_set
 
     header, games = read_set(path)
-    dataset = header["dataset"] if path == EMBEDDED_SET else f"{header['dataset']}-seed{header['seed']}"
+    dataset = header["dataset"] if path in _EMBEDDED_SETS else f"{header['dataset']}-seed{header['seed']}"
     records = tuple(
         GameRecord(
             f"{g.split}/{g.folder}",
@@ -148,11 +154,14 @@ def resolve(split: str, data_dir: str | os.PathLike[str] | None = None) -> Catal
     """The games of ``split`` from the first source in the lookup order that has them.
 
     ``data_dir="embedded"`` skips the lookup and takes the embedded generated set (what the CPU default
-    of ``sapo-gym compare`` trains and evaluates on, whatever data the machine has)."""
+    of ``sapo-gym compare`` trains and evaluates on, whatever data the machine has);
+    ``data_dir="embedded-mini"`` the embedded ALFWorld-Mini set (``generated-mini-v1``)."""
     if split not in SPLITS:
         raise ValueError(f"unknown ALFWorld split {split!r}; valid choices: {list(SPLITS)}")
     if data_dir == EMBEDDED:
         return generated_catalog(EMBEDDED_SET, split)
+    if data_dir == EMBEDDED_MINI:
+        return generated_catalog(EMBEDDED_MINI_SET, split)
     if data_dir is not None:
         path = Path(data_dir).expanduser()
         if path.is_file():

@@ -42,6 +42,20 @@ def register_data_cli(sub: argparse._SubParsersAction) -> None:
         help="games per evaluation split when generating (default N // 4)",
     )
     p.add_argument("--seed", type=int, default=0, help="generator seed")
+    p.add_argument(
+        "--max-receptacles",
+        type=int,
+        default=None,
+        metavar="K",
+        help="at most K receptacles per room (the ALFWorld-Mini variant, generated-mini-v1; default: all)",
+    )
+    p.add_argument(
+        "--max-distractors",
+        type=int,
+        default=None,
+        metavar="D",
+        help="at most D object types besides the goal's per room (ALFWorld-Mini; default: all of the scene's)",
+    )
     p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1) // 2), help="generator processes")
     p.add_argument(
         "--out",
@@ -109,14 +123,18 @@ def _download(root: Path) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from sapo_gym.alfworld.generator.build import DATASET, generate, write_set
+    from sapo_gym.alfworld.generator.build import dataset_name, generate, write_set
 
+    k, d = args.max_receptacles, args.max_distractors
+    dataset = dataset_name(k, d)
     n_eval = args.eval if args.eval is not None else max(1, args.generate // 4)
-    out = Path(args.out or f"~/.cache/sapo_gym/alfworld/{DATASET}-seed{args.seed}.jsonl.gz").expanduser()
+    out = Path(args.out or f"~/.cache/sapo_gym/alfworld/{dataset}-seed{args.seed}.jsonl.gz").expanduser()
     counts = {"train": args.generate, "eval_in_distribution": n_eval, "eval_out_of_distribution": n_eval}
-    n = write_set(generate(counts, seed=args.seed, workers=args.workers), out, seed=args.seed)
-    print(f"wrote {n} generated games ({DATASET}, seed {args.seed}) to {out}")
-    print(f'use them with gym.make("sapo/ALFWorld-v0", data_dir="{out}")')
+    games = generate(counts, seed=args.seed, workers=args.workers, max_receptacles=k, max_distractors=d)
+    n = write_set(games, out, seed=args.seed, max_receptacles=k, max_distractors=d)
+    print(f"wrote {n} generated games ({dataset}, seed {args.seed}) to {out}")
+    env_id = "sapo/ALFWorld-v0" if dataset == "generated-v1" else "sapo/ALFWorld-Mini-v0"
+    print(f'use them with gym.make("{env_id}", data_dir="{out}")')
     return 0
 
 

@@ -38,7 +38,8 @@ class AlfWorldEnv(TextEnv):
     Args (keyword-only):
         data_dir: root holding ``json_2.1.1/``, a generated set file, or ``"embedded"`` (the embedded
             set, whatever else the machine has); default: ``$ALFWORLD_DATA``,
-            alfworld's cache, then the embedded generated set.
+            alfworld's cache, then the embedded generated set. ``"embedded-mini"``: the embedded
+            ALFWorld-Mini set (what ``sapo/ALFWorld-Mini-v0`` registers as its default).
         split: ``train``, ``eval_in_distribution`` (valid_seen) or ``eval_out_of_distribution`` (valid_unseen).
         success_reward: reward on the step that wins (10, as in the paper's baselines).
         engine: a name in :data:`sapo_gym.alfworld.engine.ENGINES`: ``compiled`` (default; byte-identical

@@ -5,6 +5,11 @@ rendered problem). Game ``i`` of a split gets task type ``TASK_TYPES[i % 6]`` an
 seeded with ``"{seed}:{split}:{i}:{attempt}"``, so a set is the same whatever the process count.
 Scenes: AI2-THOR's training floor plans for ``train`` and ``eval_in_distribution``, its test
 floor plans (never seen in training) for ``eval_out_of_distribution``.
+
+``max_receptacles=K`` and ``max_distractors=D`` generate ALFWorld-Mini games (``generated-mini-v1``: at
+most K receptacles per room, see :func:`~sapo_gym.alfworld.generator.sample.keep_receptacles`, and D
+object types besides the goal's); their RNG seed strings end in ``":k{K}"`` / ``":d{D}"``, so they are
+not the full-size games cut down. The header of such a set records K and D.
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from sapo_gym.alfworld.generator.problem import GeneratedGame
 from sapo_gym.alfworld.generator.sample import ROOMS, sample_game
 from sapo_gym.alfworld.generator.scenes import load_scene, props
 
-__all__ = ["DATASET", "SPLITS", "generate", "generate_game", "read_set", "write_set"]
+__all__ = ["DATASET", "MINI_DATASET", "SPLITS", "dataset_name", "generate", "generate_game", "read_set", "write_set"]
 
 DATASET = "generated-v1"
+MINI_DATASET = "generated-mini-v1"
+"""Sets generated with ``max_receptacles`` (ALFWorld-Mini)."""
 SPLITS = ("train", "eval_in_distribution", "eval_out_of_distribution")
 _TASK_TYPES = tuple(ROOMS)
 MAX_ATTEMPTS = 200
@@ -33,30 +40,46 @@ def _scenes(split: str):
     return [load_scene(n) for n in numbers]
 
 
-def generate_game(seed: int, split: str, index: int) -> GeneratedGame:
-    """Game ``index`` of ``split`` for ``seed``: sampled, planned and verified to be winnable."""
+def dataset_name(max_receptacles: int | None = None, max_distractors: int | None = None) -> str:
+    """The dataset label of sets generated with these limits (both None: full-size rooms)."""
+    return DATASET if max_receptacles is None and max_distractors is None else MINI_DATASET
+
+
+def generate_game(
+    seed: int, split: str, index: int, max_receptacles: int | None = None, max_distractors: int | None = None
+) -> GeneratedGame:
+    """Game ``index`` of ``split`` for ``seed``: sampled, planned and verified to be winnable
+    (at most ``max_receptacles`` receptacles and ``max_distractors`` other object types when given)."""
     from sapo_gym.alfworld.generator.solve import solve
 
     task_type = _TASK_TYPES[index % len(_TASK_TYPES)]
     scenes = _scenes(split)
+    suffix = "" if max_receptacles is None else f":k{max_receptacles}"
+    suffix += "" if max_distractors is None else f":d{max_distractors}"
     for attempt in range(MAX_ATTEMPTS):
-        rng = random.Random(f"{seed}:{split}:{index}:{attempt}")
-        candidate = sample_game(rng, task_type, scenes, split, index)
+        rng = random.Random(f"{seed}:{split}:{index}:{attempt}{suffix}")
+        candidate = sample_game(rng, task_type, scenes, split, index, max_receptacles, max_distractors)
         solved = solve(candidate) if candidate is not None else None
         if solved is not None:
             return solved
     raise RuntimeError(f"no solvable {task_type} game for {split}[{index}] after {MAX_ATTEMPTS} attempts")
 
 
-def _job(args: tuple[int, str, int]) -> GeneratedGame:
+def _job(args: tuple[int, str, int, int | None, int | None]) -> GeneratedGame:
     return generate_game(*args)
 
 
-def generate(counts: dict[str, int], seed: int, workers: int = 1) -> Iterator[GeneratedGame]:
+def generate(
+    counts: dict[str, int],
+    seed: int,
+    workers: int = 1,
+    max_receptacles: int | None = None,
+    max_distractors: int | None = None,
+) -> Iterator[GeneratedGame]:
     """Generate ``counts[split]`` games per split, in order (a progress bar on stderr)."""
     from tqdm import tqdm
 
-    jobs = [(seed, split, i) for split, n in counts.items() for i in range(n)]
+    jobs = [(seed, split, i, max_receptacles, max_distractors) for split, n in counts.items() for i in range(n)]
     if workers <= 1:
         results: Iterable[GeneratedGame] = map(_job, jobs)
         yield from tqdm(results, total=len(jobs), desc="generating ALFWorld games")
@@ -65,12 +88,23 @@ def generate(counts: dict[str, int], seed: int, workers: int = 1) -> Iterator[Ge
         yield from tqdm(pool.map(_job, jobs, chunksize=4), total=len(jobs), desc="generating ALFWorld games")
 
 
-def write_set(games: Iterable[GeneratedGame], path: Path, seed: int) -> int:
+def write_set(
+    games: Iterable[GeneratedGame],
+    path: Path,
+    seed: int,
+    max_receptacles: int | None = None,
+    max_distractors: int | None = None,
+) -> int:
     """Write games as gzipped JSON lines (a header line first); returns the number written."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    header: dict = {"dataset": dataset_name(max_receptacles, max_distractors), "seed": seed, "generated": True}
+    if max_receptacles is not None:
+        header["max_receptacles"] = max_receptacles
+    if max_distractors is not None:
+        header["max_distractors"] = max_distractors
     n = 0
     with gzip.GzipFile(path, "wb", mtime=0) as raw:
-        raw.write((json.dumps({"dataset": DATASET, "seed": seed, "generated": True}) + "\n").encode())
+        raw.write((json.dumps(header) + "\n").encode())
         for game in games:
             raw.write((json.dumps(game.to_json(), separators=(",", ":")) + "\n").encode())
             n += 1

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sapo_gym.alfworld.generator.logic import grammar_for_task, official_domain
-from sapo_gym.alfworld.generator.scenes import Location, load_scene, mangle, props
+from sapo_gym.alfworld.generator.scenes import Location, Receptacle, load_scene, mangle, props
 
 __all__ = ["GeneratedGame", "goal_pddl"]
 
@@ -36,6 +36,17 @@ class GeneratedGame:
     objects: tuple[tuple[str, str], ...]
     """(AI2-THOR object id, AI2-THOR receptacle id) for every object in the scene."""
     walkthrough: tuple[str, ...] = ()
+    receptacles: tuple[str, ...] = ()
+    """AI2-THOR ids of the receptacles the room keeps (ALFWorld-Mini); empty: every receptacle of the
+    floor plan (``generated-v1``)."""
+
+    def scene_receptacles(self) -> tuple[Receptacle, ...]:
+        """The receptacles of this game's room: the kept ones, or all of the floor plan's."""
+        every = load_scene(self.scene).receptacles
+        if not self.receptacles:
+            return every
+        kept = set(self.receptacles)
+        return tuple(r for r in every if r.id in kept)
 
     @property
     def folder(self) -> str:
@@ -44,7 +55,10 @@ class GeneratedGame:
         return f"{self.task_type}-{self.object_target}-None-{recep}-{self.scene}/gen_{self.split}_{self.index:05d}"
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if not self.receptacles:
+            del d["receptacles"]  # generated-v1 records stay as they were
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> GeneratedGame:
@@ -54,6 +68,7 @@ class GeneratedGame:
                 "agent": tuple(d["agent"]),
                 "objects": tuple(map(tuple, d["objects"])),
                 "walkthrough": tuple(d["walkthrough"]),
+                "receptacles": tuple(d.get("receptacles", ())),
             }
         )
 
@@ -68,18 +83,18 @@ class GeneratedGame:
         }
 
     def pddl_problem(self) -> str:
-        p, scene = props(), load_scene(self.scene)
-        where = {r.id: r for r in scene.receptacles}
+        p, receptacles = props(), self.scene_receptacles()
+        where = {r.id: r for r in receptacles}
         obj_types = {o: o.split("|", 1)[0] for o, _ in self.objects}
-        locations = sorted({_loc(r.location) for r in scene.receptacles} | {_loc(self.agent)})
-        facts: list[str] = [f"(receptacleType {mangle(r.id)} {r.type}Type)" for r in scene.receptacles]
+        locations = sorted({_loc(r.location) for r in receptacles} | {_loc(self.agent)})
+        facts: list[str] = [f"(receptacleType {mangle(r.id)} {r.type}Type)" for r in receptacles]
         facts += [f"(objectType {mangle(o)} {t}Type)" for o, t in obj_types.items()]
         present = sorted(set(obj_types.values()))
-        for rtype in sorted(scene.receptacle_types()):
+        for rtype in sorted({r.type for r in receptacles}):
             facts += [f"(canContain {rtype}Type {t}Type)" for t in present if t in p.can_contain.get(rtype, ())]
         facts += [f"(pickupable {mangle(o)})" for o, t in obj_types.items() if t not in p.toggleable]
         facts += [f"(isReceptacleObject {mangle(o)})" for o, t in obj_types.items() if t in p.receptacle_objects]
-        facts += [f"(openable {mangle(r.id)})" for r in scene.receptacles if r.type in p.openable]
+        facts += [f"(openable {mangle(r.id)})" for r in receptacles if r.type in p.openable]
         facts.append(f"(atLocation agent1 {_loc(self.agent)})")
         for pred, kinds in (
             ("cleanable", p.cleanable),
@@ -90,7 +105,7 @@ class GeneratedGame:
         ):
             facts += [f"({pred} {mangle(o)})" for o, t in obj_types.items() if t in kinds]
         facts += [f"(inReceptacle {mangle(o)} {mangle(r)})" for o, r in self.objects]
-        facts += [f"(receptacleAtLocation {mangle(r.id)} {_loc(r.location)})" for r in scene.receptacles]
+        facts += [f"(receptacleAtLocation {mangle(r.id)} {_loc(r.location)})" for r in receptacles]
         facts += [f"(objectAtLocation {mangle(o)} {_loc(where[r].location)})" for o, r in self.objects]
         declared = (
             ["agent1 - agent"]
@@ -98,7 +113,7 @@ class GeneratedGame:
             + [f"{o}Type - otype" for o in p.header_objects]
             + [f"{r}Type - rtype" for r in p.static_receptacles]
             + [f"{mangle(o)} - object" for o in sorted(obj_types)]
-            + [f"{mangle(r.id)} - receptacle" for r in scene.receptacles]
+            + [f"{mangle(r.id)} - receptacle" for r in receptacles]
             + [f"{l} - location" for l in locations]
         )
         lines = [f"\n(define (problem plan_gen_{self.split}_{self.index:05d})", "(:domain alfred)", "(:objects"]

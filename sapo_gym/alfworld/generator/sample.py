@@ -4,17 +4,25 @@ Deterministic: everything comes from the ``random.Random`` passed in. Follows AL
 task type only in the rooms ALFRED uses for it (``constants.GOALS_VALID``), the goal false at the
 start (no target object already in a target receptacle), every object in a receptacle that may
 hold it, openable receptacles closed, the agent away from every receptacle.
+
+``max_receptacles=K`` (ALFWorld-Mini) keeps at most K of the floor plan's receptacles: always the
+ones the task needs (the goal's receptacle, a holder of the goal object other than it, the sink
+basin / microwave / fridge of clean / heat / cool tasks, a lamp holder for look tasks), then others
+drawn from the same RNG; objects go only into kept receptacles. ``max_distractors=D`` places only D
+object types besides the goal's (and the lamp), drawn from the same RNG. ``None`` (both) draws
+nothing more, so the default games are exactly those of ``generated-v1``.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 
 from sapo_gym.alfworld.generator.problem import GeneratedGame
 from sapo_gym.alfworld.generator.scenes import LAMP_HOLDERS, Receptacle, Scene, props
 
-__all__ = ["ROOMS", "sample_game", "templates"]
+__all__ = ["MIN_RECEPTACLES", "ROOMS", "keep_receptacles", "sample_game", "templates"]
 
 ROOMS = {
     "pick_and_place_simple": ("Kitchen", "LivingRoom", "Bathroom", "Bedroom"),
@@ -31,6 +39,11 @@ _TOOL = {
     "pick_heat_then_place_in_recep": ("Microwave", "heatable"),
     "pick_cool_then_place_in_recep": ("Fridge", "coolable"),
 }
+
+
+MIN_RECEPTACLES = 3
+"""The smallest ``max_receptacles``: a clean/heat/cool task needs its goal receptacle, a holder of the
+object and the tool."""
 
 
 def templates(task_type: str) -> list[str]:
@@ -77,11 +90,19 @@ def _thor_id(rng: random.Random, kind: str, near: Receptacle, taken: set[str]) -
             return thor_id
 
 
-def _place(rng: random.Random, scene: Scene, task_type: str, obj: str, recep: str) -> tuple[tuple[str, str], ...]:
-    """Every object of the scene in a receptacle that may hold it (targets never in the goal's receptacle)."""
+def _place(
+    rng: random.Random, scene: Scene, task_type: str, obj: str, recep: str, max_distractors: int | None = None
+) -> tuple[tuple[str, str], ...]:
+    """Every object of the scene in a receptacle that may hold it (targets never in the goal's receptacle);
+    with ``max_distractors``, only that many object types besides the goal's (drawn from ``rng``)."""
     taken: set[str] = set()
     placed: list[tuple[str, str]] = []
-    for kind in scene.object_types:
+    kinds = scene.object_types
+    if max_distractors is not None:
+        others = [k for k in kinds if k not in (obj, "DeskLamp") and _holders(scene, k)]
+        chosen = set(rng.sample(others, min(max_distractors, len(others)))) | {obj, "DeskLamp"}
+        kinds = tuple(k for k in kinds if k in chosen)
+    for kind in kinds:
         if kind == "DeskLamp":
             if task_type == "look_at_obj_in_light":
                 holder = rng.choice([r for r in scene.receptacles if r.type in LAMP_HOLDERS])
@@ -97,6 +118,41 @@ def _place(rng: random.Random, scene: Scene, task_type: str, obj: str, recep: st
     return tuple(placed)
 
 
+def keep_receptacles(
+    rng: random.Random, scene: Scene, task_type: str, obj: str, recep: str, k: int
+) -> Scene | None:
+    """``scene`` with at most ``k`` receptacles, the task's needed ones always kept (None if they cannot be).
+
+    Needed: a receptacle of the goal type (look: a lamp holder), a holder of ``obj`` of another type
+    (the object must not start in the goal), and the tool of clean/heat/cool. The rest are drawn
+    uniformly from the other receptacles; the kept ones stay in the floor plan's order."""
+    if k < MIN_RECEPTACLES:
+        raise ValueError(f"max_receptacles must be at least {MIN_RECEPTACLES}, got {k}")
+    look = task_type == "look_at_obj_in_light"
+    tool = _TOOL.get(task_type, (None, None))[0]
+    needed: list[Receptacle] = []
+
+    def need(choices: list[Receptacle]) -> bool:
+        if any(r in needed for r in choices):
+            return True  # already kept (e.g. the lamp holder also holds the object)
+        if not choices:
+            return False
+        needed.append(rng.choice(choices))
+        return True
+
+    if look:
+        ok = need([r for r in scene.receptacles if r.type in LAMP_HOLDERS]) and need(_holders(scene, obj))
+    else:
+        ok = need([r for r in scene.receptacles if r.type == recep])
+        ok = ok and (tool is None or need([r for r in scene.receptacles if r.type == tool]))
+        ok = ok and need([r for r in _holders(scene, obj) if r.type != recep])
+    if not ok or len(needed) > k:
+        return None
+    others = [r for r in scene.receptacles if r not in needed]
+    kept = set(needed) | set(rng.sample(others, min(k - len(needed), len(others))))
+    return replace(scene, receptacles=tuple(r for r in scene.receptacles if r in kept))
+
+
 def _agent_start(rng: random.Random, scene: Scene) -> tuple[int, int, int, int]:
     xs = [r.location[0] for r in scene.receptacles]
     zs = [r.location[1] for r in scene.receptacles]
@@ -108,9 +164,17 @@ def _agent_start(rng: random.Random, scene: Scene) -> tuple[int, int, int, int]:
 
 
 def sample_game(
-    rng: random.Random, task_type: str, scenes: Sequence[Scene], split: str, index: int
+    rng: random.Random,
+    task_type: str,
+    scenes: Sequence[Scene],
+    split: str,
+    index: int,
+    max_receptacles: int | None = None,
+    max_distractors: int | None = None,
 ) -> GeneratedGame | None:
-    """A game of ``task_type`` in one of ``scenes`` (the caller retries on None)."""
+    """A game of ``task_type`` in one of ``scenes`` (the caller retries on None); at most
+    ``max_receptacles`` receptacles in the room and ``max_distractors`` object types besides the goal's
+    when given."""
     candidates = [s for s in scenes if s.room in ROOMS[task_type] and len(s.receptacles) >= 4]
     if not candidates:
         return None
@@ -123,6 +187,12 @@ def sample_game(
     sentence = rng.choice(templates(task_type)).format(
         obj=obj.lower(), recep=recep.lower(), toggle=recep.lower(), mrecep=""
     )
+    kept: tuple[str, ...] = ()
+    if max_receptacles is not None:
+        small = keep_receptacles(rng, scene, task_type, obj, recep, max_receptacles)
+        if small is None:
+            return None
+        scene, kept = small, tuple(r.id for r in small.receptacles)
     return GeneratedGame(
         split=split,
         index=index,
@@ -133,5 +203,6 @@ def sample_game(
         toggle_target=recep if look else "",
         sentence=sentence,
         agent=_agent_start(rng, scene),
-        objects=_place(rng, scene, task_type, obj, recep),
+        objects=_place(rng, scene, task_type, obj, recep, max_distractors),
+        receptacles=kept,
     )
