@@ -24,7 +24,7 @@ BASELINES: dict[str, AgentInfo] = {
                         "then does the task; reads only observations, admissible commands and the goal (sapo_gym/alfworld/search.py).",
                         spec="search"),
 }
-BASELINE_ENVS: dict[str, frozenset[str]] = {"search": frozenset({"sapo/ALFWorld-v0"})}
+BASELINE_ENVS: dict[str, frozenset[str]] = {"search": frozenset({"sapo/ALFWorld-v0", "sapo/ALFWorld-Mini-v0"})}
 """Baselines that play only some envs (the others play every env); seeding skips the rest."""
 
 

@@ -79,4 +79,4 @@ def test_search_baseline_is_seeded_on_alfworld_boards_only(tmp_path) -> None:  #
     store = Store()
     seed_store(store, BoardRegistry(["sapo/Vault-v0:test"]), specs=("random", "search"))
     assert store.added == [("sapo/Vault-v0:test", "random (admissible)")]
-    assert BASELINE_ENVS["search"] == {"sapo/ALFWorld-v0"}
+    assert BASELINE_ENVS["search"] == {"sapo/ALFWorld-v0", "sapo/ALFWorld-Mini-v0"}
