@@ -13,8 +13,9 @@ and the gathered weights, which the tests compare across ranks and against the o
 ``--trainer`` checks the whole :class:`~trainers.loop.Trainer` instead: one SAPO (or ``--algo``) iteration
 on ``sapo/Vault-v0`` with ``strategy='deepspeed'`` (each rank plays its share of the task groups), then a
 sharded save, a resume into a fresh Trainer and one more iteration of both. Each rank writes
-``trainer{stage}/rank{r}.pt``: the gathered batch of turns, the first update's statistics and weights, and
-the second iteration's row and weights for the run that continued and the one that resumed.
+``trainer{stage}/rank{r}.pt``: the gathered batch of turns, the first update's statistics and weights (also
+after its first optimizer step, so that a test can compare each step on its own), and the second
+iteration's row and weights for the run that continued and the one that resumed.
 
     torchrun --nproc_per_node 2 -m trainers.strategy_check --trainer --zero-stage 2 --out /tmp/loop
 """
@@ -32,7 +33,8 @@ import torch
 from trainers.experience import Experience, TurnSample
 from trainers.strategy import StrategyConfig, Trainable, TrainingStrategy, make_strategy
 
-__all__ = ["synthetic_turns", "prepare_update", "update_step", "sapo_update", "resume_gap", "TRAINER_CHECK", "step_capturing", "trainer_check"]
+__all__ = ["synthetic_turns", "prepare_update", "update_step", "sapo_update", "resume_gap", "TRAINER_CHECK", "step_capturing", "capture_first_step",
+           "trainer_check"]
 
 
 def synthetic_turns(vocab: int, banned: tuple[int, ...], seed: int = 0, response_len: int = 6) -> list[TurnSample]:
@@ -152,6 +154,25 @@ def step_capturing(trainer: Any) -> tuple[list[TurnSample], dict[str, float]]:
     return turn_samples(rollout), stats
 
 
+def capture_first_step(trainer: Any) -> dict[str, dict[str, torch.Tensor]]:
+    """Keep the gathered weights of the actor (and PPO's critic) after their next optimizer step, under the
+    returned dict's ``"actor"`` (``"critic"``) key, and every step's global gradient norm under
+    ``"actor_norms"`` (``"critic_norms"``); ``del trainer.strategy.step`` stops it."""
+    box: dict[str, dict[str, torch.Tensor]] = {}
+    step = trainer.strategy.step
+
+    def first_step_kept(trainable: Any) -> float:
+        norm = step(trainable)
+        role = "actor" if trainable is trainer.actor else "critic"
+        box.setdefault(f"{role}_norms", []).append(norm)  # type: ignore[arg-type]
+        if role not in box:  # every rank gets here together: the ZeRO-3 gather is collective
+            box[role] = trainer.strategy.full_state_dict(trainable)
+        return norm
+
+    trainer.strategy.step = first_step_kept
+    return box
+
+
 def trainer_check(stage: int, out: Path, algo: str = "sapo") -> dict[str, Any]:
     """Iteration 0 (turns captured), a sharded save, a resumed Trainer; iteration 1 on both."""
     from dataclasses import replace
@@ -161,7 +182,9 @@ def trainer_check(stage: int, out: Path, algo: str = "sapo") -> dict[str, Any]:
 
     cfg = TrainConfig(**TRAINER_CHECK, algo=algo, strategy="deepspeed", zero_stage=stage, out_dir=str(out / "run"))
     trainer = Trainer(cfg)
+    after_first_step = capture_first_step(trainer)
     turns, stats = step_capturing(trainer)
+    del trainer.strategy.step  # back to the method
     first = trainer.strategy.full_state_dict(trainer.actor)
     trainer.save()
     rows = [trainer.step()]  # before the resumed Trainer exists: both share this process's global RNG
@@ -170,7 +193,8 @@ def trainer_check(stage: int, out: Path, algo: str = "sapo") -> dict[str, Any]:
     loaded = resumed.strategy.full_state_dict(resumed.actor)
     rows.append(resumed.step())
     keep = [{k: v for k, v in r.items() if not k.startswith(("time/", "memory/"))} for r in rows]
-    return {"turns": turns, "stats": stats, "weights": first, "loaded": loaded, "world_size": trainer.world,
+    return {"turns": turns, "stats": stats, "weights": first, "first_step": after_first_step["actor"],
+            "critic_first_step": after_first_step.get("critic"), "grad_norms": after_first_step["actor_norms"], "loaded": loaded, "world_size": trainer.world,
             "rank": trainer.rank, "groups": [int(e.group) for e in trainer.vec.envs], "rows": keep,
             "continued": continued, "resumed": resumed.strategy.full_state_dict(resumed.actor)}
 
