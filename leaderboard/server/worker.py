@@ -2,7 +2,8 @@
 
 Each :meth:`Verifier.run_once` leases the job whose turn it is (:mod:`leaderboard.server.queue`),
 replays one *slice* of its episodes (``slice_seconds`` of work, at most ``slice_episodes``)
-while a heartbeat thread renews the lease, then records the verdict or its progress and puts the
+while a heartbeat thread renews the lease (for ``stall_seconds`` at most: a hung env does not hold a
+submission forever), then records the verdict or its progress and puts the
 job at the back of the line. A worker that lost its lease (it stalled past ``lease_seconds``)
 writes nothing. Parsed bundles (two) and envs (one per board) are kept between slices.
 """
@@ -33,12 +34,14 @@ class Verifier:
     """Replays pending submissions slice by slice and records verified/failed with the reason."""
 
     def __init__(self, store: Store, poll_seconds: float = 1.0, lease_seconds: float = 60.0, slice_seconds: float = 5.0,
-                 slice_episodes: int | None = None):
+                 slice_episodes: int | None = None, stall_seconds: float = 300.0):
         self.store = store
         self.poll_seconds = poll_seconds
         self.lease_seconds = lease_seconds
         self.slice_seconds = slice_seconds
         self.slice_episodes = slice_episodes
+        self.stall_seconds = stall_seconds
+        """A slice still running after this long is taken as hung: its lease is no longer renewed (it then expires)."""
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         """This worker's name on its leases."""
         self.wake = threading.Event()
@@ -72,11 +75,16 @@ class Verifier:
 
     @contextmanager
     def _heartbeat(self, sid: int) -> Iterator[threading.Event]:
-        """Renew the lease every third of its length while the body runs; the event is set if it was lost."""
-        lost, done = threading.Event(), threading.Event()
+        """Renew the lease every third of its length while the body runs (up to ``stall_seconds``);
+        the event is set if it was lost or given up."""
+        lost, done, start = threading.Event(), threading.Event(), time.monotonic()
 
         def beat() -> None:
             while not done.wait(self.lease_seconds / 3):
+                if time.monotonic() - start > self.stall_seconds:  # an env hangs: let another worker take over
+                    log.warning("verifier: slice of submission %s runs past %.0f s; its lease is left to expire", sid, self.stall_seconds)
+                    lost.set()
+                    return
                 try:
                     if not queue.renew(self.store, sid, self.owner, self.lease_seconds):
                         lost.set()

@@ -125,3 +125,29 @@ def test_turns_are_shared_across_submitters(client, store, random_bundle, expert
     while (sid := verifier.run_once()) is not None:
         order.append(sid)
     assert order == [busy_ids[0], other_id, busy_ids[1], busy_ids[2]]
+
+
+def test_a_hung_slice_stops_renewing_and_another_worker_takes_over(client, auth, store, random_bundle, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    sid = client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).json["id"]
+    release = threading.Event()
+    real = worker_module.replay_episode
+
+    def hangs_once(env: Any, ep: Any) -> Any:
+        if threading.current_thread().name == "stuck":
+            release.wait(20)  # an env that hangs (until the test lets it go)
+        return real(env, ep)
+
+    monkeypatch.setattr(worker_module, "replay_episode", hangs_once)
+    stuck = Verifier(store, lease_seconds=0.3, stall_seconds=0.5)
+    thread = threading.Thread(target=stuck.run_once, name="stuck")
+    thread.start()
+    try:
+        deadline, took = time.monotonic() + 15, None
+        while took is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            took = Verifier(store, lease_seconds=30).run_once()
+        assert took == sid and _status(client, sid) == "verified"  # verified by the second worker
+    finally:
+        release.set()
+        thread.join()
+    assert _status(client, sid) == "verified"  # the stuck worker's late verdict is not recorded over it
