@@ -21,6 +21,7 @@ def test_help_lists_every_field_with_its_docstring(capsys):
 
 def test_preset_values_apply_and_explicit_flags_win():
     from sapo_gym.cli.compare import config_from_args
+    from trainers.compare.config import CompareConfig
 
     cfg = config_from_args(build_parser().parse_args(["compare", "--preset", "paper-7b", "--iterations", "3"]))
     assert (cfg.model, cfg.lr, cfg.kl_coef, cfg.iterations, cfg.horizon) == ("Qwen/Qwen2.5-7B-Instruct", 1e-6, 0.01, 3, 0)
@@ -33,6 +34,11 @@ def test_preset_values_apply_and_explicit_flags_win():
     assert cfg.env_arg == []  # the paper presets read the official data ($ALFWORLD_DATA), not the embedded set
     vault = config_from_args(build_parser().parse_args(["compare", "--preset", "vault"]))
     assert (vault.env, vault.env_arg, vault.resolved_eval_split, vault.tiny_hidden_size) == ("sapo/Vault-v0", [], "test", 64)
+    # an explicit flag wins even when it repeats the dataclass default (the preset's value is 16)
+    assert vault.max_response_tokens == 16 and CompareConfig().max_response_tokens != 16
+    longer = config_from_args(build_parser().parse_args(["compare", "--preset", "vault", "--max-response-tokens",
+                                                         str(CompareConfig().max_response_tokens)]))
+    assert longer.max_response_tokens == CompareConfig().max_response_tokens
 
 
 def test_paper_preset_without_gpu_or_weights_says_why(capsys, tmp_path):

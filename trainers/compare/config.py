@@ -83,6 +83,9 @@ class CompareConfig:
     """Training rollout temperature (paper: 1.0)."""
     eval_temperature: float = 0.4
     """Evaluation temperature (paper: 0.4)."""
+    old_log_probs: str = "recompute"
+    """Source of log π_old (and SAPO's V_old, Q_old): 'recompute' (a forward pass after the rollout) or 'rollout'
+    (kept from the HF sampler, which ran the same weights: the old-log-prob phase costs nothing)."""
     constrain: str = "none"
     """Decoding constraint for training and evaluation: 'none' or 'admissible' (actions restricted to the turn's
     admissible actions, the same mask in sampling and in every log-prob; see agents/constraint.py)."""
@@ -166,7 +169,7 @@ class CompareConfig:
             progress=self.progress, episodes_per_iteration=self.episodes_per_iteration,
             group_size=self.grpo_group_size if algo == "grpo" else 1, history_length=self.history_length,
             prompt=self.prompt, max_prompt_tokens=self.max_prompt_tokens, max_response_tokens=self.max_response_tokens,
-            temperature=self.temperature, eval_temperature=self.eval_temperature, constrain=self.constrain, lr=self.lr, critic_lr=self.critic_lr,
+            temperature=self.temperature, eval_temperature=self.eval_temperature, constrain=self.constrain, old_log_probs=self.old_log_probs, lr=self.lr, critic_lr=self.critic_lr,
             kl_coef=self.kl_coef, micro_batch_size=self.micro_batch_size, minibatches=self.minibatches, ppo_epochs=self.ppo_epochs,
             sft_episodes=self.sft_episodes, sft_agent=self.sft_agent, sft_epochs=self.sft_epochs, sft_lr=self.sft_lr,
         )
