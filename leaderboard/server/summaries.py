@@ -3,7 +3,8 @@
 * the *summary*: the bundle without turns and observations (agent, env, evaluation, aggregates,
   and per episode its task, type, seed, success, score, steps, invalid actions and return); the
   submission page paginates its episode list (:data:`PAGE` a page) and ``/compare`` pairs them;
-* *chunks* of :data:`CHUNK` full episodes: the trajectory viewer loads the one it shows.
+* *chunks* of :data:`CHUNK` full episodes: the trajectory viewer loads the one it shows, and the
+  replay verifier reads them one after the other (never the whole bundle at once).
 
 Both are written right after admission (from the bundle already in memory) or, for rows stored
 another way (seeding, an older database), on first use. Comparisons are cached (they depend only
@@ -25,7 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from leaderboard.compare import Comparison, compare_bundles
 from leaderboard.server.db import EpisodeChunk, Submission, SubmissionSummary
 
-__all__ = ["PAGE", "CHUNK", "ensure", "summary", "episode", "comparison"]
+__all__ = ["PAGE", "CHUNK", "ensure", "summary", "chunk", "episode", "comparison"]
 
 PAGE = 100
 """Episodes listed per submission page."""
@@ -73,16 +74,20 @@ def summary(store: Any, row: Submission) -> dict[str, Any]:
     return ensure(store, row.id)
 
 
+def chunk(store: Any, sid: int, number: int) -> list[dict[str, Any]]:
+    """Full episodes ``number * CHUNK`` .. of submission ``sid`` (turns included); [] past the last."""
+    ensure(store, sid)
+    with store.session() as s:
+        blob = s.scalar(select(EpisodeChunk.episodes_gz).where(EpisodeChunk.submission_id == sid, EpisodeChunk.chunk == number))
+    return _ungz(blob) if blob is not None else []
+
+
 def episode(store: Any, row: Submission, index: int) -> dict[str, Any] | None:
     """The full episode ``index`` of a submission (turns included), or None past its last one."""
     if not 0 <= index < row.episodes:
         return None
-    ensure(store, row.id)
-    with store.session() as s:
-        blob = s.scalar(select(EpisodeChunk.episodes_gz).where(EpisodeChunk.submission_id == row.id,
-                                                              EpisodeChunk.chunk == index // CHUNK))
-    chunk = _ungz(blob) if blob is not None else []
-    return chunk[index % CHUNK] if index % CHUNK < len(chunk) else None
+    episodes = chunk(store, row.id, index // CHUNK)
+    return episodes[index % CHUNK] if index % CHUNK < len(episodes) else None
 
 
 _CACHE: OrderedDict[tuple[str, str], Comparison] = OrderedDict()

@@ -5,7 +5,8 @@ replays one *slice* of its episodes (``slice_seconds`` of work, at most ``slice_
 while a heartbeat thread renews the lease (for ``stall_seconds`` at most: a hung env does not hold a
 submission forever), then records the verdict or its progress and puts the
 job at the back of the line. A worker that lost its lease (it stalled past ``lease_seconds``)
-writes nothing. Parsed bundles (two) and envs (one per board) are kept between slices.
+writes nothing. Episodes are read from the stored chunks of 50 (:mod:`leaderboard.server.summaries`),
+never the whole bundle at once; the last few chunks and one env per board are kept between slices.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Any, Iterator
 
 from leaderboard.boards import make_env
 from leaderboard.replay import replay_episode
-from leaderboard.server import queue
+from leaderboard.server import queue, summaries
+from leaderboard.server.db import Submission
 from leaderboard.server.store import Store
 
 __all__ = ["Verifier"]
@@ -48,28 +50,27 @@ class Verifier:
         """Set by the API after a submission, so the worker does not wait a full poll interval."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._bundles: OrderedDict[int, dict[str, Any]] = OrderedDict()
+        self._chunks: OrderedDict[tuple[int, int], list[dict[str, Any]]] = OrderedDict()
         self._envs: dict[tuple[str, str], Any] = {}
 
     # ---------------------------------------------------------------- caches
-    def _bundle(self, sid: int) -> dict[str, Any]:
-        if sid not in self._bundles:
-            row = self.store.get(sid)
-            assert row is not None
-            self._bundles[sid] = Store.bundle_of(row)
-            while len(self._bundles) > 2:
-                self._bundles.popitem(last=False)
-        self._bundles.move_to_end(sid)
-        return self._bundles[sid]
+    def _episode(self, sid: int, index: int) -> dict[str, Any]:
+        key = (sid, index // summaries.CHUNK)
+        if key not in self._chunks:
+            self._chunks[key] = summaries.chunk(self.store, sid, key[1])
+            while len(self._chunks) > 4:
+                self._chunks.popitem(last=False)
+        self._chunks.move_to_end(key)
+        return self._chunks[key][index % summaries.CHUNK]
 
-    def _env(self, bundle: dict[str, Any]) -> Any:
-        key = (bundle["env"]["id"], bundle["env"]["split"])
+    def _env(self, row: Submission) -> Any:
+        key = (row.env_id, row.split)
         if key not in self._envs:
             self._envs[key] = make_env(*key)
         return self._envs[key]
 
-    def _drop_env(self, bundle: dict[str, Any]) -> None:
-        env = self._envs.pop((bundle["env"]["id"], bundle["env"]["split"]), None)
+    def _drop_env(self, row: Submission) -> None:
+        env = self._envs.pop((row.env_id, row.split), None)
         if env is not None:
             env.close()
 
@@ -101,15 +102,15 @@ class Verifier:
             thread.join()
 
     # ---------------------------------------------------------------- one slice
-    def _replay_slice(self, bundle: dict[str, Any], start: int) -> tuple[str | None, int]:
+    def _replay_slice(self, row: Submission, start: int) -> tuple[str | None, int]:
         """Replay episodes from ``start`` for one slice; (the first mismatch or None, the next episode)."""
-        env = self._env(bundle)
-        if env.unwrapped.spec_hash() != bundle["env"]["spec_hash"]:
+        env = self._env(row)
+        if env.unwrapped.spec_hash() != row.spec_hash:  # the row's board: admission checked it is the bundle's
             return f"the replay env's spec hash {env.unwrapped.spec_hash()} differs from the bundle's", start
-        episodes, index = bundle["episodes"], start
+        index = start
         deadline = time.monotonic() + self.slice_seconds
-        while index < len(episodes):
-            ep = episodes[index]
+        while index < row.episodes:
+            ep = self._episode(row.id, index)
             problem = replay_episode(env, ep)
             if problem is not None:
                 return f"episode {index} (task {ep['task_id']}, seed {ep['seed']}): {problem}", index
@@ -123,23 +124,23 @@ class Verifier:
         claimed = queue.claim(self.store, self.owner, self.lease_seconds)
         if claimed is None:
             return None
-        sid, bundle = claimed.submission_id, None
+        sid, row = claimed.submission_id, self.store.get(claimed.submission_id)
+        assert row is not None
+        total = row.episodes
         with self._heartbeat(sid) as lost:
             try:
-                bundle = self._bundle(sid)
-                problem, next_index = self._replay_slice(bundle, claimed.start)
+                problem, next_index = self._replay_slice(row, claimed.start)
             except Exception as exc:  # a crash in an env is a failed verification, never a dead worker
                 log.exception("replay of submission %s crashed", sid)
                 problem, next_index = f"replay crashed: {type(exc).__name__}: {exc}", claimed.start
-                if bundle is not None:
-                    self._drop_env(bundle)
+                self._drop_env(row)
         if lost.is_set():
             log.warning("verifier: lost the lease of submission %s; its result is not recorded", sid)
-        total = len(bundle["episodes"]) if bundle is not None else claimed.episodes
         if problem is None and next_index < total:
             queue.release(self.store, sid, self.owner, next_index)
             return sid
-        self._bundles.pop(sid, None)
+        for key in [k for k in self._chunks if k[0] == sid]:
+            del self._chunks[key]
         message = problem or f"all {total} episodes reproduced exactly"
         if queue.finish(self.store, sid, self.owner, problem is None, message):
             log.info("submission %s: %s (%s)", sid, "verified" if problem is None else "failed", message)

@@ -151,3 +151,13 @@ def test_a_hung_slice_stops_renewing_and_another_worker_takes_over(client, auth,
         release.set()
         thread.join()
     assert _status(client, sid) == "verified"  # the stuck worker's late verdict is not recorded over it
+
+
+def test_the_verifier_reads_episode_chunks_not_the_whole_bundle(client, auth, store, expert_bundle, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from leaderboard.server.store import Store
+
+    sid = client.post("/api/v1/submissions", data=body(_many_seeds(expert_bundle, "chunked", 8)), headers=auth).json["id"]
+    monkeypatch.setattr(Store, "bundle_of", staticmethod(lambda _row: (_ for _ in ()).throw(AssertionError("parsed the bundle"))))
+    assert Verifier(store).drain() == 1
+    assert _status(client, sid) == "verified"
+    assert client.get(f"/api/v1/submissions/{sid}").json["status_message"] == "all 128 episodes reproduced exactly"
