@@ -29,8 +29,10 @@ class Receipt:
     api_url: str
 
 
-def submit_bundle(data: bytes, server: str, token: str, retries: int = 3, timeout: float = 120.0) -> Receipt:
-    """POST the bundle bytes (gzip-compressed on the wire); raise :class:`SubmitError` with the server's message."""
+def submit_bundle(data: bytes, server: str, token: str, retries: int = 3, timeout: float = 120.0, max_wait: float = 60.0) -> Receipt:
+    """POST the bundle bytes (gzip-compressed on the wire); raise :class:`SubmitError` with the server's message.
+
+    Network failures are retried with backoff, a ``429`` after its ``Retry-After`` (at most ``max_wait`` s)."""
     import requests
 
     url = server.rstrip("/") + "/api/v1/submissions"
@@ -39,11 +41,14 @@ def submit_bundle(data: bytes, server: str, token: str, retries: int = 3, timeou
     for attempt in range(retries + 1):
         try:
             response = requests.post(url, data=body, headers=headers, timeout=timeout)
-            break
         except (requests.ConnectionError, requests.Timeout) as exc:  # safe to retry: submissions are idempotent
             if attempt == retries:
                 raise SubmitError(f"cannot reach {url}: {exc}") from None
             time.sleep(0.5 * 2**attempt)
+            continue
+        if response.status_code != 429 or attempt == retries:
+            break
+        time.sleep(min(float(response.headers.get("Retry-After", "1") or 1), max_wait))  # the token's rate limit
     payload: dict[str, Any]
     try:
         payload = response.json()

@@ -103,3 +103,16 @@ def test_rate_limiter_arithmetic() -> None:
         limiter.charge(1, 2.0, now=101.5)
     assert RateLimiter.cost(64 << 20) == 65.0
     RateLimiter(per_minute=0).charge(1, 1e9)  # disabled
+
+
+def test_the_submit_client_waits_out_a_429(tmp_path: Path, make_server, token_for, random_bundle) -> None:  # type: ignore[no-untyped-def]
+    from leaderboard.client import SubmitError, submit_bundle
+
+    db = f"sqlite:///{tmp_path / 'retry.db'}"
+    token = token_for(db)
+    server = make_server(db, "--no-verify", "--rate-per-minute", "60", "--rate-burst", "2").start()
+    receipts = [submit_bundle(body(named(random_bundle, f"retry {i}")), server.url, token) for i in range(3)]  # the third waits ~1 s
+    assert [r.duplicate for r in receipts] == [False] * 3
+    with pytest.raises(SubmitError, match="HTTP 429"):
+        for i in range(3, 8):
+            submit_bundle(body(named(random_bundle, f"retry {i}")), server.url, token, retries=0)
