@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,8 @@ class Update:
     method: Any
     shard: Experience
     micro_batch_size: int
+    grad_norms: list[float] = field(default_factory=list)
+    """The global gradient norm (pre-clip) of every step taken so far."""
 
 
 def prepare_update(strategy: TrainingStrategy, lr: float = 1e-4, micro_batch_size: int = 2) -> Update:
@@ -91,7 +93,7 @@ def update_step(strategy: TrainingStrategy, u: Update) -> float:
         scaled = loss * len(micro) / len(u.shard)
         strategy.backward(u.actor, scaled)
         total += scaled.detach()
-    strategy.step(u.actor)
+    u.grad_norms.append(strategy.step(u.actor))
     return float(strategy.all_reduce_mean(total))
 
 
@@ -222,9 +224,12 @@ def main() -> None:
                                                 gradient_checkpointing=args.gradient_checkpointing))
         out = args.out / f"zero{stage}"
         out.mkdir(parents=True, exist_ok=True)
-        loss, weights, after = sapo_update(strategy, lr=args.lr)
+        u = prepare_update(strategy, lr=args.lr)  # sapo_update, keeping the step's gradient norm
+        loss = update_step(strategy, u)
+        weights, after = strategy.full_state_dict(u.actor), shard_loss(strategy, u)
         gap = resume_gap(strategy, out / "checkpoint", lr=args.lr) if args.check_resume else None
-        torch.save({"loss": loss, "loss_after": after, "weights": weights, "world_size": strategy.world_size,
+        torch.save({"loss": loss, "loss_after": after, "weights": weights, "grad_norm": u.grad_norms[0],
+                    "world_size": strategy.world_size,
                     "resume_gap": gap}, out / f"rank{strategy.rank}.pt")
         print(f"ZeRO-{stage} rank {strategy.rank}/{strategy.world_size}: loss {loss:.6f} -> {after:.6f}"
               + ("" if gap is None else f", resume gap {gap:.3g}"))

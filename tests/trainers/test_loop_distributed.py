@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import math
 import os
 import socket
 import subprocess
@@ -21,6 +20,8 @@ from trainers.checkpoint import latest_checkpoint, save_checkpoint, save_sharded
 from trainers.config import TrainConfig, add_arguments, from_args  # noqa: E402
 from trainers.distributed import deal, gather_rollout, gather_stats, map_micro_batches, rank_groups  # noqa: E402
 from trainers.rollout import EpisodeStats, Rollout, TurnRecord, collect, make_train_vec, worker_ids  # noqa: E402
+
+from float_bounds import U, GradientTerms, adam_tolerance, assert_bound_is_a_test, clip_ratio, excess  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
@@ -173,84 +174,18 @@ def _launch(out: Path, stages: str, algo: str) -> dict[int, list[dict]]:
             for s in stages.split(",")}
 
 
-class _GradientTerms:
-    """Per parameter entry, the sum of the absolute values of the products its gradient adds up (Σ|terms|),
-    their number per entry, and the unclipped gradient, over the backward passes since :meth:`reset`."""
-
-    def __init__(self, params: dict) -> None:
-        self.params, self.handles = params, []
-        self.reset()
-
-    def reset(self) -> None:
-        self.abs = {n: torch.zeros(p.shape, dtype=torch.float64) for n, p in self.params.items()}
-        self.raw = {n: torch.zeros(p.shape, dtype=torch.float64) for n, p in self.params.items()}
-        self.count = dict.fromkeys(self.params, 0)
-
-    def remove(self) -> None:
-        for h in self.handles:
-            h.remove()
-
-
-def _watch_gradient_terms(model, params: dict) -> _GradientTerms:
-    """Hooks on every Linear, Embedding and RMSNorm of ``model`` that account each training forward's terms:
-    a Linear weight's gradient is Σ_positions G·X (so Σ|terms| = |G|ᵀ|X|), its bias' Σ G, an embedding
-    row's Σ G over the positions holding that token, an RMSNorm weight's Σ G·x̂ (x̂ = output / weight)."""
-    from torch import nn
-
-    names = {id(p): n for n, p in params.items()}
-    terms = _GradientTerms(params)
-
-    def add(param, absolute, rows) -> None:
-        n = names[id(param)]
-        terms.abs[n] += absolute
-        terms.count[n] += rows
-
-    def forward_hook(module, inputs, output) -> None:
-        if not (torch.is_grad_enabled() and output.requires_grad):
-            return
-        x, out = inputs[0].detach(), output.detach()
-
-        def on_grad(grad) -> None:
-            G = grad.detach().double().reshape(-1, grad.shape[-1])
-            if isinstance(module, nn.Linear):
-                X = x.double().reshape(-1, x.shape[-1])
-                add(module.weight, G.abs().T @ X.abs(), G.shape[0])
-                if module.bias is not None:
-                    add(module.bias, G.abs().sum(0), G.shape[0])
-            elif isinstance(module, nn.Embedding):
-                add(module.weight, torch.zeros_like(terms.abs[names[id(module.weight)]]).index_add_(0, x.flatten(), G.abs()),
-                    G.shape[0])
-            else:  # RMSNorm: out = weight · x̂
-                xhat = out.double().reshape(-1, out.shape[-1]) / module.weight.detach().double()
-                add(module.weight, (G * xhat).abs().sum(0), G.shape[0])
-
-        output.register_hook(on_grad)
-
-    for module in model.modules():
-        if isinstance(module, (nn.Linear, nn.Embedding)) or hasattr(module, "variance_epsilon"):
-            terms.handles.append(module.register_forward_hook(forward_hook))
-
-    def keep_raw(n: str):
-        def hook(grad) -> None:
-            terms.raw[n] += grad.detach().double()
-        return hook
-
-    for n, p in params.items():
-        terms.handles.append(p.register_hook(keep_raw(n)))
-    return terms
-
-
 def _single_process_update(turns: list, algo: str, tmp_path: Path, first_step: dict, critic_first_step: dict | None,
                            other_norms: list[float]) -> tuple[dict, dict, dict, list, dict, dict]:
     """The same config on the torch strategy in this process, learning from the same gathered turns.
 
     After its first optimizer step the weights are replaced by the 2-rank run's ``first_step`` weights (and
     PPO's critic's by ``critic_first_step``), so that the second step starts where the other run's did:
-    Adam amplifies rounding differences in near-zero gradients (see :func:`_adam_tolerance`), and a second
+    Adam amplifies rounding differences in near-zero gradients (see float_bounds), and a second
     forward pass on weights that differ so would compound them. Returns
-    the statistics, the weights after the first step (before that swap) and at the end, and per step and
-    parameter what the tolerance needs: the clipped gradient ``g``, the float32 noise floor of that gradient
-    ``floor`` (see below), in float64."""
+    the statistics, the weights after the first step (before that swap) and at the end, per step and
+    parameter the clipped gradient ``g`` and its float32 noise floor ``floor`` (float_bounds.noise_floor;
+    ``other_norms``: the other run's gradient norms, for its clip coefficients), the optimizer's settings and
+    the number of trainable entries behind each grad_norm statistic."""
     from trainers.experience import Experience
     from trainers.loop import Trainer
     from trainers.profiling import MemoryMeter, PhaseTimer
@@ -260,33 +195,14 @@ def _single_process_update(turns: list, algo: str, tmp_path: Path, first_step: d
     trainer.start_reinforcement()
     exp = Experience.collate(turns, trainer.policy.pad_token_id)
     params = {n: p for n, p in trainer.policy.model.named_parameters() if p.requires_grad}  # tied weights once
-    terms = _watch_gradient_terms(trainer.policy.model, params)
+    terms = GradientTerms(trainer.policy.model, params)
     steps, kept, optimizer_step = [], {}, trainer.optimizer.step
-    u = torch.finfo(torch.float32).eps / 2  # unit roundoff of float32
 
     def recorded_step(*args, **kwargs):
         g = {n: p.grad.detach().double().clone() for n, p in params.items()}
-        raw = math.sqrt(sum(float((x ** 2).sum()) for x in terms.raw.values()))
-        clip = math.sqrt(sum(float((x ** 2).sum()) for x in g.values())) / raw
-        other = min(1.0, trainer.cfg.grad_clip / (other_norms[len(steps)] + 1e-6))  # clip_grad_norm_'s coefficient
-        rho = abs(other / clip - 1) + 8 * u if clip < 1 - 1e-6 or other < 1 else 0.0
-        record = {}
-        for n in params:
-            # Noise floor of a clipped gradient entry: how far two float32 computations of it (this process,
-            # the 2-rank run) can differ. The entry is a sum of N products (one per position of every
-            # micro-batch, per use of the weight: the tied embedding / LM-head weight has four uses), which
-            # the runs add in other orders: the micro-batches are dealt over ranks and reduced, the kernels
-            # block their reductions differently (AVX2 / AVX-512 / scalar), ZeRO-3's module hooks reorder
-            # the backward graph. Any two orders agree to 2·γ_N·Σ|terms| (Higham, Accuracy and Stability of
-            # Numerical Algorithms, §4.2; γ_N ≈ N·u), and the factors of each term may themselves differ by a
-            # few roundings per layer they came through (forward and backward, two layers): +64 roundings.
-            # When the step clips, the other run scaled every entry by its own coefficient, from a global
-            # norm that DeepSpeed sums in another order: the two coefficients differ by the ratio rho of
-            # the runs' norms (known: the other run reported its norm), plus their own roundings, 8·u.
-            # Unclipped, the coefficient is exactly 1 in both runs.
-            floor = clip * 2 * u * (terms.count[n] + 64) * terms.abs[n] + rho * g[n].abs()
-            assert bool(((floor > 0) | (g[n] == 0)).all()), n  # the hooks saw every term of every entry
-            record[n] = {"g": g[n], "floor": floor}
+        clip = terms.clip_coefficient(g)
+        rho = clip_ratio(clip, other_norms[len(steps)], trainer.cfg.grad_clip)
+        record = {n: {"g": g[n], "floor": terms.noise_floor(n, g[n], clip, rho)} for n in params}
         steps.append(record)
         terms.reset()
         out = optimizer_step(*args, **kwargs)
@@ -313,64 +229,13 @@ def _single_process_update(turns: list, algo: str, tmp_path: Path, first_step: d
     stats = trainer.learn(exp, PhaseTimer(), MemoryMeter(trainer.device))
     terms.remove()
     group = trainer.optimizer.param_groups[0]
-    assert group["weight_decay"] == 0 and not group["amsgrad"] and len(steps) == TRAINER_CHECK["minibatches"]
+    assert len(steps) == TRAINER_CHECK["minibatches"]
     weights = trainer.strategy.full_state_dict(trainer.actor)
     sizes = {"actor/grad_norm": sum(p.numel() for p in params.values())}
     if trainer.method.critic is not None:
         sizes["critic/grad_norm"] = sum(p.numel() for p in trainer.method.critic.parameters() if p.requires_grad)
     trainer.close()
     return stats, kept, weights, steps, group, sizes
-
-
-def _adam_updates(gradients: list, group: dict) -> "torch.Tensor":
-    """AdamW's update at step ``len(gradients)`` from zero moments (torch.optim.AdamW's formula), in float64."""
-    (b1, b2), t = group["betas"], len(gradients)
-    m = sum((1 - b1) * b1 ** (t - 1 - i) * g for i, g in enumerate(gradients))
-    v = sum((1 - b2) * b2 ** (t - 1 - i) * g * g for i, g in enumerate(gradients))
-    return group["lr"] * (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)).sqrt() + group["eps"])
-
-
-def _adam_tolerance(steps: list, group: dict, step: int, weights: dict) -> dict:
-    """How far the weights after optimizer step ``step`` (1-based) may lie from this process's, per entry.
-
-    Adam is ill-conditioned near zero: its first update is ``lr·g/(|g| + eps)``, whose derivative in g is
-    ``lr·eps/(|g| + eps)²``, up to ``lr/eps = 1e5`` at g = 0. An entry whose gradient cancels down to about
-    eps (here one of the tied embedding: micro-batch gradients -6.9e-5, 3.4e-6, 6.6e-5, clipped sum
-    -3.0e-9 = 0.3·eps) turns a rounding difference of 4e-11 into a weight difference of 2.3e-6, and the
-    CPU's kernels decide which entries land there. So no single bound on the largest weight difference
-    holds on every CPU; this one is per entry: Adam's update evaluated at every corner of the box
-    ``g_i ± floor_i`` (the noise floor of each step's gradient, above) minus the update at g, the largest
-    (near-linear on so small a box: the extremes are at corners); plus float32 rounding of the step itself:
-    the update's ~8 roundings in each run (16·u·lr; |update| <= lr), and adding it to w, once per run,
-    which puts results that differ by d at most d + one float32 spacing at |w| + lr apart. The weights
-    before ``step`` are the same in both runs (this process took the other run's weights after step 1),
-    so nothing earlier is carried over; earlier gradients enter through Adam's moments."""
-    import itertools
-
-    u = torch.finfo(torch.float32).eps / 2
-    history = steps[:step]
-    out = {}
-    for n, w in weights.items():
-        if n not in history[0]:
-            continue
-        gs = [r[n]["g"] for r in history]
-        base = _adam_updates(gs, group)
-        worst = torch.zeros_like(base)
-        for signs in itertools.product((-1, 1), repeat=len(history)):
-            moved = _adam_updates([g + s * r[n]["floor"] for g, s, r in zip(gs, signs, history)], group)
-            worst = torch.maximum(worst, (moved - base).abs())
-        _, exponent = torch.frexp(w.double().abs() + group["lr"])  # |x| in [2^(e-1), 2^e): spacing 2^(e-24)
-        out[n] = worst + 16 * u * group["lr"] + torch.pow(2.0, exponent - 24).double()
-    return out
-
-
-def _excess(a: dict, b: dict, tolerance: dict) -> tuple[float, str]:
-    """The largest ``|a - b| / tolerance`` over the entries of the tolerated tensors, and where."""
-    worst = (0.0, "")
-    for n, tol in tolerance.items():
-        ratio = float(((a[n].double() - b[n].double()).abs() / tol).max())
-        worst = max(worst, (ratio, n))
-    return worst
 
 
 def _max_diff(a: dict, b: dict) -> float:
@@ -403,16 +268,11 @@ def test_two_process_trainer_iteration_equals_one_process(launches, tmp_path, al
     assert _max_diff(ranks[0]["first_step"], ranks[1]["first_step"]) == 0.0
     stats, first, weights, steps, group, sizes = _single_process_update(
         turns, algo, tmp_path, ranks[0]["first_step"], ranks[0]["critic_first_step"], ranks[0]["grad_norms"])
-    lr, u = group["lr"], torch.finfo(torch.float32).eps / 2
     # Each optimizer step on its own (this process continued from the other run's step-1 weights), every
-    # entry within what float32 rounding of its gradient can do through Adam (see _adam_tolerance).
-    tolerances = {"first_step": _adam_tolerance(steps, group, 1, first), "weights": _adam_tolerance(steps, group, 2, weights)}
+    # entry within what float32 rounding of its gradient can do through Adam (float_bounds.adam_tolerance).
+    tolerances = {"first_step": adam_tolerance(steps, group, 1, first), "weights": adam_tolerance(steps, group, 2, weights)}
     for tol in tolerances.values():
-        # The bound has to stay a test: a wrong update (a micro-batch dropped, doubled or mis-weighted) moves
-        # most entries by a good part of an Adam step (~lr). Only entries whose gradient lies within its
-        # noise floor of zero may be loose; 99% of them must be held to a hundredth of lr.
-        held = sum(int((t < 1e-2 * lr).sum()) for t in tol.values())
-        assert held >= 0.99 * sum(t.numel() for t in tol.values()), held
+        assert_bound_is_a_test(tol, group["lr"])
     for r in ranks:
         assert r["stats"].keys() == stats.keys()
         for key, value in stats.items():
@@ -420,14 +280,14 @@ def test_two_process_trainer_iteration_equals_one_process(launches, tmp_path, al
                 # the norm of P gradient entries, its P squares summed in another order by DeepSpeed: a
                 # recursive sum of P positive terms is within (P-1)·u of exact, the square root halves
                 # that, two runs: P·u (P: the model's trainable entries)
-                assert r["stats"][key] == pytest.approx(value, rel=sizes[key] * u, abs=0), key
+                assert r["stats"][key] == pytest.approx(value, rel=sizes[key] * U, abs=0), key
             else:
                 # every forward pass ran on the same weights (step 2 from the same step-1 weights), inputs
                 # and kernels in both runs: the losses, KL, entropy, clip fraction... are the same floats
                 assert r["stats"][key] == value, key
         for name, tol in tolerances.items():
-            excess, where = _excess(r[name], first if name == "first_step" else weights, tol)
-            assert excess <= 1.0, (name, where, excess)
+            ratio, where = excess(r[name], first if name == "first_step" else weights, tol)
+            assert ratio <= 1.0, (name, where, ratio)
         assert _max_diff(r["loaded"], r["weights"]) == 0.0  # the sharded checkpoint restores the weights
         assert r["rows"][0] == r["rows"][1]  # iteration 1: continued == resumed (RNG, optimizer, reference)
         assert _max_diff(r["continued"], r["resumed"]) == 0.0
