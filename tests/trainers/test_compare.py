@@ -72,7 +72,9 @@ def test_results_json_has_the_documented_fields(finished):
         assert set(m["phase_seconds"]) == {"generation", "old_log_prob", "reward", "reference", "value", "advantage",
                                            "critic_update", "actor_update"}
         assert m["phase_seconds"]["generation"] > 0 and m["phase_seconds"]["actor_update"] > 0
-        assert (m["phase_seconds"]["critic_update"] > 1e-3) == (algo == "ppo")  # only PPO has a critic
+        # only PPO has a critic: its update takes tens of ms. (That the other methods' critic phase does no
+        # work is test_methods' op count: a wall-clock bound on a no-op phase fails when the machine stalls.)
+        assert m["phase_seconds"]["critic_update"] > 1e-3 or algo != "ppo"
         assert m["curves"]["iteration"] == [0, 1] and all(len(c) == 2 for c in m["curves"]["rollout_success"])
 
 
