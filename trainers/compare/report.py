@@ -12,7 +12,9 @@
   evaluation noise of both sides), ``verdict``: lifted / lowered / no detectable change)
   and ``lift_line`` (the sentence in results.md); ``phase_seconds`` (mean seconds per iteration of
   each of the paper's eight phases, over iterations and seeds); ``iteration_seconds``;
-  ``curves`` (``iteration`` and per-seed ``rollout_success`` lists); ``bundles``; ``per_seed`` summaries.
+  ``curves`` (``iteration`` and per-seed ``rollout_success`` lists); ``bundles``; ``per_seed`` summaries;
+* ``environment``: package versions, thread settings, the CPU's features and torch's kernel capability
+  (:func:`trainers.hardware.run_environment`): what can make two machines' numbers differ.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 from trainers.compare.config import CompareConfig
 from trainers.compare.runner import RunResult
 from trainers.compare.stats import lift_over, seed_stat
+from trainers.hardware import run_environment
 from trainers.profiling import PHASES
 
 __all__ = ["build_results", "render_markdown", "write_report"]
@@ -79,6 +82,7 @@ def build_results(cfg: CompareConfig, start: RunResult, runs: Sequence[RunResult
         "warm_start": {"summary": start.summary, "sft_loss": start.extra.get("sft_loss", []), "train_s": start.train_s,
                        "bundle": start.bundle},
         "methods": methods,
+        "environment": run_environment(),
     }
 
 
