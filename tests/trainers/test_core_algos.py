@@ -17,7 +17,13 @@ T, F = True, False
 NAN = float("nan")
 
 
+U = torch.finfo(torch.float32).eps / 2  # float32 unit roundoff
+
+
 def close(a, b, tol=1e-6):
+    """Hand-computed expectations: values of magnitude <= 2 (or small integers, exact in float32), each from at
+    most ~8 correctly rounded float32 operations (exp/log: within a few ulps on every ATen CPU kernel):
+    within ~8·u·2 ≈ 1e-6 of exact. Callers with longer reductions pass their own ``tol``."""
     return torch.allclose(torch.as_tensor(a, dtype=torch.float32), torch.as_tensor(b, dtype=torch.float32), atol=tol)
 
 
@@ -114,10 +120,17 @@ def _random_grid(seed: int, n: int, h: int):
        gamma=st.floats(0.0, 1.0), lam=st.floats(0.0, 1.0))
 def test_gae_and_sarsa_loop_equals_vectorized(seed, n, h, gamma, lam):
     rewards, values, dones, mask = _random_grid(seed, n, h)
+    # The loop runs in float64 (Python floats) and rounds each result once; the vectorized recursion runs in
+    # float32: delta (3 roundings) then A_t = delta_t + gamma·lam·A_{t+1} (2 per turn, h turns), every
+    # partial result bounded by sum_k |delta_k| <= sum_k (|r_k| + 2|v_k|) (gamma, lam <= 1). So they agree to
+    # (4 + 2h)·u·max over rows of that sum; SARSA's r + gamma·q' is 3 roundings plus one: 4·u·(|r| + |q'|).
+    # (hypothesis draws new grids each run: the bound is per grid, not a constant that held on the ones seen)
+    scale = float((rewards.abs() + 2 * values.abs()).sum(1).max())
     assert torch.allclose(ca.turn_gae(rewards, values, dones, mask, gamma, lam),
-                          ca.turn_gae_loop(rewards, values, dones, mask, gamma, lam), atol=1e-5)
+                          ca.turn_gae_loop(rewards, values, dones, mask, gamma, lam), rtol=0, atol=(4 + 2 * h) * U * scale)
     assert torch.allclose(ca.sarsa_targets(rewards, values, dones, mask, gamma),
-                          ca.sarsa_targets_loop(rewards, values, dones, mask, gamma), atol=1e-5)
+                          ca.sarsa_targets_loop(rewards, values, dones, mask, gamma), rtol=0,
+                          atol=4 * U * float(rewards.abs().max() + values.abs().max()))
 
 
 @settings(max_examples=25, deadline=None)
@@ -236,6 +249,8 @@ def test_action_distribution_never_puts_mass_on_value_tokens(seed, scale):
     masked = ca.mask_value_tokens(logits, ids)
     probs = torch.softmax(masked, -1)
     assert bool((probs[..., list(ids)] == 0).all())
+    # a softmax over 11 logits: each probability within a few ulps (exp, one division), their sum 10 more
+    # roundings: |sum - 1| <= ~16·u ≈ 1e-6 (and the same for exp of the log-probs below); 1e-5 leaves 10x
     assert torch.allclose(probs.sum(-1), torch.ones(2, 3), atol=1e-5)
     # token_log_probs over every label sums (in prob space) to 1 and is -inf on w+/w-
     labels = torch.arange(vocab).expand(6, vocab).reshape(2, 3 * vocab)
@@ -289,6 +304,7 @@ def test_policy_loss_invariant_to_masked_tokens(seed):
     lp2 = torch.where(mask, lp, noise).requires_grad_(True)
     l1, s1 = ca.clipped_policy_loss(lp, old, adv, mask, 0.2)
     l2, s2 = ca.clipped_policy_loss(lp2, torch.where(mask, old, -noise), torch.where(mask, adv, NAN), mask, 0.2)
+    # the same unmasked entries in the same order: the same floats (allclose's float32 default is a margin)
     assert torch.allclose(l1, l2) and torch.allclose(s1["clipfrac"], s2["clipfrac"])
     l2.backward()
     assert torch.isfinite(lp2.grad).all() and bool((lp2.grad[~mask] == 0).all())
