@@ -20,7 +20,8 @@ def test_metrics_jsonl_has_phases_memory_and_rollout_stats(make_trainer):
     assert [r["iteration"] for r in rows] == [0, 1]
     for row in rows:
         assert all(row[f"time/{p}"] >= 0 for p in PHASES)
-        assert row["time/iteration"] == pytest.approx(sum(row[f"time/{p}"] for p in PHASES))
+        # the same sum of the same floats in the same order (PhaseTimer.as_metrics; JSON round-trips floats)
+        assert row["time/iteration"] == sum(row[f"time/{p}"] for p in PHASES)
         assert row["memory/peak_bytes"] > sum(p.numel() * 4 for p in trainer.policy.model.parameters())
         assert 0 <= row["rollout/success"] <= 1 and row["rollout/turns"] >= 8
         assert row["time/generation"] > 0 and row["time/actor_update"] > 0
@@ -104,9 +105,11 @@ def test_gradient_checkpointing_gives_the_same_update_with_less_memory(make_trai
     ckpt = make_trainer("sapo", micro_batch_size=4, gradient_checkpointing=True)
     b = ckpt.step()
     assert a["rollout/turns"] == b["rollout/turns"]
-    assert b["actor/loss"] == pytest.approx(a["actor/loss"], rel=1e-5, abs=1e-6)
+    # deterministic: the backward recomputes the same forward (same kernels, inputs and weights, one
+    # process), so the losses, gradients and step are the same floats on every CPU kind
+    assert b["actor/loss"] == a["actor/loss"]
     for (name, p), q in zip(plain.policy.model.named_parameters(), ckpt.policy.model.parameters()):
-        assert torch.allclose(p, q, atol=1e-6), name
+        assert torch.equal(p, q), name
     assert b["memory/peak_bytes"] < a["memory/peak_bytes"]
 
 
