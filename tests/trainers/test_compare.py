@@ -46,6 +46,7 @@ def _comparable(res: dict[str, Any]) -> dict[str, Any]:
     out = json.loads(json.dumps(res))
     out["config"].pop("out")
     out["config"].pop("max_runs")
+    out["config"].pop("workers")
     out["warm_start"].pop("train_s")
     out["warm_start"].pop("bundle")
     for m in out["methods"].values():
@@ -167,6 +168,16 @@ def test_interrupted_compare_resumes_and_ends_with_the_same_table(finished, tmp_
     assert started == ["grpo-seed0", "sapo-seed1", "ppo-seed1", "grpo-seed1"]
     assert final["complete"]
     assert _comparable(final) == _comparable(full)
+
+
+def test_parallel_runs_give_the_same_numbers(finished, tmp_path):
+    """--workers 2: two runs train at once in spawned processes; every number equals the sequential run's."""
+    from trainers.compare import compare
+
+    full_cfg, full = finished
+    parallel = compare(_config(tmp_path / "out", workers=2))
+    assert parallel["complete"] and parallel["config"]["workers"] == 2
+    assert _comparable(parallel) == _comparable(full)
 
 
 def test_a_folder_of_another_comparison_is_refused(finished):

@@ -204,34 +204,52 @@ def _progress(total: int, done: int, enabled: bool) -> Any:
     return tqdm(total=total, initial=done, desc="compare", unit="run", disable=not enabled, position=0, leave=True)
 
 
+def _pending(cfg: CompareConfig, state: CompareState) -> list[tuple[str, int]]:
+    """The runs still to train in this invocation (``cfg.max_runs`` of them at most), in :meth:`CompareConfig.runs` order."""
+    todo = [(a, s) for a, s in cfg.runs() if run_key(a, s) not in state.finished]
+    return todo[: cfg.max_runs] if cfg.max_runs else todo
+
+
+def _run_in_worker(cfg: CompareConfig, algo: str, seed: int, model_path: str) -> str:
+    """One run in a worker process (no per-iteration bar: several runs share the terminal)."""
+    run_one(dataclasses.replace(cfg, progress=False), algo, seed, model_path)
+    return run_key(algo, seed)
+
+
 def run_compare(cfg: CompareConfig) -> tuple[RunResult, list[RunResult], bool]:
     """Warm start once, then every pending run; returns (warm start, finished runs, complete?).
 
     Stops early after ``cfg.max_runs`` new runs (0 = no limit); a rerun with the same config
-    skips what is finished.
+    skips what is finished. With ``cfg.workers > 1`` that many runs train at once in separate
+    processes (spawned, so each starts from a clean interpreter, as a resumed run does).
     """
     Path(cfg.out).mkdir(parents=True, exist_ok=True)
     state = CompareState.open(cfg)
     state.save(cfg)
     model_path, start = prepare_warm_start(cfg, state)
-    runs = cfg.runs()
-    bar = _progress(len(runs), sum(run_key(a, s) in state.finished for a, s in runs), cfg.progress)
-    new = 0
+    runs, pending = cfg.runs(), _pending(cfg, state)
+    bar = _progress(len(runs), len(runs) - len([r for r in runs if run_key(*r) not in state.finished]), cfg.progress)
+
+    def finished(key: str) -> None:
+        state.finished.append(key)
+        state.save(cfg)
+        bar.update(1)
+
     try:
-        for algo, seed in runs:
-            key = run_key(algo, seed)
-            if key in state.finished:
-                continue
-            if cfg.max_runs and new >= cfg.max_runs:
-                break
-            bar.set_postfix_str(key)
-            run_one(cfg, algo, seed, model_path)
-            state.finished.append(key)
-            state.save(cfg)
-            new += 1
-            bar.update(1)
+        if cfg.workers == 1:
+            for algo, seed in pending:
+                bar.set_postfix_str(run_key(algo, seed))
+                run_one(cfg, algo, seed, model_path)
+                finished(run_key(algo, seed))
+        else:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            with ProcessPoolExecutor(cfg.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+                jobs = [pool.submit(_run_in_worker, cfg, algo, seed, model_path) for algo, seed in pending]
+                for job in as_completed(jobs):
+                    finished(job.result())
     finally:
         bar.close()
     results = [read_result(Path(cfg.out) / "runs" / run_key(a, s) / "result.json") for a, s in runs if run_key(a, s) in state.finished]
     return start, results, len(results) == len(runs)
-
