@@ -64,6 +64,24 @@ def _hf_greedy(model, prompts, banned, eos) -> list[list[int]]:
     return out
 
 
+def _same_greedy(model, prompts, served: list[list[int]], banned, eos) -> bool:
+    """Whether vLLM's greedy tokens ``served`` are HF's greedy tokens. Two implementations can only be held to
+    their rounding (their log-probs agree to 2e-4, below): where a served sequence first leaves HF's, HF's top two
+    logits there must be such a near-tie (within 4e-4: both sides' 2e-4), and the rest cannot be compared."""
+    for p, mine, theirs in zip(prompts, served, _hf_greedy(model, prompts, banned, eos)):
+        if mine == theirs:
+            continue
+        j = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), None)
+        if j is None:  # one stopped where the other went on: a length difference that no near-tie explains
+            return False
+        ids = torch.tensor([p + theirs[:j]])
+        with torch.no_grad():
+            z = mask_value_tokens(model(input_ids=ids).logits[0, -1], banned)
+        if float(z[theirs[j]] - z[mine[j]]) > 4e-4:
+            return False
+    return True
+
+
 def _hf_log_probs(model, prompt, response, banned, temperature) -> list[float]:
     ids = torch.tensor([prompt + response])
     with torch.no_grad():
@@ -97,7 +115,7 @@ def test_vllm_generator_matches_hf_and_takes_pushed_weights(tmp_path):
 
     # greedy: token-for-token what HF generate gives with w+/w- suppressed
     hf_greedy = _hf_greedy(policy.model, prompts, banned, eos)
-    assert [o["token_ids"] for o in out["greedy"]] == hf_greedy
+    assert _same_greedy(policy.model, prompts, [o["token_ids"] for o in out["greedy"]], banned, eos)
     # per-token log-probs: the masked policy (greedy reports temperature 1; sampling the tempered one)
     for o, p in zip(out["greedy"], prompts):
         # vLLM's CPU kernels against HF eager: two implementations, each within ~1e-4 of exact on these log-probs
@@ -113,7 +131,7 @@ def test_vllm_generator_matches_hf_and_takes_pushed_weights(tmp_path):
 
     # after the push: HF's greedy outputs of the pushed weights, which differ from before the push
     after = [o["token_ids"] for o in out["greedy_after_push"]]
-    assert after == _hf_greedy(pushed, prompts, banned, eos)
+    assert _same_greedy(pushed, prompts, after, banned, eos)
     assert after != hf_greedy
     # the ban held although w+ is the unmasked argmax somewhere in the pushed model's outputs
     assert any(banned[0] in seq for seq in _hf_greedy(pushed, prompts, (), eos))

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 
-from tests.agents.test_vllm_generator import TEXTS, _hf_greedy, _hf_log_probs, _vllm_python  # noqa: E402
+from tests.agents.test_vllm_generator import TEXTS, _hf_log_probs, _same_greedy, _vllm_python  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,9 +59,9 @@ def test_trainer_samples_with_vllm_and_pushes_the_update(loop_run):
             _hf_log_probs(initial.model, t["prompt_ids"], t["response_ids"], banned, 1.0), abs=2e-4)
 
     # before the update the engine serves the initial weights, after it the updated ones
-    assert [o["token_ids"] for o in out["greedy_before"]] == _hf_greedy(initial.model, prompts, banned, eos)
+    assert _same_greedy(initial.model, prompts, [o["token_ids"] for o in out["greedy_before"]], banned, eos)
     after = [o["token_ids"] for o in out["greedy_after"]]
-    assert after == _hf_greedy(updated.model, prompts, banned, eos)
+    assert _same_greedy(updated.model, prompts, after, banned, eos)
     moved = 0.0
     for o, p in zip(out["greedy_after"], prompts):
         assert o["log_probs"] == pytest.approx(_hf_log_probs(updated.model, p, o["token_ids"], banned, 1.0), abs=2e-4)
