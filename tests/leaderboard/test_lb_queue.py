@@ -50,11 +50,13 @@ def test_a_live_worker_renews_its_lease_during_a_long_replay(client, auth, store
     real = worker_module.replay_episode
 
     def slow(env: Any, ep: Any) -> Any:
-        time.sleep(0.1)
+        time.sleep(0.2)
         return real(env, ep)
 
-    monkeypatch.setattr(worker_module, "replay_episode", slow)  # 16 episodes: 1.6 s, the lease is 0.3 s
-    first = Verifier(store, lease_seconds=0.3, slice_seconds=60)
+    # 16 episodes: 3.2 s, well past the 1.2 s lease, which the heartbeat renews every 0.4 s: a thread stalled
+    # by a loaded machine has 0.8 s before the lease lapses (with a 0.3 s lease it had 0.2 s)
+    monkeypatch.setattr(worker_module, "replay_episode", slow)
+    first = Verifier(store, lease_seconds=1.2, slice_seconds=60)
     thread = threading.Thread(target=first.run_once)
     thread.start()
     try:
