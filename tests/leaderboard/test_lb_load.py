@@ -15,11 +15,15 @@ from lb_support import body, named
 CLIENTS, PER_CLIENT = 20, 10
 
 
-def _submit_all(url: str, token: str, bundles: list[tuple[str, bytes]], acks: dict[str, int], errors: list[str]) -> None:
-    """Submit each bundle until acknowledged, retrying through connection failures (a restart)."""
+def _submit_all(url: str, token: str, bundles: list[tuple[str, bytes]], acks: dict[str, int], errors: list[str],
+                gate: threading.Event | None = None, cap: int = 0) -> None:
+    """Submit each bundle until acknowledged, retrying through connection failures (a restart). With a ``gate``,
+    no new submission starts once ``cap`` are acknowledged until the gate opens."""
     headers = {"Authorization": f"Bearer {token}"}
     with requests.Session() as session:
         for name, data in bundles:
+            if gate is not None and len(acks) >= cap:
+                gate.wait()
             deadline = time.monotonic() + 90
             while True:
                 try:
@@ -37,11 +41,12 @@ def _submit_all(url: str, token: str, bundles: list[tuple[str, bytes]], acks: di
                 break
 
 
-def _run_clients(url: str, token: str, template: dict[str, Any], acks: dict[str, int], errors: list[str]) -> list[threading.Thread]:
+def _run_clients(url: str, token: str, template: dict[str, Any], acks: dict[str, int], errors: list[str],
+                 gate: threading.Event | None = None, cap: int = 0) -> list[threading.Thread]:
     threads = []
     for c in range(CLIENTS):
         bundles = [(f"load c{c:02d} n{i:02d}", body(named(template, f"load c{c:02d} n{i:02d}"))) for i in range(PER_CLIENT)]
-        threads.append(threading.Thread(target=_submit_all, args=(url, token, bundles, acks, errors)))
+        threads.append(threading.Thread(target=_submit_all, args=(url, token, bundles, acks, errors, gate, cap)))
     for t in threads:
         t.start()
     return threads
@@ -73,12 +78,17 @@ def test_kill_9_during_load_loses_no_acknowledged_submission(tmp_path: Path, mak
     first = make_server(db, "--no-verify").start()
     acks: dict[str, int] = {}
     errors: list[str] = []
-    threads = _run_clients(first.url, token, random_bundle, acks, errors)
+    # The kill must land before the load ends, however slowly this thread gets scheduled among 20 clients: once
+    # 150 are acknowledged no new submission starts until the restart (at most 20 more are in flight), so at
+    # most 170 of 200 can be acknowledged by the first server.
+    restarted = threading.Event()
+    threads = _run_clients(first.url, token, random_bundle, acks, errors, gate=restarted, cap=150)
     while len(acks) < 60 and any(t.is_alive() for t in threads):
         time.sleep(0.01)
-    acknowledged_before_kill = dict(acks)
     first.kill()
+    acknowledged_before_kill = dict(acks)  # after the kill: every one of them was acknowledged by the first server
     second = make_server(db, "--no-verify", port=first.port).start()
+    restarted.set()
     for t in threads:
         t.join()
     assert not errors, errors[:5]
