@@ -133,3 +133,15 @@ def test_lift_interval_counts_evaluation_noise_by_hand():
     one = lift_over(0.2, [0.5], episodes=100, baseline_episodes=100)
     half = 1.959963984540054 * math.sqrt(binomial_variance(0.5, 100) + binomial_variance(0.2, 100))
     assert one.verdict == "lifted" and math.isclose(one.gain_low, 0.3 - half)
+
+
+def test_collapse_by_hand():
+    from trainers.compare.stats import collapse
+
+    assert collapse([0.1, 0.2, 0.1], [0.2, 0.3, 0.4]) is None
+    assert collapse([0.1, 0.6, 0.7, 0.9, 0.2], [0.3] * 5) == "invalid-format rate above 0.5 for 3 iterations from iteration 1"
+    assert collapse([0.1, 0.6, 0.7, 0.1, 0.6], [0.3] * 5) is None  # never 3 in a row
+    assert collapse([0.0] * 6, [0.2, 0.1, 0.0, 0.0, 0.0, 0.0]) == "success 0 from iteration 2 to the end (4 iterations)"
+    assert collapse([0.0] * 4, [0.2, 0.0, 0.0, 0.3]) is None  # recovered
+    assert collapse([0.0] * 4, [0.0, 0.0, 0.0, 0.0]) is None  # never above 0: nothing to fall from
+    assert collapse([0.0] * 3, [0.5, 0.0, 0.0]) is None  # only 2 iterations at 0

@@ -13,6 +13,7 @@
   and ``lift_line`` (the sentence in results.md); ``phase_seconds`` (mean seconds per iteration of
   each of the paper's eight phases, over iterations and seeds); ``iteration_seconds``;
   ``curves`` (``iteration`` and per-seed ``rollout_success`` lists); ``bundles``; ``per_seed`` summaries;
+  ``collapses`` (per seed: None, or the sentence of :func:`~trainers.compare.stats.collapse`);
 * ``environment``: package versions, thread settings, the CPU's features and torch's kernel capability
   (:func:`trainers.hardware.run_environment`): what can make two machines' numbers differ.
 """
@@ -26,7 +27,7 @@ from typing import Any
 
 from trainers.compare.config import CompareConfig
 from trainers.compare.runner import RunResult
-from trainers.compare.stats import lift_over, seed_stat
+from trainers.compare.stats import collapse, lift_over, seed_stat
 from trainers.hardware import run_environment
 from trainers.profiling import PHASES
 
@@ -61,6 +62,8 @@ def _method(algo: str, runs: list[RunResult], start: RunResult, categories: list
         },
         "bundles": [r.bundle for r in runs],
         "per_seed": {str(r.seed): r.summary for r in runs},
+        "collapses": {str(r.seed): collapse([row["rollout/invalid_rate"] for row in r.metrics],
+                                            [row["rollout/success"] for row in r.metrics]) for r in runs},
     }
 
 
@@ -159,6 +162,10 @@ def render_markdown(res: dict[str, Any]) -> str:
         "## Did RL lift success over the starting policy?",
         "",
         *[f"- {m['lift_line']}" for m in res["methods"].values()],
+        "",
+        "Collapse (rollout invalid-format rate > 0.5 for 3 iterations, or success falling to 0 and staying there): "
+        + "; ".join(f"{algo.upper()} " + (", ".join(f"seed {k}: {v}" for k, v in m["collapses"].items() if v) or "none")
+                    for algo, m in res["methods"].items()) + ".",
         "",
         "## Seconds per iteration, by phase (mean over iterations and seeds)",
         "",

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["T975", "Lift", "SeedStat", "binomial_variance", "lift_over", "seed_stat", "t_quantile", "welch_df"]
+__all__ = ["T975", "Lift", "SeedStat", "binomial_variance", "collapse", "lift_over", "seed_stat", "t_quantile", "welch_df"]
 
 T975 = (12.706204736, 4.302652730, 3.182446305, 2.776445105, 2.570581836, 2.446911851, 2.364624252,
         2.306004135, 2.262157163, 2.228138852, 2.200985160, 2.178812830, 2.160368656, 2.144786688,
@@ -149,3 +149,23 @@ def lift_over(baseline: float, per_seed: Sequence[float], episodes: int = 0, bas
     low, high = gain - half, gain + half
     verdict = "lifted" if low > 0 else "lowered" if high < 0 else "no detectable change"
     return Lift(baseline, after, verdict, low, high)
+
+
+def collapse(invalid_rates: Sequence[float], successes: Sequence[float], window: int = 3) -> str | None:
+    """Did a training run collapse? ``None``, or the first collapse as a sentence.
+
+    Two kinds, on the per-iteration rollout metrics: the invalid-format rate above 0.5 for ``window``
+    consecutive iterations; or success falling to 0 and staying there (0 from some iteration to the end,
+    at least ``window`` iterations long, after a success above 0).
+    """
+    run = 0
+    for i, rate in enumerate(invalid_rates):
+        run = run + 1 if rate > 0.5 else 0
+        if run == window:
+            return f"invalid-format rate above 0.5 for {window} iterations from iteration {i - window + 1}"
+    tail = len(successes)
+    while tail > 0 and successes[tail - 1] == 0:
+        tail -= 1
+    if len(successes) - tail >= window and any(s > 0 for s in successes[:tail]):
+        return f"success 0 from iteration {tail} to the end ({len(successes) - tail} iterations)"
+    return None
