@@ -93,7 +93,7 @@ def test_live_runs_are_bounded_and_expire_when_idle(tmp_path: Path) -> None:
     from lb_support import VAULT
 
     app = create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=(VAULT,), verify=False,
-                                  live_idle_seconds=0.5, live_max_open=2))
+                                  live_idle_seconds=2.0, live_max_open=2))
     store, client = app.extensions["sapo_gym"]["store"], app.test_client()
     auth = [{"Authorization": f"Bearer {store.create_token(n)[1]}"} for n in ("a", "b", "c")]
     start = {"env_id": "sapo/Vault-v0", "split": "test", "agent": {"name": "x"}}
@@ -110,7 +110,9 @@ def test_live_runs_are_bounded_and_expire_when_idle(tmp_path: Path) -> None:
     run_id = first.json["run_id"]
     assert client.post(f"/api/v1/live/runs/{run_id}/step", json={"output": "x"}, headers=auth[0]).status_code == 409  # no episode yet
     assert client.post(f"/api/v1/live/runs/{run_id}/reset", headers=auth[1]).status_code == 404  # not b's run
-    time.sleep(0.7)
+    # idle for 2 s: the ~12 requests above must all fit before the run expires (a few ms each, so a loaded
+    # machine has 20x headroom; at 0.5 s it had 5x), and 2.4 s of sleep is surely past it
+    time.sleep(2.4)
     gone = client.post(f"/api/v1/live/runs/{run_id}/reset", headers=auth[0])
     assert gone.status_code == 404 and "expired" in gone.json["message"]
     with store.session() as s:
