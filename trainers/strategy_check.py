@@ -234,6 +234,12 @@ def main() -> None:
         print(f"ZeRO-{stage} rank {strategy.rank}/{strategy.world_size}: loss {loss:.6f} -> {after:.6f}"
               + ("" if gap is None else f", resume gap {gap:.3g}"))
         strategy.barrier()
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        # Tear the process group down before the interpreter exits: left to exit-time destructors, gloo's
+        # threads were now and then destroyed while still joinable ("terminate called without an active
+        # exception", SIGABRT after every result was written: a flaky launch).
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
