@@ -23,13 +23,33 @@ from pathlib import Path
 from typing import NamedTuple, Sequence
 
 import torch
-from tokenizers import AddedToken
+from tokenizers import AddedToken, Tokenizer
 from torch import Tensor
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from agents.models import CHAT_TEMPLATE, load_smollm2, tiny_qwen2
 
-__all__ = ["PolicyModel", "EncodedPrompts", "VALUE_TOKENS", "assign_value_tokens"]
+__all__ = ["PolicyModel", "EncodedPrompts", "VALUE_TOKENS", "assign_value_tokens", "load_tokenizer"]
+
+_PROBE = "You see a cabinet 12, a shelf 3 and 1.5 apples.\n<think>go</think><action>go to drawer 10</action>"
+"""Digits, punctuation, newlines and the tags: where a class-specific loader's pre-tokenizer would split otherwise."""
+
+
+def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
+    """The tokenizer saved in ``path``, tokenizing exactly as its ``tokenizer.json`` says.
+
+    ``AutoTokenizer`` picks a class from the model type, and a class may install its own pre-tokenizer
+    over the saved one: a tiny Qwen2 with the project tokenizer reloads as ``Qwen2Tokenizer``, whose
+    regex splits digits one by one ("cabinet 12" → "1", "2"), so a policy trained and saved with one
+    tokenization would be trained on, and act with, another after every reload. When the loaded
+    tokenizer disagrees with the file on a probe, the file wins (``PreTrainedTokenizerFast``)."""
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    file = Path(path) / "tokenizer.json"
+    if file.is_file():
+        raw = Tokenizer.from_file(str(file)).encode(_PROBE, add_special_tokens=False).ids
+        if raw != list(tokenizer(_PROBE, add_special_tokens=False)["input_ids"]):
+            tokenizer = PreTrainedTokenizerFast.from_pretrained(str(path))
+    return tokenizer
 
 VALUE_TOKENS = ("<|sapo_value_plus|>", "<|sapo_value_minus|>")
 _SENTINEL = "\ue000"  # a private-use character: marks where the message content sits in the template
@@ -121,7 +141,7 @@ class PolicyModel(torch.nn.Module):
     @classmethod
     def from_pretrained(cls, path: str | Path, *, dtype: torch.dtype = torch.float32, max_prompt_tokens: int | None = None) -> PolicyModel:
         """Any HF causal LM directory (or a hub id already in the local cache)."""
-        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        tokenizer = load_tokenizer(path)
         model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
         return cls(model.eval(), tokenizer, max_prompt_tokens=max_prompt_tokens)
 

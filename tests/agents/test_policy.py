@@ -62,3 +62,23 @@ def test_long_prompts_are_cut_in_the_middle_of_the_content(tiny_policy):
 def test_prompt_budget_smaller_than_the_template_is_an_error(tiny_policy):
     with pytest.raises(ValueError, match="cannot hold the chat template"):
         tiny_policy.encode_prompts(["x"], max_tokens=5)
+
+
+def test_a_saved_policy_reloads_with_the_same_tokenization(tmp_path):
+    """Regression: AutoTokenizer reloaded the tiny Qwen2's tokenizer as Qwen2Tokenizer, whose pre-tokenizer
+    splits digits ("cabinet 12" → "1", "2"): every compare run and resume acted on other token ids than
+    the warm start was trained on."""
+    import torch
+
+    from agents.policy import PolicyModel
+
+    policy = PolicyModel.tiny(seed=0)
+    policy.save_pretrained(tmp_path / "p")
+    again = PolicyModel.from_pretrained(tmp_path / "p")
+    texts = ["You arrive at cabinet 12. On the cabinet 12, you see a mug 3, and a plate 10.\nActions: [go to shelf 1, take mug 3]"]
+    assert again.encode_prompts(texts).token_ids == policy.encode_prompts(texts).token_ids
+    out = "<think>x</think><action>take mug 3 from cabinet 12</action>"
+    assert again.tokenizer(out, add_special_tokens=False)["input_ids"] == policy.tokenizer(out, add_special_tokens=False)["input_ids"]
+    ids = torch.tensor(policy.encode_prompts(texts).token_ids)
+    torch.testing.assert_close(again.logits(ids, torch.ones_like(ids)), policy.logits(ids, torch.ones_like(ids)), rtol=0, atol=0)
+    assert again.value_token_ids == policy.value_token_ids and again.eos_token_ids == policy.eos_token_ids
