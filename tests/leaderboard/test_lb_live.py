@@ -67,6 +67,10 @@ def test_a_live_vault_run_end_to_end(tmp_path: Path, make_server, token_for) -> 
     bundle["agent"]["name"] = "offline copy"
     copy_id = requests.post(f"{server.url}/api/v1/submissions", json=bundle, headers={"Authorization": f"Bearer {token}"},
                             timeout=30).json()["id"]
+    # the board lists only what the verifier has finished: wait for it (reading the board right away raced
+    # the background replay, and lost on a loaded machine)
+    copy = wait_for_verification(f"{server.url}/api/v1/submissions/{copy_id}", timeout=60, poll=0.2)
+    assert copy["status"] == "verified" and not copy["marks"]["live"], copy
     board = requests.get(f"{server.url}/board/{bundle['env']['spec_hash']}", timeout=10).text
     assert 'class="badge live"' not in _row(board, copy_id)
 
