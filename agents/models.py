@@ -106,6 +106,13 @@ def tiny_qwen2(*, seed: int = 0, spare_rows: int = 2, **config: int | bool) -> t
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen2ForCausalLM(cfg)
+    if spare_rows >= 2:
+        # The spare rows hold SAPO's w⁺/w⁻: start them equal (the mean output row, as for added value
+        # tokens), so V and Q read exactly 0 and the value loss sends no gradient into the shared hidden
+        # states until the readout rows have learned something.
+        with torch.no_grad():
+            out = model.get_output_embeddings().weight
+            out[len(tokenizer):] = out[: len(tokenizer)].mean(dim=0, keepdim=True)
     return model.eval(), tokenizer
 
 

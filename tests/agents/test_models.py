@@ -54,3 +54,19 @@ def test_tiny_qwen2_has_spare_rows_and_is_seeded():
 def test_tiny_config_rejects_head_dims_vllm_cannot_serve():
     with pytest.raises(ValueError, match="head_dim"):
         tiny_qwen2_config(100, hidden_size=48, num_attention_heads=3)
+
+
+def test_the_tiny_models_value_rows_start_equal_so_v_and_q_read_zero():
+    """SAPO's w⁺/w⁻ (the two spare rows) start as the mean output row: V = Q = 0 exactly at init."""
+    import torch
+
+    from agents.policy import PolicyModel
+    from trainers.core_algos import value_readout
+
+    policy = PolicyModel.tiny(seed=3)
+    w_plus, w_minus = policy.value_token_ids
+    head = policy.model.get_output_embeddings().weight
+    assert torch.equal(head[w_plus], head[w_minus])
+    ids = torch.tensor(policy.encode_prompts(["Task: open the vault.\nActions: [press red]"]).token_ids)
+    logits = policy.logits(ids, torch.ones_like(ids))
+    assert torch.all(value_readout(logits[0], w_plus, w_minus, tau_v=1.0, r_max=10.0) == 0)
