@@ -20,9 +20,9 @@ setup:
 	bash scripts/setup.sh
 
 run: setup
-	$(PY) -m sapo_gym.cli evaluate --env sapo/ALFWorld-v0 --data-dir embedded --agent expert
-	$(PY) -m sapo_gym.cli evaluate --env sapo/ALFWorld-v0 --data-dir embedded --agent search
-	$(PY) -m sapo_gym.cli evaluate --env sapo/ALFWorld-v0 --data-dir embedded --agent random
+	$(PY) -m sapo_gym.cli evaluate --env sapo/ALFWorld-Mini-v0 --agent expert
+	$(PY) -m sapo_gym.cli evaluate --env sapo/ALFWorld-Mini-v0 --agent search
+	$(PY) -m sapo_gym.cli evaluate --env sapo/ALFWorld-Mini-v0 --agent random
 	$(PY) -m sapo_gym.cli compare
 	cat runs/compare/results.md
 

@@ -4,15 +4,15 @@ Everything a method/seed run needs comes from :meth:`CompareConfig.train_config`
 between runs **only** in ``algo`` and ``seed``: same model, warm start, prompts, horizon, episodes
 per iteration (equal env interactions), optimisation settings and evaluation split.
 
-The CPU default is the README's main command: the embedded ALFWorld set (``data_dir=embedded``,
-whatever data the machine has; trained on its 240 train games, evaluated on its 60 held-out games),
-a random-init tiny Qwen2 (0.56 M parameters) with the project tokenizer, short prompts (``plain``,
-no history), a behaviour-cloning warm start from the walkthrough expert that is trained once and
-shared, and 2 seeds × 4 iterations × 8 episodes per method, which fits in 15 minutes on two cores.
-A model this small, cloned for two minutes, solves ~2 % of the held-out games, and 32 episodes per
-run give RL almost no reward to learn from: the report says so (docs/compare.md has the measured
-run). ``--preset vault`` is the diagnostic task where RL visibly lifts a weak warm start on CPU.
-The presets launch the paper-scale settings (GPU and real weights needed).
+The CPU default is the README's main command: ``sapo/ALFWorld-Mini-v0`` (the CPU-scale variant:
+generated games with at most 4 receptacles per room, the same engine, PDDL domain, grammar, six
+categories and horizon 50; trained on its 240 train games, evaluated on its 60 held-out games in
+floor plans never trained on), a random-init tiny Qwen2 (0.56 M parameters) with the project
+tokenizer, short prompts (``plain``, no history), admissible-action constrained decoding, a
+behaviour-cloning warm start (48 walkthrough episodes × 10 epochs: it leaves RL room on games it has
+not seen) trained once and shared, then 3 seeds × 16 iterations × 8 episodes per method, two runs at a
+time: about 12 minutes on two cores (docs/compare.md has the measured run). ``--preset vault`` is the
+tiny diagnostic task. The presets launch the paper-scale settings (GPU and real weights needed).
 """
 
 from __future__ import annotations
@@ -38,13 +38,13 @@ class CompareConfig:
     """A controlled comparison: methods × seeds under identical settings and budget."""
 
     # ------------------------------------------------------------------ what is compared
-    env: str = "sapo/ALFWorld-v0"
+    env: str = "sapo/ALFWorld-Mini-v0"
     """Registered env id every method trains and is evaluated on."""
-    env_arg: list[str] = field(default_factory=lambda: ["data_dir=embedded"])
+    env_arg: list[str] = field(default_factory=lambda: ["data_dir=embedded-mini"])
     """Extra env keyword argument as KEY=VALUE, passed to training and evaluation envs alike (repeatable)."""
     algos: str = "sapo,ppo,grpo"
     """Comma-separated methods to compare (any of sapo, ppo, grpo)."""
-    seeds: int = 2
+    seeds: int = 3
     """Seeds per method (0..seeds-1): RL sampling, minibatch order and task schedule; the warm start is shared."""
     model: str = "tiny"
     """Base policy: 'tiny' (random-init tiny Qwen2 + the project tokenizer), 'smollm2', or an HF model path/cached id."""
@@ -60,12 +60,12 @@ class CompareConfig:
     """Run at most this many method/seed runs in this invocation, then stop (0 = all); rerun to continue."""
     progress: bool = True
     """Show progress bars (overall runs with ETA, and each run's iterations)."""
-    workers: int = 1
+    workers: int = 2
     """Method/seed runs trained at the same time, each in its own process (one torch thread each under
     OMP_NUM_THREADS=1): 2 on a 2-core machine halves the wall time; every run's numbers are the same as
     with 1 (each run is seeded on its own; tested)."""
     # ------------------------------------------------------------------ budget (equal for every method)
-    iterations: int = 4
+    iterations: int = 16
     """RL iterations per run (paper: 150)."""
     episodes_per_iteration: int = 8
     """Env episodes per iteration, the same for every method (GRPO: episodes / group size tasks)."""
@@ -87,10 +87,10 @@ class CompareConfig:
     """Training rollout temperature (paper: 1.0)."""
     eval_temperature: float = 0.4
     """Evaluation temperature (paper: 0.4)."""
-    old_log_probs: str = "recompute"
+    old_log_probs: str = "rollout"
     """Source of log π_old (and SAPO's V_old, Q_old): 'recompute' (a forward pass after the rollout) or 'rollout'
     (kept from the HF sampler, which ran the same weights: the old-log-prob phase costs nothing)."""
-    constrain: str = "none"
+    constrain: str = "admissible"
     """Decoding constraint for training and evaluation: 'none' or 'admissible' (actions restricted to the turn's
     admissible actions, the same mask in sampling and in every log-prob; see agents/constraint.py)."""
     # ------------------------------------------------------------------ optimisation
@@ -107,11 +107,11 @@ class CompareConfig:
     ppo_epochs: int = 1
     """Passes over each iteration's batch (paper / verl-agent: 1)."""
     # ------------------------------------------------------------------ warm start (trained once, shared)
-    sft_episodes: int = 240
+    sft_episodes: int = 48
     """Expert episodes cloned by the shared behaviour-cloning warm start (0 = start RL from the base model)."""
     sft_agent: str = "expert"
     """Teacher of the warm start: 'expert' (the env's oracle) or 'random' (random-admissible: teaches the output format only)."""
-    sft_epochs: int = 5
+    sft_epochs: int = 10
     """Passes of the warm start over the expert turns."""
     sft_lr: float = 3e-3
     """Learning rate of the warm start."""
@@ -123,7 +123,7 @@ class CompareConfig:
     """Comma-separated evaluation seeds (one pass over the split each)."""
     eval_tasks: int = 0
     """Evaluate only the first N tasks of the split (0 = all; a board admits only bundles of the whole split)."""
-    eval_batch_size: int = 16
+    eval_batch_size: int = 60
     """Envs stepped together during evaluation."""
 
     def __post_init__(self) -> None:
@@ -207,6 +207,7 @@ def _paper(model: str, micro_batch_size: int) -> tuple[tuple[str, Any], ...]:
         ("episodes_per_iteration", 128), ("grpo_group_size", 8), ("horizon", 0), ("prompt", "default"),
         ("history_length", 2), ("max_prompt_tokens", 2048), ("max_response_tokens", 512), ("sft_episodes", 0),
         ("ppo_epochs", 1), ("seeds", 3), ("device", "cuda"), ("micro_batch_size", micro_batch_size), ("eval_batch_size", 32),
+        ("constrain", "none"), ("old_log_probs", "recompute"), ("sft_epochs", 5), ("workers", 1),
     )
 
 
@@ -216,7 +217,8 @@ PRESETS: dict[str, Preset] = {
         "vault", "the diagnostic sapo/Vault-v0 task (sparse reward, horizon 4), where RL visibly lifts a weak warm start in ~5 min",
         False, (("env", "sapo/Vault-v0"), ("env_arg", []), ("tiny_hidden_size", 64), ("seeds", 3), ("iterations", 60),
                 ("episodes_per_iteration", 16), ("max_response_tokens", 16), ("lr", 1e-3), ("sft_episodes", 32),
-                ("sft_epochs", 50), ("eval_seeds", "0,1,2,3"))),
+                ("sft_epochs", 50), ("eval_seeds", "0,1,2,3"), ("constrain", "none"), ("old_log_probs", "recompute"),
+                ("eval_batch_size", 16))),
     "paper-1.5b": Preset("paper-1.5b", "the paper's setting with Qwen2.5-1.5B-Instruct (lr 1e-6, KL 0.01, 150 iterations)",
                          True, _paper("Qwen/Qwen2.5-1.5B-Instruct", 16)),
     "paper-7b": Preset("paper-7b", "the paper's setting with Qwen2.5-7B-Instruct (lr 1e-6, KL 0.01, 150 iterations)",
