@@ -10,8 +10,8 @@ categories and horizon 50; trained on its 240 train games, evaluated on its 60 h
 floor plans never trained on), a random-init tiny Qwen2 (0.56 M parameters) with the project
 tokenizer, short prompts (``plain``, no history), admissible-action constrained decoding, a
 behaviour-cloning warm start (48 walkthrough episodes × 10 epochs: it leaves RL room on games it has
-not seen) trained once and shared, then 3 seeds × 16 iterations × 8 episodes per method, two runs at a
-time: about 12 minutes on two cores (docs/compare.md has the measured run). ``--preset vault`` is the
+not seen) trained once and shared, then 3 seeds × 20 iterations × 8 episodes per method, two runs at a
+time, each policy evaluated 3 times (seeds 0, 1, 2) on every held-out game: about 12 minutes on two cores (docs/compare.md has the measured run). ``--preset vault`` is the
 tiny diagnostic task. The presets launch the paper-scale settings (GPU and real weights needed).
 """
 
@@ -65,7 +65,7 @@ class CompareConfig:
     OMP_NUM_THREADS=1): 2 on a 2-core machine halves the wall time; every run's numbers are the same as
     with 1 (each run is seeded on its own; tested)."""
     # ------------------------------------------------------------------ budget (equal for every method)
-    iterations: int = 16
+    iterations: int = 20
     """RL iterations per run (paper: 150)."""
     episodes_per_iteration: int = 8
     """Env episodes per iteration, the same for every method (GRPO: episodes / group size tasks)."""
@@ -119,7 +119,7 @@ class CompareConfig:
     eval_split: str = ""
     """Split evaluated after training and for the warm start ('' = the env's first leaderboard split, e.g. Vault
     'test', ALFWorld 'eval_out_of_distribution'; else the env's default)."""
-    eval_seeds: str = "0"
+    eval_seeds: str = "0,1,2"
     """Comma-separated evaluation seeds (one pass over the split each)."""
     eval_tasks: int = 0
     """Evaluate only the first N tasks of the split (0 = all; a board admits only bundles of the whole split)."""
@@ -207,7 +207,7 @@ def _paper(model: str, micro_batch_size: int) -> tuple[tuple[str, Any], ...]:
         ("episodes_per_iteration", 128), ("grpo_group_size", 8), ("horizon", 0), ("prompt", "default"),
         ("history_length", 2), ("max_prompt_tokens", 2048), ("max_response_tokens", 512), ("sft_episodes", 0),
         ("ppo_epochs", 1), ("seeds", 3), ("device", "cuda"), ("micro_batch_size", micro_batch_size), ("eval_batch_size", 32),
-        ("constrain", "none"), ("old_log_probs", "recompute"), ("sft_epochs", 5), ("workers", 1),
+        ("constrain", "none"), ("old_log_probs", "recompute"), ("sft_epochs", 5), ("workers", 1), ("eval_seeds", "0"),
     )
 
 
