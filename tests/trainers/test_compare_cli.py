@@ -145,3 +145,48 @@ def test_collapse_by_hand():
     assert collapse([0.0] * 4, [0.2, 0.0, 0.0, 0.3]) is None  # recovered
     assert collapse([0.0] * 4, [0.0, 0.0, 0.0, 0.0]) is None  # never above 0: nothing to fall from
     assert collapse([0.0] * 3, [0.5, 0.0, 0.0]) is None  # only 2 iterations at 0
+
+
+def test_a_killed_compare_takes_its_worker_processes_with_it(tmp_path):
+    """--workers: the runs train in spawned processes; killing the compare (kill -9) must end them too."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    pid_file = tmp_path / "worker.pid"
+    script.write_text(
+        "import multiprocessing, os, sys, time\n"
+        "from concurrent.futures import ProcessPoolExecutor\n"
+        "from trainers.compare.runner import _die_with_parent\n"
+        "def work(path):\n"
+        "    open(path, 'w').write(str(os.getpid()))\n"
+        "    time.sleep(60)\n"
+        "if __name__ == '__main__':\n"
+        "    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context('spawn'), initializer=_die_with_parent) as pool:\n"
+        "        pool.submit(work, sys.argv[1]).result()\n"
+    )
+    parent = subprocess.Popen([sys.executable, str(script), str(pid_file)], cwd=os.getcwd(),
+                              env={**os.environ, "PYTHONPATH": os.getcwd()})
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and parent.poll() is None, "the worker never started"
+        time.sleep(0.1)
+    worker = int(pid_file.read_text())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(timeout=10)
+    deadline = time.monotonic() + 20  # the kernel signals the worker at once; allow for a loaded machine
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return
+        try:  # reap it if it is our zombie (it is the parent's child, so normally init reaps it)
+            os.waitpid(worker, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.1)
+    os.kill(worker, signal.SIGKILL)
+    raise AssertionError("the worker outlived the killed compare")

@@ -210,6 +210,16 @@ def _pending(cfg: CompareConfig, state: CompareState) -> list[tuple[str, int]]:
     return todo[: cfg.max_runs] if cfg.max_runs else todo
 
 
+def _die_with_parent() -> None:
+    """Worker initializer: on Linux, the kernel ends the worker when the compare process dies (a killed
+    compare must not leave runs training in the background); elsewhere nothing."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def _run_in_worker(cfg: CompareConfig, algo: str, seed: int, model_path: str) -> str:
     """One run in a worker process (no per-iteration bar: several runs share the terminal)."""
     run_one(dataclasses.replace(cfg, progress=False), algo, seed, model_path)
@@ -245,7 +255,8 @@ def run_compare(cfg: CompareConfig) -> tuple[RunResult, list[RunResult], bool]:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor, as_completed
 
-            with ProcessPoolExecutor(cfg.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            with ProcessPoolExecutor(cfg.workers, mp_context=multiprocessing.get_context("spawn"),
+                                     initializer=_die_with_parent) as pool:
                 jobs = [pool.submit(_run_in_worker, cfg, algo, seed, model_path) for algo, seed in pending]
                 for job in as_completed(jobs):
                     finished(job.result())
