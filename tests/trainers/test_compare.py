@@ -23,7 +23,8 @@ REDUCED: dict[str, Any] = {
     "env": "sapo/Vault-v0", "env_arg": [], "tiny_hidden_size": 64, "eval_split": "test", "algos": "sapo,ppo,grpo", "seeds": 2, "iterations": 2, "horizon": 0,
     "episodes_per_iteration": 8, "grpo_group_size": 4, "history_length": 0, "max_response_tokens": 16,
     "max_prompt_tokens": 256, "lr": 1e-3, "critic_lr": 1e-3, "sft_episodes": 8, "sft_epochs": 8, "sft_lr": 3e-3,
-    "eval_seeds": "0", "eval_batch_size": 16, "progress": False,
+    "eval_seeds": "0", "eval_batch_size": 16, "progress": False, "workers": 1, "constrain": "none",
+    "old_log_probs": "recompute", "sft_agent": "expert",
 }
 
 

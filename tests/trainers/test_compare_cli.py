@@ -29,7 +29,8 @@ def test_preset_values_apply_and_explicit_flags_win():
     assert cfg.device == "cuda" and cfg.grpo_group_size == 8 and cfg.episodes_per_iteration % 8 == 0
     default = config_from_args(build_parser().parse_args(["compare"]))
     assert default.model == "tiny" and default.sft_agent == "expert" and default.algo_list == ["sapo", "ppo", "grpo"]
-    assert default.env == "sapo/ALFWorld-v0" and default.env_arg == ["data_dir=embedded"]  # the embedded set, always
+    assert default.env == "sapo/ALFWorld-Mini-v0" and default.env_arg == ["data_dir=embedded-mini"]  # the embedded set, always
+    assert default.constrain == "admissible" and default.seeds >= 3 and cfg.constrain == "none"  # the paper did not constrain
     assert default.resolved_eval_split == "eval_out_of_distribution" and default.horizon == 0  # the registered horizon
     assert cfg.env_arg == []  # the paper presets read the official data ($ALFWORLD_DATA), not the embedded set
     vault = config_from_args(build_parser().parse_args(["compare", "--preset", "vault"]))
