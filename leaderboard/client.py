@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SubmitError", "submit_bundle", "wait_for_verification"]
+__all__ = ["SubmitError", "response_payload", "submit_bundle", "wait_for_verification"]
 
 
 class SubmitError(RuntimeError):
@@ -28,6 +28,18 @@ class Receipt:
     url: str
     api_url: str
 
+
+
+def response_payload(response: Any) -> dict[str, Any]:
+    """The JSON body of a 200/201 answer; any other status raises :class:`SubmitError` with the server's message."""
+    payload: dict[str, Any]
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = {"message": response.text[:500]}
+    if response.status_code not in (200, 201):
+        raise SubmitError(f"HTTP {response.status_code}: {payload.get('message', payload)}", response.status_code)
+    return payload
 
 def submit_bundle(data: bytes, server: str, token: str, retries: int = 3, timeout: float = 120.0, max_wait: float = 60.0) -> Receipt:
     """POST the bundle bytes (gzip-compressed on the wire); raise :class:`SubmitError` with the server's message.
@@ -49,13 +61,7 @@ def submit_bundle(data: bytes, server: str, token: str, retries: int = 3, timeou
         if response.status_code != 429 or attempt == retries:
             break
         time.sleep(min(float(response.headers.get("Retry-After", "1") or 1), max_wait))  # the token's rate limit
-    payload: dict[str, Any]
-    try:
-        payload = response.json()
-    except ValueError:
-        payload = {"message": response.text[:500]}
-    if response.status_code not in (200, 201):
-        raise SubmitError(f"HTTP {response.status_code}: {payload.get('message', payload)}", response.status_code)
+    payload = response_payload(response)
     return Receipt(payload["id"], payload["duplicate"], payload["status"], payload["url"], payload["api_url"])
 
 

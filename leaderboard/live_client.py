@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from leaderboard.client import SubmitError
+from leaderboard.client import SubmitError, response_payload
 
 __all__ = ["LiveSession", "LiveResult", "play_live"]
 
@@ -53,13 +53,7 @@ class LiveSession:
                 if attempt == self.retries:
                     raise SubmitError(f"cannot reach {url}: {exc}") from None
                 time.sleep(0.5 * 2**attempt)
-        try:
-            payload = response.json()
-        except ValueError:
-            payload = {"message": response.text[:500]}
-        if response.status_code not in (200, 201):
-            raise SubmitError(f"HTTP {response.status_code}: {payload.get('message', payload)}", response.status_code)
-        return payload
+        return response_payload(response)
 
     def start(self, env_id: str, split: str, agent: dict[str, Any], seeds: int = 1) -> dict[str, Any]:
         self.run = self._post(self.base, {"env_id": env_id, "split": split, "agent": agent, "seeds": seeds})
