@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import Tensor
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = ["CONSTRAINTS", "ActionConstraint", "ConstraintBuilder", "restrict_logits", "allowed_matrix"]
 
@@ -123,9 +123,13 @@ class ConstraintBuilder:
         return ActionConstraint(root, self._open_ids, self._ends_with_open_tag)
 
 
-def allowed_matrix(allowed: Sequence[tuple[int, ...] | None], device: torch.device | str = "cpu") -> Tensor:
-    """Rows of allowed ids → ``(N, W)`` long, ``-1``-padded; a free row (None) is all ``-1``. ``W ≥ 1``."""
-    width = max([len(a) for a in allowed if a is not None], default=0) or 1
+def allowed_matrix(allowed: Sequence[tuple[int, ...] | None], device: Any = "cpu", width: int = 0) -> Tensor:
+    """Rows of allowed ids → ``(N, W)`` long, ``-1``-padded; a free row (None) is all ``-1``.
+
+    ``W`` is ``width`` when given, else the longest row (at least 1)."""
+    import torch
+
+    width = width or max([len(a) for a in allowed if a is not None], default=0) or 1
     out = torch.full((len(allowed), width), -1, dtype=torch.long)
     for i, ids in enumerate(allowed):
         if ids:
@@ -141,6 +145,8 @@ def restrict_logits(logits: Tensor, allowed: Tensor | None) -> Tensor:
     """
     if allowed is None or allowed.numel() == 0 or not bool((allowed >= 0).any()):
         return logits
+    import torch
+
     valid = allowed >= 0
     hits = torch.zeros(logits.shape, dtype=torch.int32, device=logits.device)
     hits.scatter_add_(-1, allowed.clamp(min=0), valid.to(torch.int32))  # padding adds 0 (at index 0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from agents.constraint import CONSTRAINTS, ConstraintBuilder
 from agents.generation.base import GenerationParams, Generator
 from agents.policy import PolicyModel
 
@@ -56,8 +57,6 @@ class LLMAgent:
         seed: int | None = None,
         constrain: str = "none",
     ):
-        from agents.constraint import CONSTRAINTS, ConstraintBuilder
-
         if constrain not in CONSTRAINTS:
             raise ValueError(f"unknown constraint {constrain!r}; valid choices: {list(CONSTRAINTS)}")
         if generator is None:

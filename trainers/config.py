@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from agents.constraint import CONSTRAINTS as CONSTRAIN  # torch-free, like this module
+
 __all__ = ["TrainConfig", "ALGOS", "add_arguments", "from_args", "field_docs"]
 
 ALGOS = ("sapo", "ppo", "grpo")
 STRATEGIES = ("torch", "deepspeed")
 GENERATORS = ("hf", "vllm")
 OLD_LOG_PROBS = ("recompute", "rollout")
-CONSTRAIN = ("none", "admissible")  # agents.constraint.CONSTRAINTS (not imported: the config stays torch-free)
 
 
 @dataclass

@@ -15,6 +15,8 @@ from typing import Iterator, Sequence
 import torch
 from torch import Tensor
 
+from agents.constraint import allowed_matrix
+
 __all__ = ["TurnSample", "Experience", "micro_batches"]
 
 # Fields that are (B, T) token-level (``allowed_tokens``: (B, T, W)); every other tensor field is (B,) turn-level.
@@ -149,9 +151,9 @@ class Experience:
             width = max([len(ids) for s in samples for ids in (s.allowed_tokens or ()) if ids], default=0) or 1
             allowed = torch.full((b, t, width), -1, dtype=torch.long)
             for i, s in enumerate(samples):
-                for k, ids in enumerate(s.allowed_tokens or ()):
-                    if ids:
-                        allowed[i, len(s.prompt_ids) + k, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+                if s.allowed_tokens:
+                    p = len(s.prompt_ids)
+                    allowed[i, p : p + len(s.allowed_tokens)] = allowed_matrix(s.allowed_tokens, width=width)
 
         extra = {}
         if all(s.value_logits is not None for s in samples):

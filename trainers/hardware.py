@@ -9,7 +9,9 @@ bfloat16 exactly where :func:`native_bf16` says so.
 
 from __future__ import annotations
 
+import os
 import platform
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -21,17 +23,24 @@ _SHOWN = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "a
 
 
 @lru_cache(maxsize=1)
-def cpu_features() -> frozenset[str]:
-    """The CPU's feature flags (``/proc/cpuinfo`` flags on x86, Features on ARM); empty where unreadable."""
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's ``/proc/cpuinfo`` fields (empty where unreadable)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return frozenset()
+        return {}
+    fields: dict[str, str] = {}
     for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return frozenset(value.split())
-    return frozenset()
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def cpu_features() -> frozenset[str]:
+    """The CPU's feature flags (``/proc/cpuinfo`` flags on x86, Features on ARM); empty where unreadable."""
+    info = _cpuinfo()
+    return frozenset((info.get("flags") or info.get("Features") or "").split())
 
 
 def native_bf16(device: str = "cpu") -> bool:
@@ -52,16 +61,7 @@ def resolve_dtype(name: str, device: str = "cpu") -> str:
 
 def describe() -> str:
     """One line for benchmark tables: CPU model, cores, the features that change kernels, native bf16."""
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.partition(":")[2].strip()
-                break
-    except OSError:
-        pass
-    import os
-
+    model = _cpuinfo().get("model name") or platform.processor() or platform.machine()
     shown = [f for f in _SHOWN if f in cpu_features()]
     return (f"CPU: {model}; {os.cpu_count()} cores; features: {' '.join(shown) or 'none of ' + '/'.join(_SHOWN[:4])}; "
             f"native bf16: {'yes' if native_bf16('cpu') else 'no'}")
@@ -74,8 +74,6 @@ def run_environment() -> dict[str, object]:
     AVX-512, oneDNN's choices) round differently, sampled tokens can then differ, and a different token
     changes the episode. Results record all of this so two runs can be compared knowingly.
     """
-    import os
-    import sys
     from importlib import metadata
 
     import torch

@@ -238,7 +238,7 @@ def run_compare(cfg: CompareConfig) -> tuple[RunResult, list[RunResult], bool]:
     state.save(cfg)
     model_path, start = prepare_warm_start(cfg, state)
     runs, pending = cfg.runs(), _pending(cfg, state)
-    bar = _progress(len(runs), len(runs) - len([r for r in runs if run_key(*r) not in state.finished]), cfg.progress)
+    bar = _progress(len(runs), sum(run_key(*r) in state.finished for r in runs), cfg.progress)
 
     def finished(key: str) -> None:
         state.finished.append(key)
