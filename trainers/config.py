@@ -138,10 +138,11 @@ class TrainConfig:
     """SAPO readout temperature τ_v in clip((z_w+ − z_w−)/τ_v, −1, 1) (not printed in the paper; our choice)."""
     r_max: float = 10.0
     """R_max, the value scale: largest absolute return (the envs' success reward is 10)."""
-    value_coef: float = 0.5
-    """c_V, weight of the value loss (SAPO readout or PPO critic; not printed in the paper; our choice)."""
-    q_coef: float = 0.5
-    """c_Q, weight of SAPO's SARSA Q loss (not printed in the paper; our choice)."""
+    value_coef: float = 0.1
+    """c_V, weight of the value loss (SAPO readout or PPO critic; not printed in the paper; our choice: at 0.5 SAPO's
+    value and Q gradients outweighed the policy's on the shared weights and destabilized it, docs/compare.md)."""
+    q_coef: float = 0.1
+    """c_Q, weight of SAPO's SARSA Q loss (not printed in the paper; our choice, as c_V)."""
     value_clip: float = 0.2
     """ε_V, value clip around the old value, in R_max-normalized units (not printed in the paper; our choice)."""
     q_clip: float = 0.2

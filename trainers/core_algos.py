@@ -25,7 +25,7 @@ __all__ = [
     "masked_mean", "masked_var", "scatter_turns", "gather_turns", "turn_gae", "turn_gae_loop",
     "sarsa_targets", "sarsa_targets_loop", "normalize_turn_advantages", "turn_targets", "trajectory_returns",
     "grpo_advantages", "value_readout", "mask_value_tokens", "token_log_probs", "entropy_from_logits",
-    "clipped_policy_loss", "clipped_value_loss", "kl_penalty", "aggregate_loss",
+    "clipped_policy_loss", "clipped_value_loss", "explained_variance", "kl_penalty", "aggregate_loss",
 ]
 
 AggMode = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"]
@@ -402,6 +402,13 @@ def clipped_value_loss(
     loss = torch.maximum((p - y) ** 2, (p_clipped - y) ** 2)
     mask = torch.ones_like(loss, dtype=torch.bool) if mask is None else mask.bool()
     return masked_mean(loss, mask)
+
+
+def explained_variance(pred: Tensor, target: Tensor) -> Tensor:
+    """``1 − Var(target − pred) / Var(target)`` over ``(B,)`` (1: perfect, 0: no better than a constant; 0 if Var(target) = 0)."""
+    var = target.float().var(unbiased=False)
+    resid = (target.float() - pred.float()).var(unbiased=False)
+    return torch.where(var > 0, 1 - resid / var.clamp_min(1e-12), torch.zeros_like(var))
 
 
 def kl_penalty(log_probs: Tensor, ref_log_probs: Tensor, kind: KLKind = "low_var_kl") -> Tensor:

@@ -28,6 +28,7 @@ import dataclasses
 import math
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -347,8 +348,12 @@ class Trainer:
         self.iteration, self.last_checkpoint = int(state["iteration"]), Path(path)
 
     # ------------------------------------------------------------------ the run
-    def train(self) -> list[dict[str, Any]]:
-        """Warm start (once, when configured), then iterate to ``cfg.iterations`` with checkpoints."""
+    def train(self, after_step: Callable[[Trainer], dict[str, float]] | None = None) -> list[dict[str, Any]]:
+        """Warm start (once, when configured), then iterate to ``cfg.iterations`` with checkpoints.
+
+        ``after_step(trainer)``: called after each iteration's update, before its row is logged and its
+        checkpoint saved; the metrics it returns join the row (compare's periodic held-out evaluation).
+        """
         from tqdm import tqdm
 
         cfg = self.cfg
@@ -365,6 +370,8 @@ class Trainer:
         try:
             while self.iteration < cfg.iterations:
                 row = self.step()
+                if after_step is not None:
+                    row.update(after_step(self))
                 if logger is not None:
                     logger.log(row)
                 rows.append(row)

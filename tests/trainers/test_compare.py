@@ -24,7 +24,7 @@ REDUCED: dict[str, Any] = {
     "episodes_per_iteration": 8, "grpo_group_size": 4, "history_length": 0, "max_response_tokens": 16,
     "max_prompt_tokens": 256, "lr": 1e-3, "critic_lr": 1e-3, "sft_episodes": 8, "sft_epochs": 8, "sft_lr": 3e-3,
     "eval_seeds": "0", "eval_batch_size": 16, "progress": False, "workers": 1, "constrain": "none",
-    "old_log_probs": "recompute", "sft_agent": "expert",
+    "old_log_probs": "recompute", "sft_agent": "expert", "eval_every": 1,
 }
 
 
@@ -78,6 +78,24 @@ def test_results_json_has_the_documented_fields(finished):
         # work is test_methods' op count: a wall-clock bound on a no-op phase fails when the machine stalls.)
         assert m["phase_seconds"]["critic_update"] > 1e-3 or algo != "ppo"
         assert m["curves"]["iteration"] == [0, 1] and all(len(c) == 2 for c in m["curves"]["rollout_success"])
+        # held out: the warm start (0), the periodic evaluation after iteration 1, the final evaluation (2)
+        assert m["curves"]["held_out_iteration"] == [0, 1, 2]
+        start_first_seed = res["warm_start"]["summary"]["all"]["success"]  # eval_seeds is just "0" here
+        for seed, curve in zip(m["seeds"], m["curves"]["held_out_success"]):
+            assert curve[0] == start_first_seed and curve[-1] == m["per_seed"][str(seed)]["all"]["success"]
+            assert all(0.0 <= v <= 1.0 for v in curve)
+
+
+def test_periodic_held_out_evaluation_leaves_the_run_unchanged(finished, tmp_path):
+    """The evaluation reseeds torch; the RNG state is restored after it, so the run is the same without it."""
+    from trainers.compare import compare
+
+    _, full = finished
+    quiet = compare(_config(tmp_path / "out", algos="sapo", seeds=1, eval_every=0))
+    ours, theirs = quiet["methods"]["sapo"], full["methods"]["sapo"]
+    assert "held_out_success" not in ours["curves"] or ours["curves"]["held_out_iteration"] == [0, 2]
+    assert ours["curves"]["rollout_success"][0] == theirs["curves"]["rollout_success"][0]
+    assert ours["per_seed"]["0"] == theirs["per_seed"]["0"]
 
 
 def test_markdown_table_and_lift_lines(finished):
@@ -141,11 +159,12 @@ def test_interrupted_compare_resumes_and_ends_with_the_same_table(finished, tmp_
 
     evals = []
 
-    def killed_at_second_run_eval(policy, tcfg, cfg, env_kwargs):
-        evals.append(tcfg.out_dir)
+    def killed_at_second_run_eval(policy, tcfg, cfg, env_kwargs, seeds=None):
+        if seeds is None:  # the final evaluations (not the periodic held-out ones)
+            evals.append(tcfg.out_dir)
         if len(evals) == 3:  # warm start, sapo-seed0, then ppo-seed0 dies after training, before its result
             raise KeyboardInterrupt
-        return real_eval(policy, tcfg, cfg, env_kwargs)
+        return real_eval(policy, tcfg, cfg, env_kwargs, seeds)
 
     monkeypatch.setattr(runner, "run_one", spy_run_one)
     monkeypatch.setattr(runner, "evaluate_policy", killed_at_second_run_eval)

@@ -35,11 +35,11 @@ def test_preset_values_apply_and_explicit_flags_win():
     assert cfg.env_arg == []  # the paper presets read the official data ($ALFWORLD_DATA), not the embedded set
     vault = config_from_args(build_parser().parse_args(["compare", "--preset", "vault"]))
     assert (vault.env, vault.env_arg, vault.resolved_eval_split, vault.tiny_hidden_size) == ("sapo/Vault-v0", [], "test", 64)
-    # an explicit flag wins even when it repeats the dataclass default (the preset's value is 16)
-    assert vault.max_response_tokens == 16 and CompareConfig().max_response_tokens != 16
-    longer = config_from_args(build_parser().parse_args(["compare", "--preset", "vault", "--max-response-tokens",
-                                                         str(CompareConfig().max_response_tokens)]))
-    assert longer.max_response_tokens == CompareConfig().max_response_tokens
+    # an explicit flag wins even when it repeats the dataclass default (the preset's value is 60)
+    assert vault.iterations == 60 and CompareConfig().iterations != 60
+    shorter = config_from_args(build_parser().parse_args(["compare", "--preset", "vault", "--iterations",
+                                                          str(CompareConfig().iterations)]))
+    assert shorter.iterations == CompareConfig().iterations
 
 
 def test_paper_preset_without_gpu_or_weights_says_why(capsys, tmp_path):

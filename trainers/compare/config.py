@@ -125,6 +125,9 @@ class CompareConfig:
     """Evaluate only the first N tasks of the split (0 = all; a board admits only bundles of the whole split)."""
     eval_batch_size: int = 60
     """Envs stepped together during evaluation."""
+    eval_every: int = 5
+    """Also evaluate each run every N iterations, on the first evaluation seed, for the held-out learning curve
+    (0 = only after training; the training RNG is restored after each, so a run's numbers do not change)."""
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.algo_list if a not in ALGOS]
@@ -216,8 +219,8 @@ PRESETS: dict[str, Preset] = {
     "vault": Preset(
         "vault", "the diagnostic sapo/Vault-v0 task (sparse reward, horizon 4), where RL visibly lifts a weak warm start in ~5 min",
         False, (("env", "sapo/Vault-v0"), ("env_arg", []), ("tiny_hidden_size", 64), ("seeds", 3), ("iterations", 60),
-                ("episodes_per_iteration", 16), ("max_response_tokens", 16), ("lr", 1e-3), ("sft_episodes", 32),
-                ("sft_epochs", 50), ("eval_seeds", "0,1,2,3"), ("constrain", "none"), ("old_log_probs", "recompute"),
+                ("episodes_per_iteration", 16), ("max_response_tokens", 24), ("lr", 3e-4), ("sft_episodes", 32),
+                ("sft_epochs", 50), ("eval_seeds", "0,1,2,3"), ("constrain", "admissible"), ("old_log_probs", "recompute"),
                 ("eval_batch_size", 16))),
     "paper-1.5b": Preset("paper-1.5b", "the paper's setting with Qwen2.5-1.5B-Instruct (lr 1e-6, KL 0.01, 150 iterations)",
                          True, _paper("Qwen/Qwen2.5-1.5B-Instruct", 16)),

@@ -1,7 +1,8 @@
 """Figures of a comparison, drawn from ``results.json`` alone (matplotlib, Agg backend; PNG and SVG).
 
-* ``learning_curves``: training-rollout success per iteration, mean over seeds with a min–max band,
-  and the starting policy's evaluation success as a dashed line;
+* ``learning_curves``: two panels, training-rollout success per iteration and held-out success every
+  ``eval_every`` iterations (first evaluation seed; iteration 0 is the warm start), each the mean over
+  seeds with a min–max band, and the starting policy's held-out success as a dashed line;
 * ``category_success``: evaluation success per category and method (bars: mean over seeds,
   whiskers: 95 % t-interval), the starting policy beside them;
 * ``phase_times``: the paper's Fig. 2 — seconds per iteration split into its eight phases, one
@@ -37,23 +38,38 @@ def _save(fig: Any, out: Path, name: str) -> list[Path]:
     return paths
 
 
-def learning_curves(res: dict[str, Any], ax: Any) -> None:
+def _band(ax: Any, x: Any, series: list[list[float]], colour: str | None, label: str, marker: str | None = None) -> None:
+    """Mean over seeds as a line, the min–max over seeds as a band."""
     import numpy as np
 
+    ys = np.asarray([s[: len(x)] for s in series if len(s) >= len(x)], dtype=float)
+    ax.plot(x, ys.mean(0), color=colour, label=f"{label} (n={len(ys)})", lw=2, marker=marker)
+    if len(ys) > 1:
+        ax.fill_between(x, ys.min(0), ys.max(0), color=colour, alpha=0.2, lw=0)
+
+
+def learning_curves(res: dict[str, Any], axes: Any) -> None:
+    """Left: training-rollout success per iteration; right (when recorded): held-out success over training."""
+    import numpy as np
+
+    train_ax, held_ax = axes
     for algo, m in res["methods"].items():
-        it = np.asarray(m["curves"]["iteration"]) + 1
-        ys = np.asarray([s[: len(it)] for s in m["curves"]["rollout_success"] if len(s) >= len(it)], dtype=float)
-        colour = COLOURS.get(algo)
-        ax.plot(it, ys.mean(0), color=colour, label=f"{algo.upper()} (n={len(ys)})", lw=2)
-        if len(ys) > 1:
-            ax.fill_between(it, ys.min(0), ys.max(0), color=colour, alpha=0.2, lw=0)
+        _band(train_ax, np.asarray(m["curves"]["iteration"]) + 1, m["curves"]["rollout_success"], COLOURS.get(algo), algo.upper())
+        if "held_out_success" in m["curves"]:
+            _band(held_ax, np.asarray(m["curves"]["held_out_iteration"]), m["curves"]["held_out_success"], COLOURS.get(algo),
+                  algo.upper(), marker="o")
     start = res["warm_start"]["summary"]["all"]["success"]
-    ax.axhline(start, color=COLOURS["start"], ls="--", lw=1.5, label=f"{res['start_name']} (eval)")
-    ax.set(xlabel="iteration", ylabel="training rollout success", ylim=(-0.02, 1.02),
-           title="Learning curves (mean over seeds, band: min–max)")
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
+    for ax in axes:
+        ax.axhline(start, color=COLOURS["start"], ls="--", lw=1.5, label=f"{res['start_name']} (held out, all seeds)")
+        ax.set(xlabel="iteration", ylim=(-0.02, 1.02))
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize=7)
+    train_ax.set(ylabel="success", title="Training rollouts (train tasks, temperature 1)")
+    held_ax.set(title=f"Held out ({res['eval_split'] or 'default split'}, eval seed {res['eval_seeds'][0]})")
+    if not any("held_out_success" in m["curves"] for m in res["methods"].values()):
+        held_ax.text(0.5, 0.5, "no held-out evaluation during training\n(--eval-every 0)", ha="center", va="center",
+                     transform=held_ax.transAxes)
 
 
 def category_success(res: dict[str, Any], ax: Any) -> None:
@@ -104,10 +120,10 @@ def write_plots(res: dict[str, Any], out: str | Path) -> list[Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    for name, draw, size in (("learning_curves", learning_curves, (6.4, 4.0)),
-                             ("category_success", category_success, (7.2, 4.0)),
-                             ("phase_times", phase_times, (7.2, 1.2 + 0.5 * len(res["methods"])))):
-        fig, ax = plt.subplots(figsize=size)
+    for name, draw, size, panels in (("learning_curves", learning_curves, (11.0, 4.0), 2),
+                                     ("category_success", category_success, (7.2, 4.0), 1),
+                                     ("phase_times", phase_times, (7.2, 1.2 + 0.5 * len(res["methods"])), 1)):
+        fig, ax = plt.subplots(1, panels, figsize=size, sharey=panels > 1)
         try:
             draw(res, ax)
             written += _save(fig, out, name)

@@ -12,7 +12,9 @@
   evaluation noise of both sides), ``verdict``: lifted / lowered / no detectable change)
   and ``lift_line`` (the sentence in results.md); ``phase_seconds`` (mean seconds per iteration of
   each of the paper's eight phases, over iterations and seeds); ``iteration_seconds``;
-  ``curves`` (``iteration`` and per-seed ``rollout_success`` lists); ``bundles``; ``per_seed`` summaries;
+  ``curves`` (``iteration`` and per-seed ``rollout_success`` lists; ``held_out_iteration`` and per-seed
+  ``held_out_success``: the first evaluation seed's success at the warm start, every ``eval_every``
+  iterations and at the end); ``bundles``; ``per_seed`` summaries;
   ``collapses`` (per seed: None, or the sentence of :func:`~trainers.compare.stats.collapse`);
 * ``environment``: package versions, thread settings, the CPU's features and torch's kernel capability
   (:func:`trainers.hardware.run_environment`): what can make two machines' numbers differ.
@@ -39,6 +41,20 @@ def _categories(runs: Sequence[RunResult], start: RunResult) -> list[str]:
     return sorted(names)
 
 
+def _held_out_curves(runs: list[RunResult], start: RunResult) -> dict[str, Any]:
+    """``held_out_iteration`` (iterations done: 0 = the warm start, then every ``eval_every``, then the
+    last) and per-seed ``held_out_success`` on the first evaluation seed; {} for runs without them."""
+    first = start.extra.get("first_seed_success")
+    if first is None or any("first_seed_success" not in r.extra for r in runs):
+        return {}
+    points = [[(row["iteration"] + 1, row["eval/success"]) for row in r.metrics if "eval/success" in row] for r in runs]
+    done = [len(r.metrics) for r in runs]
+    return {
+        "held_out_iteration": [0, *(i for i, _ in points[0]), done[0]],
+        "held_out_success": [[first, *(v for _, v in p), r.extra["first_seed_success"]] for p, r in zip(points, runs)],
+    }
+
+
 def _method(algo: str, runs: list[RunResult], start: RunResult, categories: list[str], start_name: str) -> dict[str, Any]:
     def stat(cat: str, key: str) -> dict[str, Any]:
         return seed_stat([r.summary.get(cat, {}).get(key, 0.0) for r in runs]).to_dict()
@@ -59,6 +75,7 @@ def _method(algo: str, runs: list[RunResult], start: RunResult, categories: list
         "curves": {
             "iteration": [row["iteration"] for row in runs[0].metrics],
             "rollout_success": [[row["rollout/success"] for row in r.metrics] for r in runs],
+            **_held_out_curves(runs, start),
         },
         "bundles": [r.bundle for r in runs],
         "per_seed": {str(r.seed): r.summary for r in runs},
@@ -130,6 +147,20 @@ def _partial_scores(res: dict[str, Any]) -> bool:
     return any(abs(row["score"] - row["success"]) > 1e-9 for s in summaries for row in s.values())
 
 
+def _held_out_table(res: dict[str, Any]) -> list[str]:
+    """Held-out success (first evaluation seed) after 0, eval_every, ... iterations: mean over seeds per method."""
+    curves = {algo: m["curves"] for algo, m in res["methods"].items() if "held_out_success" in m["curves"]}
+    if not curves:
+        return []
+    its = next(iter(curves.values()))["held_out_iteration"]
+    lines = [f"## Held-out success during training (eval seed {res['eval_seeds'][0]}; mean over seeds, %)", "",
+             "| method | " + " | ".join(f"it {i}" for i in its) + " |", "|" + "---|" * (len(its) + 1)]
+    for algo, c in curves.items():
+        means = [sum(col) / len(col) for col in zip(*c["held_out_success"])]
+        lines.append(f"| {algo.upper()} | " + " | ".join(f"{100 * v:.1f}" for v in means) + " |")
+    return [*lines, ""]
+
+
 def _timing_table(res: dict[str, Any]) -> list[str]:
     head = ["method", *PHASES, "iteration"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -167,6 +198,7 @@ def render_markdown(res: dict[str, Any]) -> str:
         + "; ".join(f"{algo.upper()} " + (", ".join(f"seed {k}: {v}" for k, v in m["collapses"].items() if v) or "none")
                     for algo, m in res["methods"].items()) + ".",
         "",
+        *_held_out_table(res),
         "## Seconds per iteration, by phase (mean over iterations and seeds)",
         "",
         *_timing_table(res),

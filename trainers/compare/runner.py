@@ -27,7 +27,8 @@ from typing import Any
 
 from trainers.compare.config import CompareConfig, run_key
 
-__all__ = ["CompareState", "RunResult", "evaluate_policy", "prepare_warm_start", "read_result", "run_compare", "run_one"]
+__all__ = ["CompareState", "RunResult", "evaluate_policy", "first_seed_success", "held_out_curve", "prepare_warm_start",
+           "read_result", "run_compare", "run_one"]
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -85,8 +86,11 @@ def read_result(path: Path) -> RunResult:
     return RunResult(**json.loads(path.read_text()))
 
 
-def evaluate_policy(policy: Any, tcfg: Any, cfg: CompareConfig, env_kwargs: dict[str, Any]) -> list[Any]:
-    """Every task of the evaluation split, at the evaluation temperature, with the same sampling seed for all."""
+def evaluate_policy(policy: Any, tcfg: Any, cfg: CompareConfig, env_kwargs: dict[str, Any],
+                    seeds: list[int] | None = None) -> list[Any]:
+    """Every task of the evaluation split, at the evaluation temperature, with the same sampling seed for all.
+
+    ``seeds``: the evaluation seeds (default: all of ``cfg.eval_seed_list``)."""
     import torch
 
     from sapo_gym.evaluation import evaluate
@@ -102,8 +106,40 @@ def evaluate_policy(policy: Any, tcfg: Any, cfg: CompareConfig, env_kwargs: dict
     torch.manual_seed(12345)  # common random numbers: every policy is evaluated under the same sampling seed
     agent = build_agent(policy, tcfg, tcfg.eval_temperature)
     with torch.no_grad():
-        return evaluate(agent, cfg.env, split=cfg.resolved_eval_split, task_ids=task_ids, seeds=cfg.eval_seed_list,
+        return evaluate(agent, cfg.env, split=cfg.resolved_eval_split, task_ids=task_ids, seeds=seeds or cfg.eval_seed_list,
                         batch_size=cfg.eval_batch_size, env_kwargs=env_kwargs, progress=cfg.progress)
+
+
+def first_seed_success(records: list[Any], cfg: CompareConfig) -> float:
+    """Held-out success on the first evaluation seed only: the points of the held-out learning curve."""
+    mine = [r for r in records if r.seed == cfg.eval_seed_list[0]]
+    return sum(r.success for r in mine) / max(1, len(mine))
+
+
+def held_out_curve(cfg: CompareConfig, env_kwargs: dict[str, Any]) -> Any:
+    """``Trainer.train``'s ``after_step``: every ``cfg.eval_every`` iterations (not the last, which the
+    final evaluation scores), ``eval/success`` on the first evaluation seed.
+
+    The evaluation seeds torch's RNG itself (common random numbers), so every RNG the training draws
+    from is saved before and restored after it: a run's rollouts and updates are the same with or
+    without these evaluations (tested)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    def after_step(trainer: Any) -> dict[str, float]:
+        if not cfg.eval_every or trainer.iteration % cfg.eval_every or trainer.iteration >= cfg.iterations:
+            return {}
+        py, npy = random.getstate(), np.random.get_state()
+        with torch.random.fork_rng(devices=[]):
+            records = evaluate_policy(trainer.policy, trainer.cfg, dataclasses.replace(cfg, progress=False),
+                                      env_kwargs, seeds=cfg.eval_seed_list[:1])
+        random.setstate(py)
+        np.random.set_state(npy)
+        return {"eval/success": first_seed_success(records, cfg)}
+
+    return after_step
 
 
 def _eval_kwargs(cfg: CompareConfig, env_kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -166,7 +202,8 @@ def prepare_warm_start(cfg: CompareConfig, state: CompareState) -> tuple[str, Ru
               if cfg.sft_episodes else "none (base model)")
     bundle = _write_bundle(cfg, "warm-start", records, trainer.env_kwargs(), trainer.policy, None, budget)
     trainer.vec.close()
-    result = RunResult("warm-start", None, None, summarize(records), [], train_s, eval_s, bundle, {"sft_loss": losses})
+    result = RunResult("warm-start", None, None, summarize(records), [], train_s, eval_s, bundle,
+                       {"sft_loss": losses, "first_seed_success": first_seed_success(records, cfg)})
     _write_json(folder / "result.json", dataclasses.asdict(result))
     state.warm_start_done = True
     state.save(cfg)
@@ -183,7 +220,7 @@ def run_one(cfg: CompareConfig, algo: str, seed: int, model_path: str) -> RunRes
     tcfg = dataclasses.replace(cfg.train_config(algo, seed), model=model_path, sft_episodes=0)
     trainer = Trainer(tcfg)
     t0 = time.perf_counter()
-    trainer.train()
+    trainer.train(after_step=held_out_curve(cfg, trainer.env_kwargs()))
     train_s = time.perf_counter() - t0
     trainer.vec.close()
     t0 = time.perf_counter()
@@ -193,7 +230,8 @@ def run_one(cfg: CompareConfig, algo: str, seed: int, model_path: str) -> RunRes
               + (f" after behaviour cloning on {cfg.sft_episodes} {cfg.sft_agent} episodes" if cfg.sft_episodes else ""))
     bundle = _write_bundle(cfg, name, records, trainer.env_kwargs(), trainer.policy, algo, budget)
     metrics = read_metrics(Path(tcfg.out_dir) / "metrics.jsonl")
-    result = RunResult(name, algo, seed, summarize(records), metrics, train_s, eval_s, bundle)
+    result = RunResult(name, algo, seed, summarize(records), metrics, train_s, eval_s, bundle,
+                       {"first_seed_success": first_seed_success(records, cfg)})
     _write_json(Path(tcfg.out_dir) / "result.json", dataclasses.asdict(result))
     return result
 

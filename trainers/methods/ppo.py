@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import torch
 
 from trainers.config import TrainConfig
-from trainers.core_algos import clipped_value_loss
+from trainers.core_algos import clipped_value_loss, explained_variance
 from trainers.experience import Experience
 from trainers.distributed import map_micro_batches
 from trainers.methods.base import Method, micro_batches
@@ -49,14 +49,16 @@ class PPO(Method):
         return cfg.value_coef * clipped_value_loss(values, micro.old_values, micro.value_targets, cfg.value_clip, scale=cfg.r_max)
 
     def critic_update(self, exp: Experience, generator: torch.Generator, track: Any) -> dict[str, float]:
-        cfg, losses, norms = self.cfg, [], []
+        cfg, losses, norms, evs = self.cfg, [], [], []
         size = math.ceil(len(exp) / cfg.minibatches)
         for _ in range(cfg.ppo_epochs):
             for mb in exp.minibatches(size, generator=generator):
                 self.critic_optimizer.zero_grad(set_to_none=True)
                 for micro in micro_batches(mb, cfg.micro_batch_size):
                     with track.track_activations():
-                        loss = self.critic_loss(micro, self._values(micro))
+                        values = self._values(micro)
+                        loss = self.critic_loss(micro, values)
+                        evs.append(float(explained_variance(values.detach(), micro.value_targets)))
                         if not bool(torch.isfinite(loss)):
                             raise FloatingPointError(f"non-finite critic loss ({float(loss)})")
                         (loss * len(micro) / len(mb)).backward()
@@ -64,4 +66,5 @@ class PPO(Method):
                 params = [p for p in self.critic.parameters() if p.grad is not None]
                 norms.append(float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip or float("inf"))))
                 self.critic_optimizer.step()
-        return {"critic/value_loss": sum(losses) / len(losses), "critic/grad_norm": sum(norms) / len(norms)}
+        return {"critic/value_loss": sum(losses) / len(losses), "critic/grad_norm": sum(norms) / len(norms),
+                "critic/explained_var": sum(evs) / len(evs)}
