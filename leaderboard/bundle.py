@@ -57,6 +57,9 @@ class AgentInfo:
     """Link to the code (http/https)."""
     description: str | None = None
     """Anything else worth knowing."""
+    decoding: str | None = None
+    """Decoding constraint the agent sampled under: 'none' (free) or 'admissible' (actions restricted to each turn's
+    admissible list, agents.constraint)."""
     spec: str | None = None
     """The ``--agent`` spec that was evaluated."""
 

@@ -73,7 +73,10 @@ def run(args: argparse.Namespace) -> int:
         from leaderboard.agent_args import agent_info_from_args
         from leaderboard.bundle import build_bundle
 
-        bundle = build_bundle(records, spec_fields, spec_hash, agent_info_from_args(args, args.agent), seeds, args.batch_size, command)
+        info = agent_info_from_args(args, args.agent)
+        if info.decoding is None and isinstance(getattr(agent, "constrain", None), str):  # an LLM agent says how it decoded
+            info.decoding = agent.constrain
+        bundle = build_bundle(records, spec_fields, spec_hash, info, seeds, args.batch_size, command)
         with open(args.bundle_out, "w") as fh:
             json.dump(bundle, fh, allow_nan=False)
         if args.limit:

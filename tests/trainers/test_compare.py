@@ -142,6 +142,7 @@ def test_every_bundle_is_admitted_and_replays(finished):
         bundle = parse_bundle(Path(path).read_bytes())
         assert admit(bundle, boards).key == "sapo/Vault-v0:test"
         assert bundle["agent"]["algorithm"] in ("SAPO", "PPO", "GRPO", "behaviour cloning")
+        assert bundle["agent"]["decoding"] == REDUCED["constrain"]  # how every policy decoded, in its metadata
     replay = replay_bundle(parse_bundle(Path(paths[1]).read_bytes()))
     assert replay.verified, replay.message
 

@@ -162,7 +162,7 @@ def _write_bundle(cfg: CompareConfig, name: str, records: list[Any], env_kwargs:
     agent = AgentInfo(
         name=f"{name} {Path(cfg.model).name or cfg.model} (sapo-gym compare)", model=cfg.model, parameters=int(params),
         algorithm=algo.upper() if algo else "behaviour cloning", training_budget=budget,
-        description=f"sapo-gym compare run {name}; decoding: constrain={cfg.constrain}; config fingerprint {cfg.fingerprint()}",
+        description=f"sapo-gym compare run {name}; config fingerprint {cfg.fingerprint()}", decoding=cfg.constrain,
     )
     command = "sapo-gym " + shlex.join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith(("sapo-gym", "__main__.py")) else None
     bundle = build_bundle(records, spec_fields, spec_hash, agent, cfg.eval_seed_list, cfg.eval_batch_size, command)
