@@ -20,6 +20,7 @@ on it.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -62,6 +63,13 @@ class ActionConstraint:
         self._node: _Node | None = None  # inside the action: the current trie node
         self._done = self.fallback
         self._recent: list[int] = []
+
+    def copy(self) -> ActionConstraint:
+        """An independent copy of this state: advancing one leaves the other as it was (the trie and the
+        tag test are shared; neither is ever modified)."""
+        other = copy.copy(self)
+        other._recent = list(self._recent)
+        return other
 
     def allowed(self) -> tuple[int, ...] | None:
         """Token ids the next token may take (sorted), or None when decoding is free."""

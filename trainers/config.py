@@ -88,7 +88,8 @@ class TrainConfig:
     constrain: str = "none"
     """Decoding constraint: 'none' (free) or 'admissible' (inside <action>…</action> only tokens that continue one of
     the turn's admissible actions, then </action>; the same per-token mask in sampling, old, current and reference
-    log-probs and entropy, so ratios stay exact; training and evaluation alike; generator 'hf' only)."""
+    log-probs and entropy, so ratios stay exact; training and evaluation alike; generator 'hf' or 'vllm', whose
+    logits processor applies the same constraint: agents/generation/vllm_constraint.py)."""
     # ------------------------------------------------------------------ optimisation
     lr: float = 1e-6
     """Actor learning rate (paper: 1e-6)."""
@@ -169,8 +170,6 @@ class TrainConfig:
         if self.old_log_probs == "rollout" and self.generator != "hf":
             raise ValueError("old_log_probs='rollout' needs generator 'hf': vLLM samples with its own kernels and "
                              "precision, so its log-probs are not the trainer's (recompute them)")
-        if self.constrain != "none" and self.generator != "hf":
-            raise ValueError("constrain='admissible' is implemented for generator 'hf' only (no vLLM logits processor yet)")
         if not 0 <= self.zero_stage <= 3:
             raise ValueError(f"zero_stage must be 0-3, got {self.zero_stage}")
         if self.reference_dtype not in ("float32", "bfloat16", "auto"):

@@ -9,6 +9,12 @@ A colocated ``vllm.LLM`` serves the policy's current weights:
   ``logprobs_mode="processed_logprobs"``, so the log-prob of each sampled token is taken after the ban
   and the temperature (greedy: temperature 1), which is what the trainer recomputes. (With
   ``top_p < 1`` vLLM reports log-probs of the truncated distribution; the trainer's default is 1.)
+* **Admissible-action constraints.** ``generate(…, constraints)`` takes one
+  :class:`~agents.constraint.ActionConstraint` (or None) per prompt, as the HF generator does; a second logits
+  processor (:class:`~agents.generation.vllm_constraint.AdmissibleActionLogitsProcessor`) applies each
+  request's constraint to its row, with the ban, before sampling, so the log-probs are the constrained ones.
+  ``allowed_tokens`` is then the constraint replayed over the sampled tokens, which is what the HF sampler
+  records. It needs the engine's worker in this process (the colocated tensor-parallel-1 default).
 * **Weights pushed after each update.** :meth:`VLLMGenerator.push_weights` writes the weights as
   safetensors into the generator's work directory and asks every worker, through
   ``LLM.collective_rpc("reload_weights", …)``, to reload them in place from that path (tensors sent
@@ -35,6 +41,7 @@ from vllm.inputs import TokensPrompt
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor
 
 from agents.generation.base import GenerationOutput, GenerationParams
+from agents.generation.vllm_constraint import CONSTRAINT_KEY, AdmissibleActionLogitsProcessor, registered, replay
 
 __all__ = ["VLLMGenerator", "BanTokensLogitsProcessor", "BANNED_TOKENS_KEY"]
 
@@ -107,6 +114,7 @@ class VLLMGenerator:
             # colocated: engine and worker live in this process (no spawn, no second copy of the imports)
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
             llm_kwargs.setdefault("distributed_executor_backend", "uni")
+        processors_before = AdmissibleActionLogitsProcessor.created
         self.llm = LLM(
             model=str(self.model_dir),
             dtype=dtype,
@@ -115,10 +123,12 @@ class VLLMGenerator:
             enforce_eager=on_cpu if enforce_eager is None else enforce_eager,
             seed=seed,
             logprobs_mode="processed_logprobs",
-            logits_processors=[BanTokensLogitsProcessor],
+            logits_processors=[BanTokensLogitsProcessor, AdmissibleActionLogitsProcessor],
             additional_config={BANNED_TOKENS_KEY: [int(i) for i in policy.value_token_ids]},
             **llm_kwargs,
         )
+        self.constraints_in_process = AdmissibleActionLogitsProcessor.created > processors_before
+        """Whether this engine's logits processor lives in this process, as per-request constraints need."""
         self.last_push_s: float | None = None
         """Seconds the last :meth:`push_weights` took (write + reload)."""
 
@@ -136,7 +146,8 @@ class VLLMGenerator:
         self.last_push_s = time.perf_counter() - start
 
     # ---- sampling -----------------------------------------------------------------------------
-    def _sampling_params(self, params: GenerationParams, budget: int, index: int) -> SamplingParams:
+    def _sampling_params(self, params: GenerationParams, budget: int, index: int, key: str | None = None) -> SamplingParams:
+        """One request's sampling; ``key`` names its registered constraint (None: free decoding)."""
         return SamplingParams(
             n=1,
             temperature=params.temperature,
@@ -146,24 +157,45 @@ class VLLMGenerator:
             seed=None if params.seed is None else params.seed + index,
             stop_token_ids=self.eos_token_ids,
             detokenize=False,
+            extra_args=None if key is None else {CONSTRAINT_KEY: key},
         )
 
-    def generate(self, prompt_ids: Sequence[Sequence[int]], params: GenerationParams) -> list[GenerationOutput]:
+    def generate(self, prompt_ids: Sequence[Sequence[int]], params: GenerationParams,
+                 constraints: Sequence[Any] | None = None) -> list[GenerationOutput]:
+        """Sample one response per prompt; ``constraints``: one :class:`~agents.constraint.ActionConstraint`
+        (or None) per prompt, advanced over its response as the HF generator does."""
+        if constraints is not None and len(constraints) != len(prompt_ids):
+            raise ValueError(f"{len(constraints)} constraints for {len(prompt_ids)} prompts")
         if any(len(p) == 0 for p in prompt_ids):
             raise ValueError("empty prompt: a response needs at least one prompt token to condition on")
         if params.value_logits:
             raise NotImplementedError("vLLM returns log-probs, not the w⁺/w⁻ logits SAPO reads: recompute them in the trainer")
+        cons = list(constraints) if constraints is not None else [None] * len(prompt_ids)
         budgets = [min(params.max_new_tokens, self.max_model_len - len(p)) for p in prompt_ids]
         live = [i for i, b in enumerate(budgets) if b > 0]
-        results = {i: GenerationOutput([], [], "", truncated=True) for i in range(len(prompt_ids)) if i not in live}
+        # a turn without a usable admissible list (c.fallback) is decoded freely, as in the HF generator
+        steered = [i for i in live if cons[i] is not None and not cons[i].fallback]
+        if steered and not self.constraints_in_process:
+            raise NotImplementedError("admissible-action constraints need vLLM's worker in this process "
+                                      "(tensor parallel 1, VLLM_ENABLE_V1_MULTIPROCESSING=0): its logits processor "
+                                      "reads each request's constraint here")
+        results = {i: GenerationOutput([], [], "", truncated=True, allowed_tokens=None if cons[i] is None else [],
+                                       constraint_fallback=bool(cons[i] is not None and cons[i].fallback))
+                   for i in range(len(prompt_ids)) if i not in live}
         if live:
-            requests = [TokensPrompt(prompt_token_ids=list(prompt_ids[i])) for i in live]
-            sampling = [self._sampling_params(params, budgets[i], i) for i in live]
-            for i, out in zip(live, self.llm.generate(requests, sampling, use_tqdm=False)):
-                done = out.outputs[0]
-                tokens = list(done.token_ids)
-                log_probs = [float(step[t].logprob) for step, t in zip(done.logprobs or [], tokens)]
-                results[i] = GenerationOutput(tokens, log_probs, self.policy.decode(tokens),
-                                              truncated=done.finish_reason == "length",
-                                              extra={"finish_reason": done.finish_reason})
+            with registered([cons[i] for i in steered]) as keys:
+                key_of = dict(zip(steered, keys))
+                requests = [TokensPrompt(prompt_token_ids=list(prompt_ids[i])) for i in live]
+                sampling = [self._sampling_params(params, budgets[i], i, key_of.get(i)) for i in live]
+                for i, out in zip(live, self.llm.generate(requests, sampling, use_tqdm=False)):
+                    results[i] = self._output(out.outputs[0], cons[i])
         return [results[i] for i in range(len(prompt_ids))]
+
+    def _output(self, done: Any, constraint: Any) -> GenerationOutput:
+        """A finished vLLM completion as a :class:`GenerationOutput`; ``constraint`` (if any) replayed over it."""
+        tokens = list(done.token_ids)
+        log_probs = [float(step[t].logprob) for step, t in zip(done.logprobs or [], tokens)]
+        return GenerationOutput(tokens, log_probs, self.policy.decode(tokens), truncated=done.finish_reason == "length",
+                                allowed_tokens=None if constraint is None else replay(constraint, tokens),
+                                constraint_fallback=bool(constraint is not None and constraint.fallback),
+                                extra={"finish_reason": done.finish_reason})

@@ -2,6 +2,7 @@
 
     python tests/agents/vllm_worker.py MODEL_DIR PUSHED.safetensors PROMPTS.json OUT.json   # test_vllm_generator
     python tests/agents/vllm_worker.py trainer PROMPTS.json OUT_DIR                         # test_vllm_loop
+    python tests/agents/vllm_worker.py constrained MODEL_DIR SPEC.json OUT.json             # test_vllm_generator
 """
 
 from __future__ import annotations
@@ -76,8 +77,40 @@ def trainer(prompts_file: str, out_dir: str) -> None:
         json.dump(result, f)
 
 
+def constrained(model_dir: str, spec_file: str, out_file: str) -> None:
+    """Admissible-action constrained decoding through VLLMGenerator: ``spec`` gives the prompts, one admissible
+    list per prompt (bad ones included), the prompts to leave without a constraint, and the runs' params."""
+    from agents.constraint import ConstraintBuilder
+    from agents.generation.base import GenerationParams
+    from agents.generation.vllm import VLLMGenerator
+    from agents.llm import LLMAgent
+    from agents.policy import PolicyModel
+
+    spec = json.loads(open(spec_file).read())
+    gen = VLLMGenerator(PolicyModel.from_pretrained(model_dir), dtype="float32", max_model_len=512)
+    builder = ConstraintBuilder(gen.policy.tokenizer)
+    free = set(spec["unconstrained"])
+
+    def run(prompts: list, admissible: list, params: GenerationParams) -> list[dict]:
+        cons = [None if i in free else builder.build(a) for i, a in enumerate(admissible)]
+        return [asdict(o) for o in gen.generate(prompts, params, cons)]
+
+    result: dict = {"in_process": gen.constraints_in_process}
+    for name, kwargs in spec["runs"].items():
+        result[name] = run(spec["prompts"], spec["admissible"], GenerationParams(**kwargs))
+    result["budget_zero"] = run([[1] * 512], [spec["admissible"][0]], GenerationParams(max_new_tokens=8, temperature=0.0))
+    # the trainer's path: the LLM agent builds each turn's constraint from info["admissible_actions"]
+    agent = LLMAgent(gen.policy, gen, GenerationParams(**spec["agent"]), constrain="admissible")
+    turns = agent.act_detailed(spec["observations"], [{"admissible_actions": a} for a in spec["admissible"]])
+    result["agent"] = [asdict(t) for t in turns]
+    with open(out_file, "w") as f:
+        json.dump(result, f)
+
+
 if __name__ == "__main__":  # vLLM spawns its engine process: the guard is required
     if sys.argv[1] == "trainer":
         trainer(*sys.argv[2:4])
+    elif sys.argv[1] == "constrained":
+        constrained(*sys.argv[2:5])
     else:
         main(*sys.argv[1:5])
