@@ -334,3 +334,15 @@ def test_kl_penalty_hand_computed():
     assert float(ca.kl_penalty(torch.tensor([[-50.0]]), torch.tensor([[0.0]]))) == 10.0  # clamped like verl
     with pytest.raises(ValueError):
         ca.kl_penalty(lp, ref, "k9")  # type: ignore[arg-type]
+
+
+def test_explained_variance_by_hand():
+    from trainers.core_algos import explained_variance
+
+    t = torch.tensor([0.0, 2.0, 4.0])
+    # Var(t) = 8/3; residual [0, 0, 2] has Var 8/9; EV = 1 - (8/9)/(8/3) = 2/3. In float32 the two variances
+    # and the ratio take ~10 roundings of <= 2^-24 relative each, so rel=1e-6 bounds them with room
+    assert float(explained_variance(torch.tensor([0.0, 2.0, 2.0]), t)) == pytest.approx(2 / 3, rel=1e-6)
+    assert float(explained_variance(t, t)) == 1.0
+    assert float(explained_variance(torch.full((3,), 2.0), t)) == pytest.approx(0.0, abs=1e-6)  # the mean: no better than a constant
+    assert float(explained_variance(t, torch.ones(3))) == 0.0  # constant targets: defined as 0
