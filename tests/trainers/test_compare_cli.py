@@ -191,3 +191,18 @@ def test_a_killed_compare_takes_its_worker_processes_with_it(tmp_path):
         time.sleep(0.1)
     os.kill(worker, signal.SIGKILL)
     raise AssertionError("the worker outlived the killed compare")
+
+
+def test_fingerprint_covers_the_trainers_defaults(monkeypatch):
+    """A resumed compare must refuse a folder trained under another c_V, even one changed in TrainConfig's code."""
+    import dataclasses
+
+    from trainers.compare.config import CompareConfig
+
+    cfg = CompareConfig()
+    before = cfg.fingerprint()
+    assert CompareConfig(workers=1, progress=False, out="elsewhere").fingerprint() == before  # how, not what
+    real = CompareConfig.train_config
+    monkeypatch.setattr(CompareConfig, "train_config",
+                        lambda self, algo, seed, model=None: dataclasses.replace(real(self, algo, seed, model), value_coef=0.5))
+    assert cfg.fingerprint() != before

@@ -184,10 +184,13 @@ class CompareConfig:
         )
 
     def fingerprint(self) -> str:
-        """Hash of every field that changes results (a resumed compare must match it)."""
+        """Hash of every field that changes results (a resumed compare must match it), the trainer's
+        defaults this config does not set included (a code change of, e.g., c_V is another comparison)."""
         volatile = {"out", "max_runs", "progress", "device", "micro_batch_size", "eval_batch_size", "workers"}
         fields = {k: v for k, v in dataclasses.asdict(self).items() if k not in volatile}
-        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+        per_run = {"algo", "seed", "group_size", "out_dir", "progress", "device", "micro_batch_size"}
+        train = {k: v for k, v in dataclasses.asdict(self.train_config("sapo", 0)).items() if k not in per_run}
+        return hashlib.sha256(json.dumps({"compare": fields, "train": train}, sort_keys=True).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
