@@ -28,7 +28,6 @@ import numpy as np
 import torch
 
 from trainers.config import TrainConfig
-from trainers.core_algos import explained_variance
 from trainers.experience import Experience, micro_batches
 from trainers.rollout import Rollout
 from trainers.strategy import Trainable, TrainingStrategy
@@ -113,17 +112,14 @@ def critic_update(strategy: TrainingStrategy, critic: Trainable, exp: Experience
         for m, mb in enumerate(exp.minibatches(size, generator=generator)):
             for j, micro, real in deal(list(micro_batches(mb, cfg.micro_batch_size)), strategy.rank, world):
                 with track.track_activations(), strategy.autocast(), strategy.train_forward(critic):
-                    values = critic.module.values(micro.input_ids, micro.attention_mask, micro.prompt_lengths)
-                    loss = loss_fn(micro, values)
+                    loss = loss_fn(micro, critic.module.values(micro.input_ids, micro.attention_mask, micro.prompt_lengths))
                     if not bool(torch.isfinite(strategy.all_reduce_mean(loss.detach()))):
                         raise FloatingPointError(f"non-finite critic loss ({float(loss)})")
                     strategy.backward(critic, loss * (len(micro) * world if real else 0) / len(mb))
                 if real:
-                    stats.append(((epoch, m, j), {"value_loss": float(loss.detach()),
-                                                  "explained_var": float(explained_variance(values.detach(), micro.value_targets))}))
+                    stats.append(((epoch, m, j), {"value_loss": float(loss.detach())}))
             norm = strategy.step(critic)
             if strategy.is_main:
                 stats.append(((epoch, m, math.inf), {"grad_norm": norm}))
     merged = mean_stats(gather_stats(strategy, stats))
-    return {"critic/value_loss": merged["value_loss"], "critic/grad_norm": merged["grad_norm"],
-            "critic/explained_var": merged["explained_var"]}
+    return {"critic/value_loss": merged["value_loss"], "critic/grad_norm": merged["grad_norm"]}

@@ -37,6 +37,7 @@ import torch
 
 from trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, save_sharded
 from trainers.config import TrainConfig
+from trainers.core_algos import explained_variance
 from trainers.distributed import (critic_update, deal, gather_rollout, gather_stats, map_micro_batches, mean_stats,
                                   rank_groups)
 from trainers.experience import Experience
@@ -183,6 +184,9 @@ class Trainer:
             exp = self.method.compute_values(exp)
         with timer("advantage"):
             exp = self.method.compute_advantages(exp)
+        value_stats = {}  # how much of its targets' variance the frozen V_old explains (SAPO's readout, PPO's critic)
+        if exp.old_values is not None and exp.value_targets is not None:
+            value_stats["value/explained_var"] = float(explained_variance(exp.old_values, exp.value_targets))
         with timer("critic_update"), self.strategy.autocast():
             if self.critic is not None:
                 critic_stats = critic_update(self.strategy, self.critic, exp, self.cfg, self.method.critic_loss,
@@ -191,7 +195,7 @@ class Trainer:
                 critic_stats = self.method.critic_update(exp, self.shuffle, memory)
         with timer("actor_update"):
             actor_stats = self._actor_update(exp, memory)
-        return {**actor_stats, **critic_stats}
+        return {**actor_stats, **critic_stats, **value_stats}
 
     @torch.no_grad()
     def _reference_log_probs(self, exp: Experience) -> torch.Tensor | None:

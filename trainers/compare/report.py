@@ -48,9 +48,8 @@ def _held_out_curves(runs: list[RunResult], start: RunResult) -> dict[str, Any]:
     if first is None or any("first_seed_success" not in r.extra for r in runs):
         return {}
     points = [[(row["iteration"] + 1, row["eval/success"]) for row in r.metrics if "eval/success" in row] for r in runs]
-    done = [len(r.metrics) for r in runs]
     return {
-        "held_out_iteration": [0, *(i for i, _ in points[0]), done[0]],
+        "held_out_iteration": [0, *(i for i, _ in points[0]), len(runs[0].metrics)],
         "held_out_success": [[first, *(v for _, v in p), r.extra["first_seed_success"]] for p, r in zip(points, runs)],
     }
 

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import torch
 
 from trainers.config import TrainConfig
-from trainers.core_algos import clipped_value_loss, explained_variance
+from trainers.core_algos import clipped_value_loss
 from trainers.experience import Experience
 from trainers.distributed import map_micro_batches
 from trainers.methods.base import Method, micro_batches
@@ -49,16 +49,14 @@ class PPO(Method):
         return cfg.value_coef * clipped_value_loss(values, micro.old_values, micro.value_targets, cfg.value_clip, scale=cfg.r_max)
 
     def critic_update(self, exp: Experience, generator: torch.Generator, track: Any) -> dict[str, float]:
-        cfg, losses, norms, evs = self.cfg, [], [], []
+        cfg, losses, norms = self.cfg, [], []
         size = math.ceil(len(exp) / cfg.minibatches)
         for _ in range(cfg.ppo_epochs):
             for mb in exp.minibatches(size, generator=generator):
                 self.critic_optimizer.zero_grad(set_to_none=True)
                 for micro in micro_batches(mb, cfg.micro_batch_size):
                     with track.track_activations():
-                        values = self._values(micro)
-                        loss = self.critic_loss(micro, values)
-                        evs.append(float(explained_variance(values.detach(), micro.value_targets)))
+                        loss = self.critic_loss(micro, self._values(micro))
                         if not bool(torch.isfinite(loss)):
                             raise FloatingPointError(f"non-finite critic loss ({float(loss)})")
                         (loss * len(micro) / len(mb)).backward()
@@ -66,5 +64,4 @@ class PPO(Method):
                 params = [p for p in self.critic.parameters() if p.grad is not None]
                 norms.append(float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip or float("inf"))))
                 self.critic_optimizer.step()
-        return {"critic/value_loss": sum(losses) / len(losses), "critic/grad_norm": sum(norms) / len(norms),
-                "critic/explained_var": sum(evs) / len(evs)}
+        return {"critic/value_loss": sum(losses) / len(losses), "critic/grad_norm": sum(norms) / len(norms)}

@@ -15,7 +15,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from trainers.core_algos import clipped_value_loss, explained_variance, value_readout
+from trainers.core_algos import clipped_value_loss, value_readout
 from trainers.experience import Experience
 from trainers.forward import PositionLogits
 from trainers.methods.base import Method
@@ -64,5 +64,4 @@ class SAPO(Method):
         stats["value_loss"], stats["q_loss"], stats["value_mean"] = value_loss.detach(), q_loss.detach(), v.detach().mean()
         stats["value_saturated"] = (v.detach().abs() >= cfg.r_max).float().mean()
         stats["q_saturated"] = (q.detach().abs() >= cfg.r_max).float().mean()
-        stats["value_explained_var"] = explained_variance(v.detach(), mb.value_targets)
         return cfg.value_coef * value_loss + cfg.q_coef * q_loss
