@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sapo_gym.alfworld.catalog import Catalog, GameRecord, resolve
-from sapo_gym.alfworld.engines import ENGINES, EngineState, GameEngine, engine_versions, load_engine
+from sapo_gym.alfworld.engines import ENGINES, REPRODUCED_VERSIONS, EngineState, GameEngine, engine_versions, load_engine
 from sapo_gym.alfworld.search import SearchExpert, SearchGoal
 from sapo_gym.core import TaskInfo, TextEnv, Turn
 
@@ -93,8 +93,10 @@ class AlfWorldEnv(TextEnv):
 
     def backend_versions(self) -> dict[str, str]:
         # The engine is not part of the spec: both engines give byte-identical episodes (tested), so
-        # results from either are comparable; info["engine"] records which one played.
-        return engine_versions()
+        # results from either are comparable; info["engine"] records which one played. The compiled
+        # engine plays the pinned versions' logic whatever is installed (nothing, with a plain
+        # `pip install sapo-gym`); the reference engine what is installed (the alfworld extra pins the same).
+        return dict(REPRODUCED_VERSIONS) if self.engine_name == "compiled" else engine_versions()
 
     def _load_task(self, index: int) -> tuple[TaskInfo, Turn]:
         record = self.catalog.games[index]

@@ -14,7 +14,7 @@ that (parsing, rewards, dropping ``help``) belongs to the env.
 * further engines register in :data:`ENGINES` (``name -> factory(game_file) -> GameEngine``).
 
 textworld / alfworld are imported lazily, inside the reference engine, so importing this package
-(and ``import sapo_gym``) stays light. The checks that the engines agree live in
+(and ``import sapo_gym``) stays light, and the compiled engine plays without them (``pip install sapo-gym``). The checks that the engines agree live in
 :mod:`sapo_gym.alfworld.verification`, which depends on this package, never the other way round.
 """
 
@@ -28,7 +28,10 @@ from sapo_gym.alfworld.engines.compiled import CompiledEngine
 from sapo_gym.alfworld.engines.protocol import EngineState, GameEngine
 from sapo_gym.alfworld.engines.reference import ReferenceEngine
 
-__all__ = ["ENGINES", "CompiledEngine", "EngineFactory", "EngineState", "GameEngine", "ReferenceEngine", "engine_versions", "load_engine"]
+__all__ = [
+    "ENGINES", "REPRODUCED_VERSIONS", "CompiledEngine", "EngineFactory", "EngineState", "GameEngine", "ReferenceEngine",
+    "engine_versions", "load_engine",
+]
 
 EngineFactory = Callable[[str], GameEngine]
 
@@ -48,8 +51,14 @@ def load_engine(game_file: str | os.PathLike[str], engine: str = "reference") ->
     return factory(str(Path(game_file)))
 
 
+REPRODUCED_VERSIONS: dict[str, str] = {"alfworld": "0.4.2", "textworld": "1.7.0", "fast-downward-textworld": "20.6.4"}
+"""The reference engine's packages whose behaviour the compiled engine reproduces byte for byte (its domain,
+grammar and generator tables ship in the package, rebuilt from alfworld 0.4.2): the ``backend`` of the
+spec of an env on the compiled engine, installed or not (the alfworld extra pins the same versions)."""
+
+
 def engine_versions() -> dict[str, str]:
-    """Versions of the packages the reference engine's behaviour depends on (no heavy imports)."""
+    """Versions of the packages the reference engine's behaviour depends on, as installed (no heavy imports)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out: dict[str, str] = {}

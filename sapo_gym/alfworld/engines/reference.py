@@ -1,6 +1,8 @@
 """The reference ALFWorld engine: TextWorld's ``PddlEnv`` exactly as the ALFWorld baselines ran it.
 
-textworld / alfworld are imported lazily, inside the engine, so importing this module stays light.
+textworld / alfworld are imported lazily, inside the engine, so importing this module stays light;
+without them (``pip install sapo-gym``) building the engine raises an ImportError naming the ``alfworld``
+extra. The compiled engine, the default, needs neither.
 """
 
 from __future__ import annotations
@@ -9,8 +11,11 @@ import os
 from typing import Any
 
 from sapo_gym.alfworld.engines.protocol import EngineState
+from sapo_gym.extras import naming_extra
 
 __all__ = ["ReferenceEngine"]
+
+_NEEDS_IT = 'the reference ALFWorld engine (engine="reference", expert="planner", generating games)'
 
 
 def _import_textworld() -> tuple[Any, Any, Any]:
@@ -24,6 +29,8 @@ def _import_textworld() -> tuple[Any, Any, Any]:
         import textworld
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
         from textworld.envs import PddlEnv
+    except ImportError as exc:
+        raise naming_extra(exc, _NEEDS_IT, ("alfworld",))
     finally:
         if before is None:
             os.environ.pop("ALFWORLD_DATA", None)

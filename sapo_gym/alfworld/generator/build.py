@@ -24,6 +24,7 @@ from pathlib import Path
 from sapo_gym.alfworld.generator.problem import GeneratedGame
 from sapo_gym.alfworld.generator.sample import ROOMS, sample_game
 from sapo_gym.alfworld.generator.scenes import load_scene, props
+from sapo_gym.extras import require
 
 __all__ = ["DATASET", "MINI_DATASET", "SPLITS", "dataset_name", "generate", "generate_game", "read_set", "write_set"]
 
@@ -76,7 +77,9 @@ def generate(
     max_receptacles: int | None = None,
     max_distractors: int | None = None,
 ) -> Iterator[GeneratedGame]:
-    """Generate ``counts[split]`` games per split, in order (a progress bar on stderr)."""
+    """Generate ``counts[split]`` games per split, in order (a progress bar on stderr). Needs the alfworld
+    extra (the planner and the reference engine that verify each game)."""
+    require(("alfworld",), "generating ALFWorld games", ("textworld", "alfworld", "fast_downward", "tqdm"))
     from tqdm import tqdm
 
     jobs = [(seed, split, i, max_receptacles, max_distractors) for split, n in counts.items() for i in range(n)]

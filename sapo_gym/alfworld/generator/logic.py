@@ -2,28 +2,33 @@
 
 The alfworld wheel ships ``alfred.pddl`` and ``alfred.twl2``; the official game files embed a
 slightly different revision of both (SinkType also counts as a sink for ``clean``; the ``help``
-feedback is a literal string instead of a grammar rule; one blank line less at the end). We
-rebuild that revision from the wheel with three exact edits and check the result against the
-SHA-256 of the official files, so generated games run under the very logic the official games do
-(and an engine keyed on that logic, like the compiled one, recognizes them).
+feedback is a literal string instead of a grammar rule; one blank line less at the end). That
+revision, rebuilt from the wheel with three exact edits (:mod:`.wheel`), ships in ``from_alfworld/``
+with the parts of alfworld's generator tables that rendering and sampling read, so no alfworld install
+is needed to play; each read is checked against the SHA-256 of the official files, so generated games
+run under the very logic the official games do (and an engine keyed on that logic, like the compiled
+one, recognizes them).
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
-import re
 from functools import lru_cache
-from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "DOMAIN_SHA256",
     "GRAMMAR_SHA256",
+    "SHIPPED",
     "TASK_PLACEHOLDER",
+    "goal_library",
     "grammar_for_task",
     "official_domain",
     "official_grammar",
+    "shipped_text",
 ]
 
 TASK_PLACEHOLDER = "UNKNOWN GOAL"
@@ -33,48 +38,39 @@ GRAMMAR_SHA256 = "cce0702cd250cc6af6c3ea047a21f6c4c1c8d29a1739efefb5221ef4c3dcac
 """SHA-256 of the official grammar with the task sentence replaced by ``UNKNOWN GOAL``."""
 
 
-def _wheel_file(name: str) -> str:
-    spec = find_spec("alfworld")
-    if spec is None or spec.origin is None:
-        raise ImportError("the alfworld package is required for ALFWorld games: pip install 'sapo-gym[alfworld]'")
-    return (Path(spec.origin).parent / "data" / name).read_text()
+SHIPPED = Path(__file__).resolve().parent / "from_alfworld"
+"""The files rebuilt from the alfworld 0.4.2 wheel (MIT; see ``CREDITS.txt`` there and :mod:`.wheel`)."""
 
 
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+def shipped_text(name: str) -> str:
+    """The text of a shipped file, byte for byte (no newline translation; ``.gz`` files decompressed)."""
+    data = (SHIPPED / name).read_bytes()
+    return (gzip.decompress(data) if name.endswith(".gz") else data).decode("utf-8")
 
 
-def _checked(text: str, expected: str, name: str) -> str:
-    if _sha(text) != expected:
-        raise RuntimeError(
-            f"the alfworld wheel's {name} differs from the one generated games were built for (alfworld 0.4.2)"
-        )
+def _checked(name: str, expected: str) -> str:
+    text = shipped_text(name)
+    if hashlib.sha256(text.encode()).hexdigest() != expected:
+        raise RuntimeError(f"the shipped {SHIPPED / name} differs from the official games' (alfworld 0.4.2): reinstall sapo-gym")
     return text
 
 
 @lru_cache(maxsize=1)
 def official_domain() -> str:
-    """The PDDL domain of the official games (from the wheel's ``alfred.pddl``)."""
-    text = _wheel_file("alfred.pddl")
-    text = text.replace(";(receptacleType ?r SinkType)", "(receptacleType ?r SinkType)", 1)
-    text = text.rstrip("\n")
-    assert text.endswith(")\n\n)")
-    return _checked(text[: -len(")\n\n)")] + ")\n)\n", DOMAIN_SHA256, "alfred.pddl")
+    """The PDDL domain of the official games (the wheel's ``alfred.pddl`` with SinkType as a sink)."""
+    return _checked("alfred.pddl", DOMAIN_SHA256)
 
 
 @lru_cache(maxsize=1)
 def official_grammar() -> str:
     """The grammar of the official games, with ``UNKNOWN GOAL`` where the task sentence goes."""
-    text = _wheel_file("alfred.twl2")
-    rule = re.search(
-        r'feedback :: "#help\.feedback#";\s*grammar :: """.*?"rhs": (".*?")\s*}\s*]\s*}\s*""";', text, re.DOTALL
-    )
-    if rule is None:
-        raise RuntimeError("unexpected alfred.twl2: the help rule is not where alfworld 0.4.2 has it")
-    literal = json.loads(rule.group(1))
-    return _checked(
-        text[: rule.start()] + f'feedback :: "{literal}";' + text[rule.end() :], GRAMMAR_SHA256, "alfred.twl2"
-    )
+    return _checked("alfred.twl2", GRAMMAR_SHA256)
+
+
+@lru_cache(maxsize=1)
+def goal_library() -> dict[str, dict[str, Any]]:
+    """alfworld's goal library for the six task types: ``{task_type: {"pddl": ..., "templates": [...]}}``."""
+    return json.loads(shipped_text("goal_library.json"))
 
 
 def grammar_for_task(sentence: str) -> str:

@@ -2,7 +2,8 @@
 
 Only what varies is stored (scene, goal, agent start, where each object lies, the walkthrough);
 the PDDL problem is rendered in the shape of the official json_2.1.1 problems and the domain and
-grammar come from :mod:`~sapo_gym.alfworld.generator.logic`.
+grammar come from :mod:`~sapo_gym.alfworld.generator.logic` (files shipped in the package: no alfworld
+install is needed to render or play a generated game).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sapo_gym.alfworld.generator.logic import grammar_for_task, official_domain
+from sapo_gym.alfworld.generator.logic import goal_library, grammar_for_task, official_domain
 from sapo_gym.alfworld.generator.scenes import Location, Receptacle, load_scene, mangle, props
 
 __all__ = ["GeneratedGame", "goal_pddl"]
@@ -128,9 +129,7 @@ def _loc(location: tuple[int, ...]) -> str:
 
 def goal_pddl(game: GeneratedGame) -> str:
     """The goal of ``game``, from alfworld's goal library (the definition's closing paren included)."""
-    from alfworld.gen import goal_library
-
-    template = goal_library.gdict[game.task_type]["pddl"]
+    template = goal_library()[game.task_type]["pddl"]
     return template.format(
         obj=game.object_target, recep=game.parent_target, toggle=game.toggle_target, mrecep=""
     ).replace("#", "-")

@@ -19,6 +19,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import replace
 
+from sapo_gym.alfworld.generator.logic import goal_library
 from sapo_gym.alfworld.generator.problem import GeneratedGame
 from sapo_gym.alfworld.generator.scenes import LAMP_HOLDERS, Receptacle, Scene, props
 
@@ -48,9 +49,7 @@ object and the tool."""
 
 def templates(task_type: str) -> list[str]:
     """Task-sentence templates of alfworld's goal library for ``task_type``."""
-    from alfworld.gen import goal_library
-
-    return list(goal_library.gdict[task_type]["templates"])
+    return list(goal_library()[task_type]["templates"])
 
 
 def _holders(scene: Scene, obj: str) -> list[Receptacle]:

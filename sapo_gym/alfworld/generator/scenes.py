@@ -1,9 +1,11 @@
-"""AI2-THOR floor plans as ALFWorld sees them, read from the alfworld wheel.
+"""AI2-THOR floor plans as ALFWorld sees them, from alfworld's generator files shipped in the package.
 
 ``alfworld/gen/layouts/FloorPlan<N>-openable.json`` lists a scene's receptacles with the agent pose
 from which each is reached (x, z, rotation, camera horizon); ``-objects.json`` lists the object
 types the scene holds. ``alfworld.gen.constants`` says which receptacle may hold which object
-and which objects are cleanable, heatable, coolable, toggleable or sliceable.
+and which objects are cleanable, heatable, coolable, toggleable or sliceable. Both ship in
+``from_alfworld/`` (``layouts.json.gz``, ``constants.json``; rebuilt from the wheel by :mod:`.wheel`),
+so rendering a generated game needs no alfworld install.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from importlib.util import find_spec
-from pathlib import Path
+from typing import Any
+
+from sapo_gym.alfworld.generator.logic import shipped_text
 
 __all__ = ["Location", "Props", "Receptacle", "Scene", "load_scene", "mangle", "props"]
 
@@ -79,32 +82,30 @@ class Props:
 
 @lru_cache(maxsize=1)
 def props() -> Props:
-    from alfworld.gen import constants as c
-
-    static = sorted(set(c.RECEPTACLES) - set(c.MOVABLE_RECEPTACLES))
-    actions = c.VAL_ACTION_OBJECTS
+    c = json.loads(shipped_text("constants.json"))
+    static = sorted(set(c["RECEPTACLES"]) - set(c["MOVABLE_RECEPTACLES"]))
+    actions = c["VAL_ACTION_OBJECTS"]
     return Props(
-        header_objects=tuple(o for o in c.OBJECTS if o not in static),
+        header_objects=tuple(o for o in c["OBJECTS"] if o not in static),
         static_receptacles=tuple(static),
-        can_contain={r: frozenset(o) for r, o in c.VAL_RECEPTACLE_OBJECTS.items()},
+        can_contain={r: frozenset(o) for r, o in c["VAL_RECEPTACLE_OBJECTS"].items()},
         cleanable=frozenset(actions["Cleanable"]),
         heatable=frozenset(actions["Heatable"]),
         coolable=frozenset(actions["Coolable"]),
         toggleable=frozenset(actions["Toggleable"]),
         sliceable=frozenset(actions["Sliceable"]),
-        receptacle_objects=frozenset(c.MOVABLE_RECEPTACLES),
-        openable=frozenset(c.OPENABLE_CLASS_LIST),
-        scene_types=dict(c.SCENE_TYPE),
-        train_scenes=tuple(c.TRAIN_SCENE_NUMBERS),
-        test_scenes=tuple(c.TEST_SCENE_NUMBERS),
+        receptacle_objects=frozenset(c["MOVABLE_RECEPTACLES"]),
+        openable=frozenset(c["OPENABLE_CLASS_LIST"]),
+        scene_types={room: range(*bounds) for room, bounds in c["SCENE_TYPE"].items()},
+        train_scenes=tuple(c["TRAIN_SCENE_NUMBERS"]),
+        test_scenes=tuple(c["TEST_SCENE_NUMBERS"]),
     )
 
 
-def _layouts() -> Path:
-    spec = find_spec("alfworld")
-    if spec is None or spec.origin is None:
-        raise ImportError("the alfworld package is required: pip install 'sapo-gym[alfworld]'")
-    return Path(spec.origin).parent / "gen" / "layouts"
+@lru_cache(maxsize=1)
+def _layouts() -> dict[str, Any]:
+    """``FloorPlan<N>-openable.json`` / ``-objects.json`` (file name -> parsed content) of every floor plan."""
+    return json.loads(shipped_text("layouts.json.gz"))
 
 
 @cache
@@ -112,7 +113,7 @@ def load_scene(number: int) -> Scene:
     """Scene ``FloorPlan<number>`` with its receptacles (basins for sink/bathtub) and portable objects."""
     p = props()
     layouts = _layouts()
-    poses = json.loads((layouts / f"FloorPlan{number}-openable.json").read_text())
+    poses = layouts[f"FloorPlan{number}-openable.json"]
     receptacles = []
     for thor_id, (x, z, rotation, horizon) in sorted(poses.items()):
         kind = thor_id.split("|", 1)[0]
@@ -120,7 +121,7 @@ def load_scene(number: int) -> Scene:
         if kind in p.static_receptacles:
             location = (round(x / 0.25), round(z / 0.25), int(rotation) // 90 % 4, int(horizon))
             receptacles.append(Receptacle(thor_id, kind, location))
-    listed = set(json.loads((layouts / f"FloorPlan{number}-objects.json").read_text()))
+    listed = set(layouts[f"FloorPlan{number}-objects.json"])
     portable = (listed & p.portable) | (listed & {"DeskLamp"})
     room = next(name for name, numbers in p.scene_types.items() if number in numbers)
     return Scene(number, room, tuple(receptacles), tuple(sorted(portable)))
