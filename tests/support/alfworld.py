@@ -18,3 +18,38 @@ def stratified(items: list, key: Callable[[Any], Any], per_group: int) -> list:
     for item in items:
         groups.setdefault(key(item), []).append(item)
     return [g[i * len(g) // per_group] for g in groups.values() for i in range(min(per_group, len(g)))]
+
+
+def expert_trajectories(cases: list[tuple[str, dict[str, Any], list[int]]]) -> dict[str, Any]:
+    """For each ``(env id, gym.make kwargs, task indices)``: the spec hash, gymnasium's ``check_env`` passed,
+    and every expert episode in full (each observation, reward, flag and info, JSON-encoded), following
+    ``info["expert_action"]`` (the first admissible action where the expert has none) in the tags protocol.
+    Runs the same in any process, so a process without alfworld can be compared with this one."""
+    import json
+    import warnings
+
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+
+    import sapo_gym  # noqa: F401  (registers the ids)
+
+    out: dict[str, Any] = {}
+    for env_id, kwargs, indices in cases:
+        env = gym.make(env_id, **kwargs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            check_env(env.unwrapped, skip_render_check=True)
+        episodes = []
+        for index in indices:
+            obs, info = env.reset(seed=0, options={"task_index": index})
+            steps = [json.dumps([obs, info], sort_keys=True, default=repr)]
+            done = False
+            while not done:
+                command = info.get("expert_action") or info["admissible_actions"][0]
+                obs, reward, terminated, truncated, info = env.step(f"<think>expert</think><action>{command}</action>")
+                steps.append(json.dumps([command, obs, reward, terminated, truncated, info], sort_keys=True, default=repr))
+                done = terminated or truncated
+            episodes.append({"steps": steps, "won": bool(info.get("won"))})
+        out[f"{env_id} {sorted(kwargs.items())}"] = {"spec_hash": env.unwrapped.spec_hash(), "episodes": episodes}
+        env.close()
+    return out
