@@ -35,3 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as exc:  # an optional package: say which extra installs it
+        from sapo_gym.extras import MissingExtra, naming_extra
+
+        named = naming_extra(exc, f"sapo-gym {args.command}")
+        if not isinstance(named, MissingExtra):
+            raise
+        print(f"error: {named}", file=sys.stderr)
+        return 2

@@ -13,6 +13,7 @@ import ast
 import importlib
 import inspect
 import json
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,11 +41,33 @@ class EnvEntry:
     splits: str = ""
     """``module:NAME`` of the backend's split names (the ``split=`` values it accepts; ``sapo-gym envs`` counts
     the tasks of each); empty: only the split the env makes by default is listed."""
+    needs: tuple[str, ...] = ()
+    """The extras (:data:`sapo_gym.extras.EXTRAS`) the env needs beside ``pip install sapo-gym``."""
+    programs: tuple[tuple[str, str], ...] = ()
+    """(path, how to install it) of each program the env runs."""
+    optional: tuple[tuple[str, str], ...] = ()
+    """(extra, the features that need it) for the env's optional features."""
 
     def split_names(self) -> tuple[str, ...]:
         """The backend's split names (imports the module that defines them), or () when the entry names none."""
         return tuple(_load(self.splits)) if self.splits else ()
 
+    def unusable(self) -> str | None:
+        """Why the env cannot be made here, or None: each import of its extras and its backend's module is
+        tried (the imports its constructor makes lazily are not), its programs looked for."""
+        from sapo_gym.extras import unusable
+
+        why = unusable(self.needs)
+        if why is None:
+            try:
+                _backend(self)
+            except ImportError as exc:
+                why = f"{type(exc).__name__}: {exc}"
+        absent = [f"{path} not found ({fix})" for path, fix in self.programs if not os.access(path, os.X_OK)]
+        return "; ".join(([why] if why else []) + absent) or None
+
+
+_ALFWORLD_OPTIONAL = (("alfworld", 'engine="reference", expert="planner"'),)
 
 ENVS: dict[str, EnvEntry] = {
     e.env_id: e
@@ -54,13 +77,14 @@ ENVS: dict[str, EnvEntry] = {
             "official ALFWorld games (data_dir / ALFWORLD_DATA / alfworld cache) or the embedded generated set",
             "household tasks in TextWorld (pick, look, clean, heat, cool, pick2)",
             eval_splits=("eval_out_of_distribution", "eval_in_distribution"), splits="sapo_gym.alfworld.catalog:SPLITS",
+            optional=_ALFWORLD_OPTIONAL,
         ),
         EnvEntry(
             "sapo/ALFWorld-Mini-v0", "sapo_gym.alfworld.env:AlfWorldEnv", "sapo_gym.prompts:ALFWORLD_PROMPT", 50,
             "the embedded generated-mini-v1 set (data_dir=embedded-mini; an explicit data_dir wins, ALFWORLD_DATA does not)",
             "CPU-scale ALFWorld variant (not the benchmark): rooms of <= 4 receptacles, 1 distractor object type",
             eval_splits=("eval_out_of_distribution", "eval_in_distribution"), splits="sapo_gym.alfworld.catalog:SPLITS",
-            defaults=(("data_dir", "embedded-mini"),),
+            defaults=(("data_dir", "embedded-mini"),), optional=_ALFWORLD_OPTIONAL,
         ),
         EnvEntry(
             "sapo/WebShop-v0", "sapo_gym.webshop.env:WebShopEnv", "sapo_gym.prompts:WEBSHOP_PROMPT", 15,
@@ -72,6 +96,8 @@ ENVS: dict[str, EnvEntry] = {
             "sapo/WebShop-Browser-v0", "sapo_gym.webshop.browser:WebShopBrowserEnv", "sapo_gym.prompts:WEBSHOP_PROMPT", 15,
             "as sapo/WebShop-v0", "the same shop served by flask, driven by selenium + headless Chromium",
             eval_splits=("test", "verl-agent-test"), splits="sapo_gym.webshop.catalog:SPLITS",
+            needs=("browser", "webshop"),
+            programs=(("/usr/bin/chromium", "apt-get install chromium"), ("/usr/bin/chromedriver", "apt-get install chromium-driver")),
         ),
         EnvEntry(
             "sapo/Vault-v0", "sapo_gym.diagnostic:VaultEnv", "sapo_gym.prompts:PLAIN_PROMPT", 4,
@@ -123,10 +149,32 @@ def keyword_parameters(cls: type) -> list[str]:
     return sorted(names)
 
 
+def _backend(entry: EnvEntry) -> type:
+    """The backend class of ``entry``; a missing optional package is an ImportError naming the extra."""
+    from sapo_gym.extras import naming_extra, require
+
+    require(entry.needs, entry.env_id)
+    try:
+        return _load(entry.backend)
+    except ImportError as exc:
+        raise naming_extra(exc, entry.env_id, entry.needs)
+
+
+def build_remote(**kwargs: Any) -> gym.Env:
+    """Factory behind :data:`REMOTE_ID`: a missing serve package is an ImportError naming the extra."""
+    from sapo_gym.extras import naming_extra
+
+    try:
+        from sapo_gym.remote.client import RemoteEnv
+    except ImportError as exc:
+        raise naming_extra(exc, REMOTE_ID, ("serve",))
+    return RemoteEnv(**kwargs)
+
+
 def build(env_id: str, prompt: Any = "default", history_length: int = 2, **kwargs: Any) -> gym.Env:
     """Factory behind every registered id (gymnasium calls it through the entry point)."""
     entry = ENVS[env_id]
-    cls = _load(entry.backend)
+    cls = _backend(entry)
     valid = keyword_parameters(cls)
     unknown = sorted(set(kwargs) - set(valid))
     if unknown:
@@ -155,7 +203,7 @@ REMOTE_ID = "sapo/Remote-v0"
 
 def register_all() -> None:
     if REMOTE_ID not in gym.registry:
-        gym.register(id=REMOTE_ID, entry_point="sapo_gym.remote.client:RemoteEnv")
+        gym.register(id=REMOTE_ID, entry_point="sapo_gym.registration:build_remote")
     for entry in ENVS.values():
         if entry.env_id not in gym.registry:
             gym.register(

@@ -8,6 +8,16 @@ from typing import Any
 
 FULL = os.environ.get("SAPO_ALFWORLD_FULL") == "1"
 """Set SAPO_ALFWORLD_FULL=1 to sweep every game instead of a stratified sample."""
+FULL_HASHES = {  # sapo/ALFWorld-v0 on the embedded generated-v1 set (env revision 2; the prompt is recorded, not hashed)
+    "train": "10f3c6717fe97088",
+    "eval_in_distribution": "794a11e908997dbd",
+    "eval_out_of_distribution": "d0732503fe1464da",
+}
+MINI_HASHES = {  # sapo/ALFWorld-Mini-v0 on the embedded generated-mini-v1 set
+    "train": "e3251247294b4047",
+    "eval_in_distribution": "52ae47ee1157b137",
+    "eval_out_of_distribution": "647e37f4907d232d",
+}
 
 
 def stratified(items: list, key: Callable[[Any], Any], per_group: int) -> list:

@@ -21,21 +21,12 @@ from sapo_gym.alfworld.generator.problem import GeneratedGame
 from sapo_gym.alfworld.generator.sample import MIN_RECEPTACLES, keep_receptacles, sample_game
 from sapo_gym.alfworld.generator.scenes import LAMP_HOLDERS, load_scene, props
 from sapo_gym.registration import ENVS
+from tests.support.alfworld import FULL_HASHES, MINI_HASHES
 
 MINI, FULL = "sapo/ALFWorld-Mini-v0", "sapo/ALFWorld-v0"
 K, D = 4, 1
 """The Mini set's limits: at most K receptacles per room, D object types besides the goal's."""
 COUNTS = {"train": 240, "eval_in_distribution": 60, "eval_out_of_distribution": 60}
-FULL_HASHES = {  # sapo/ALFWorld-v0 on the embedded generated-v1 set (env revision 2; the prompt is recorded, not hashed)
-    "train": "10f3c6717fe97088",
-    "eval_in_distribution": "794a11e908997dbd",
-    "eval_out_of_distribution": "d0732503fe1464da",
-}
-MINI_HASHES = {
-    "train": "e3251247294b4047",
-    "eval_in_distribution": "52ae47ee1157b137",
-    "eval_out_of_distribution": "647e37f4907d232d",
-}
 _TOOLS = {"clean": "SinkBasin", "heat": "Microwave", "cool": "Fridge"}
 
 

@@ -3,7 +3,7 @@
 A subprocess hides alfworld, textworld, Fast Downward, tatsu and tqdm (modules and distributions:
 ``tests/support/blocked.py``) and plays expert episodes with the default prompt; every observation,
 reward, flag and info, and the spec hash, must equal those of the same episodes in this process (which
-has the extra) and the pinned hashes of ``test_alfworld_mini.py``. What needs the extra says so.
+has the extra) and the pinned hashes (``tests/support/alfworld.py``). What needs the extra says so.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sapo_gym.alfworld.test_alfworld_mini import FULL_HASHES, MINI_HASHES
-from tests.support.alfworld import expert_trajectories
+from tests.support.alfworld import FULL_HASHES, MINI_HASHES, expert_trajectories
 from tests.support.blocked import ALFWORLD_DISTRIBUTIONS, ALFWORLD_MODULES, run_without
 
 EMBEDDED_CASES = [
