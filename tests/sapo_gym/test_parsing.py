@@ -160,6 +160,10 @@ def test_tool_schema_is_one_function_of_one_string() -> None:
     assert tool_schema()[0]["function"]["name"] == TOOL_NAME  # a fresh copy each call
 
 
+INSTRUCTION_START = "\nNow it's your turn"
+"""Where the answer instruction of verl-agent's ALFWorld and WebShop prompts starts."""
+
+
 @pytest.mark.parametrize("env_id", ["sapo/ALFWorld-Mini-v0", "sapo/WebShop-v0", "sapo/Vault-v0"])
 def test_tool_call_flags_match_the_text_protocol_in_the_env(env_id: str) -> None:
     """The same commands give the same action, validity and admissibility flags under both protocols."""
@@ -172,6 +176,8 @@ def test_tool_call_flags_match_the_text_protocol_in_the_env(env_id: str) -> None
         command = {"dance": "dance", "upper": " " + listed[-1].upper(), "first": listed[0], "last": listed[-1]}[pick]
         *rest_t, info = text.step(f"<think>t</think><action>{command}</action>")
         *rest_c, info_c = tool.step(json.dumps(assistant_tool_message(command, "c", "t")))
-        assert [info[k] for k in keys] == [info_c[k] for k in keys] and rest_t[:3] == rest_c[:3], (pick, command)
+        assert [info[k] for k in keys] == [info_c[k] for k in keys] and rest_t[1:3] == rest_c[1:3], (pick, command)
+        # the same prompt up to its answer instruction (tags for the text protocol, a take_action call for tool calls)
+        assert rest_t[0].split(INSTRUCTION_START)[0] == rest_c[0].split(INSTRUCTION_START)[0], (pick, command)
     *_, info = tool.step("<think>t</think><action>look</action>")  # text under tool-call-v1: invalid; the empty command reaches the env as a no-op
     assert (info["action"], info["is_action_valid"], info["is_action_admissible"], info["parse_reason"]) == ("", False, False, "bad_json")

@@ -7,7 +7,7 @@ import pytest
 
 import sapo_gym  # noqa: F401
 from sapo_gym.core import ENV_REVISION
-from sapo_gym.prompts import ALFWORLD_PROMPT, WEBSHOP_PROMPT, HistoryPrompt, PromptTemplate
+from sapo_gym.prompts import ALFWORLD_PROMPT, PROMPTS, WEBSHOP_PROMPT, HistoryPrompt, PromptTemplate
 
 
 def _step(env: gym.Env, action: str):
@@ -129,3 +129,49 @@ def test_real_webshop_first_prompt() -> None:
     assert obs.startswith("\nYou are an expert autonomous agent operating in the WebShop e\u2011commerce environment. \n")
     assert f"Your task is to: {info['task']}.\nYour current observation is: 'Search'.\n" in obs
     assert "are: \n[\n'search[<your query>]',\n'click[search]',\n].\n\nNow it's your turn" in obs
+
+
+# ---------------------------------------------------------------- tool-call protocols
+TAGS = ("<think>", "</think>", "<action>", "</action>")
+
+
+@pytest.mark.parametrize("name", sorted(PROMPTS))
+def test_the_tool_call_form_asks_for_a_call_and_changes_nothing_else(name: str) -> None:
+    from sapo_gym.prompts import TOOL_CALL_SUFFIX, get_prompt, tool_call_prompt
+
+    text = get_prompt(name)
+    tool = tool_call_prompt(text)
+    parts = ("first", "later", "no_history")
+    if not any(tag in (getattr(text, p) or "") for p in parts for tag in TAGS):
+        assert tool is text  # plain-v1: no answer instruction to swap
+        return
+    assert tool.name == name + TOOL_CALL_SUFFIX and get_prompt(tool.name) == tool and tool_call_prompt(tool) is tool
+    for part in parts:
+        old, new = getattr(text, part), getattr(tool, part)
+        if old is None:
+            assert new is None
+            continue
+        assert not any(tag in new for tag in TAGS) and "call the tool take_action exactly once" in new
+        head = "\nNow it's your turn"
+        assert old.count(head) == new.count(head) == 1 and old.split(head)[0] == new.split(head)[0]
+    assert (tool.format_actions, tool.max_chars, tool.history_lead) == (text.format_actions, text.max_chars, text.history_lead)
+
+
+@pytest.mark.parametrize("env_id", ["sapo/ALFWorld-Mini-v0", "sapo/WebShop-v0"])
+def test_tool_call_envs_prompt_for_a_call_and_record_it(env_id: str) -> None:
+    from sapo_gym.prompts import TOOL_CALL_SUFFIX
+
+    text, tool, raw = (gym.make(env_id, protocol=p, **kw) for p, kw in
+                       (("verl-agent-v1", {}), ("tool-call-v1", {}), ("tool-call-v1", {"prompt": None})))
+    try:
+        obs_t, _ = text.reset(options={"task_index": 2})
+        obs_c, info = tool.reset(options={"task_index": 2})
+        assert not any(tag in obs_c for tag in TAGS) and "take_action" in obs_c and "<action>" in obs_t
+        name = tool.unwrapped.spec_fields()["prompt"]
+        assert name == text.unwrapped.spec_fields()["prompt"] + TOOL_CALL_SUFFIX == raw.unwrapped.spec_fields()["prompt"]
+        assert tool.unwrapped.spec_hash() == raw.unwrapped.spec_hash()  # the prompt is recorded, not hashed
+        obs_c, *_ = tool.step('{"name": "take_action", "arguments": {"command": "%s"}}' % info["admissible_actions"][0])
+        assert not any(tag in obs_c for tag in TAGS) and "take_action" in obs_c
+    finally:
+        for env in (text, tool, raw):
+            env.close()
