@@ -41,6 +41,11 @@ class EnvEntry:
     splits: str = ""
     """``module:NAME`` of the backend's split names (the ``split=`` values it accepts; ``sapo-gym envs`` counts
     the tasks of each); empty: only the split the env makes by default is listed."""
+    ragged_infos: bool = True
+    """Whether ``info["action_mask"]`` (one entry per admissible action) differs in length from env to env. gymnasium's
+    own ``SyncVectorEnv``/``AsyncVectorEnv`` stack an array info into one fixed-shape array, so they refuse such an
+    id when built (``gym.make_vec(..., vectorization_mode="sync"|"async")``); the id's ``vector_entry_point``
+    (``gym.make_vec`` without ``vectorization_mode``) and :func:`sapo_gym.make_vec` batch it per env."""
     needs: tuple[str, ...] = ()
     """The extras (:data:`sapo_gym.extras.EXTRAS`) the env needs beside ``pip install sapo-gym``."""
     programs: tuple[tuple[str, str], ...] = ()
@@ -102,7 +107,7 @@ ENVS: dict[str, EnvEntry] = {
         EnvEntry(
             "sapo/Vault-v0", "sapo_gym.diagnostic:VaultEnv", "sapo_gym.prompts:PLAIN_PROMPT", 4,
             "generated (16 train / 16 test codes)", "diagnostic: press buttons in order, sparse terminal reward",
-            eval_splits=("test",), splits="sapo_gym.diagnostic:SPLITS",
+            eval_splits=("test",), splits="sapo_gym.diagnostic:SPLITS", ragged_infos=False,
         ),
     )
 }
@@ -183,6 +188,8 @@ def build(env_id: str, prompt: Any = "default", history_length: int = 2, **kwarg
             f"{sorted(valid + ['prompt', 'history_length', 'max_episode_steps'])}"
         )
     env = cls(**{**dict(entry.defaults), **kwargs})
+    if entry.ragged_infos:
+        env.observation_space.gym_vector_refusal = _gym_vector_refusal(env_id)
     from sapo_gym.prompts import HistoryPrompt, get_prompt, tool_call_prompt
 
     if prompt is None or prompt == "default":
@@ -196,6 +203,15 @@ def build(env_id: str, prompt: Any = "default", history_length: int = 2, **kwarg
     if prompt is None:
         return env
     return HistoryPrompt(env, template, history_length=history_length)
+
+
+def _gym_vector_refusal(env_id: str) -> str:
+    return (
+        f"gymnasium's SyncVectorEnv/AsyncVectorEnv cannot batch {env_id}'s infos: info['action_mask'] has one entry "
+        "per admissible action, envs list different numbers of them, and gymnasium stacks an array info into one "
+        f"fixed-shape array. Use gym.make_vec({env_id!r}, num_envs=N) without vectorization_mode (sapo's vector entry "
+        "point; vectorization='async' for one process per env), or sapo_gym.make_vec (task groups, Ray)."
+    )
 
 
 REMOTE_ID = "sapo/Remote-v0"
@@ -213,4 +229,5 @@ def register_all() -> None:
                 entry_point="sapo_gym.registration:build",
                 max_episode_steps=entry.horizon,
                 kwargs={"env_id": entry.env_id},
+                vector_entry_point="sapo_gym.vector:gym_vector_env",
             )

@@ -10,12 +10,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 
+from sapo_gym.spaces import ragged_info_batching
 from sapo_gym.wrappers import TaskSchedule
 
 if TYPE_CHECKING:
     from sapo_gym.ray_vector import RayWorkers
 
-__all__ = ["make_vec", "RAGGED_INFO_KEYS", "MemberResult", "RaggedSyncVectorEnv", "RaggedAsyncVectorEnv"]
+__all__ = ["make_vec", "gym_vector_env", "RAGGED_INFO_KEYS", "MemberResult", "RaggedSyncVectorEnv", "RaggedAsyncVectorEnv"]
 
 RAGGED_INFO_KEYS = ("action_mask",)
 """Array-valued info entries whose length differs between envs (one entry per admissible action)."""
@@ -27,6 +28,10 @@ class _RaggedInfo:
     gymnasium stacks an ``np.ndarray`` info into one fixed-shape array sized by the first env,
     which fails as soon as two envs have different numbers of admissible actions.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        with ragged_info_batching():  # the observation space's refusal of gymnasium's own vector envs is not for us
+            super().__init__(*args, **kwargs)  # type: ignore[call-arg]
 
     def _add_info(self, vector_infos: dict[str, Any], env_info: dict[str, Any], env_num: int) -> dict[str, Any]:
         ragged = {k: env_info[k] for k in RAGGED_INFO_KEYS if k in env_info}
@@ -109,8 +114,8 @@ def make_vec(
 ) -> gym.vector.VectorEnv:
     """``num_tasks * group_size`` copies of ``env_id``; the members of each group share a task.
 
-    ``async`` runs one process per env (``AsyncVectorEnv(shared_memory=False)``: gymnasium's
-    shared memory returns stale ``Text`` observations); ``sync`` runs them in this process; ``ray`` places each in
+    ``async`` runs one process per env (``AsyncVectorEnv(shared_memory=False)``: observations travel through
+    the pipes, without a shared buffer of ``4 * 2**20`` bytes per env); ``sync`` runs them in this process; ``ray`` places each in
     a Ray actor (:class:`sapo_gym.ray_vector.RayVectorEnv`, placed by the resources ``ray_workers`` asks for, so on
     any node of the cluster; needs the ``ray`` extra).
     Sub-envs auto-reset the step *after* an episode ends (gymnasium's next-step mode).
@@ -135,3 +140,17 @@ def make_vec(
     if vectorization == "sync":
         return RaggedSyncVectorEnv(fns)
     return RaggedAsyncVectorEnv(fns, shared_memory=False, context="spawn")
+
+
+def gym_vector_env(num_envs: int = 1, *, env_id: str, vectorization: Literal["sync", "async"] = "sync", **kwargs: Any) -> gym.vector.VectorEnv:
+    """The ids' ``vector_entry_point``: ``gym.make_vec(env_id, num_envs, **kwargs)`` without ``vectorization_mode``.
+
+    ``num_envs`` envs ``gym.make(env_id, **kwargs)`` (each drawing its own tasks, as single envs do) in a
+    :class:`RaggedSyncVectorEnv`, or with ``vectorization="async"`` a :class:`RaggedAsyncVectorEnv` with
+    gymnasium's defaults (shared memory, the default start method): gymnasium's classes and next-step autoreset, with
+    ``infos["action_mask"]`` an object array of each env's mask, which gymnasium's own classes cannot batch.
+    """
+    if vectorization not in ("sync", "async"):
+        raise ValueError(f"vectorization must be 'sync' or 'async', got {vectorization!r}")
+    fns = [partial(gym.make, env_id, **kwargs) for _ in range(num_envs)]
+    return RaggedSyncVectorEnv(fns) if vectorization == "sync" else RaggedAsyncVectorEnv(fns)
