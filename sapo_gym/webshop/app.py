@@ -25,6 +25,8 @@ from typing import Any
 from flask import Flask, abort, jsonify, redirect, render_template, request, url_for
 
 from sapo_gym.webshop.catalog import Catalog
+from sapo_gym.webshop.noun_table import catalog_noun_rule
+from sapo_gym.webshop.nouns import NounRule
 from sapo_gym.webshop.search import SearchIndex
 from sapo_gym.webshop.shop import ShopSession
 
@@ -38,6 +40,7 @@ class ShopState:
     catalog: Catalog
     index: SearchIndex
     goal_range: range
+    nouns: NounRule
     show_attrs: bool = False
     sessions: dict[str, ShopSession] = dataclasses.field(default_factory=dict)
     nonces: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -46,7 +49,8 @@ class ShopState:
     def start(self, goal_index: int) -> str:
         sid = uuid.uuid4().hex[:12]
         with self.lock:
-            self.sessions[sid] = ShopSession(self.catalog, self.index, self.catalog.goals[goal_index], show_attrs=self.show_attrs)
+            self.sessions[sid] = ShopSession(self.catalog, self.index, self.catalog.goals[goal_index], self.nouns,
+                                             show_attrs=self.show_attrs)
             self.nonces[sid] = 0
         return sid
 
@@ -56,10 +60,14 @@ class ShopState:
                 self.nonces[sid] += 1
 
 
-def create_app(catalog: Catalog, index: SearchIndex, *, goal_range: range | None = None, show_attrs: bool = False) -> Flask:
-    """A flask app serving ``catalog``; ``/`` draws goals from ``goal_range`` (default: all)."""
+def create_app(catalog: Catalog, index: SearchIndex, *, goal_range: range | None = None, show_attrs: bool = False,
+               nouns: NounRule | None = None) -> Flask:
+    """A flask app serving ``catalog``; ``/`` draws goals from ``goal_range`` (default: all).
+
+    ``nouns``: the type reward's rule (default: the catalog's, :func:`.noun_table.catalog_noun_rule`, fixed now)."""
     app = Flask(__name__)
-    state = ShopState(catalog, index, goal_range if goal_range is not None else range(len(catalog.goals)), show_attrs)
+    goals = goal_range if goal_range is not None else range(len(catalog.goals))
+    state = ShopState(catalog, index, goals, nouns or catalog_noun_rule(catalog), show_attrs)
     app.extensions["webshop"] = state
 
     def session_of(sid: str) -> ShopSession:

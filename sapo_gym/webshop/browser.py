@@ -135,7 +135,8 @@ class WebShopBrowserEnv(WebShopEnv):
         from sapo_gym.webshop.app import create_app
         from sapo_gym.webshop.search import shared_index
 
-        app = create_app(self.catalog, shared_index(self.catalog), goal_range=self._goal_indices, show_attrs=self.show_attrs)
+        app = create_app(self.catalog, shared_index(self.catalog), goal_range=self._goal_indices, show_attrs=self.show_attrs,
+                         nouns=self.nouns)
         self._server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=_QuietHandler)
         threading.Thread(target=self._server.serve_forever, name="webshop-flask", daemon=True).start()
         self.base_url = f"http://127.0.0.1:{self._server.server_port}"

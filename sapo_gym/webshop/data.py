@@ -35,6 +35,9 @@ def register_data_cli(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--num-products", type=int, default=1000, help="products to generate (with --generate)")
     p.add_argument("--catalog", default="1k", choices=["1k", "full"], help="which product files to validate or write (default 1k)")
     p.add_argument("--synthetic-goals", action="store_true", help="validate with synthetic goals (verl-agent's splits)")
+    p.add_argument("--noun-table", metavar="PATH", default=None,
+                   help="tag the embedded catalog's titles with spaCy (the nlp extra) and write the noun table the "
+                        "package ships (sapo_gym/webshop/nouns_generated.json.gz) to PATH")
     p.set_defaults(func=run)
 
 
@@ -46,6 +49,12 @@ def run(args: argparse.Namespace) -> int:
     from sapo_gym.webshop.dataset import CATALOGS, DATA_ENV, HUMAN_FILE, find_files, load_split_catalog
     from sapo_gym.webshop.generate import generate_raw
 
+    if args.noun_table:
+        from sapo_gym.webshop.noun_table import write_shipped_table
+
+        rule_id, n_titles, size = write_shipped_table(Path(args.noun_table))
+        print(f"wrote the nouns of {n_titles} titles by {rule_id} to {args.noun_table} ({size} bytes)")
+        return 0
     if args.generate:
         out = Path(args.generate)
         out.mkdir(parents=True, exist_ok=True)

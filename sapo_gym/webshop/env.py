@@ -28,8 +28,8 @@ from typing import Any, Sequence
 from sapo_gym.core import TaskInfo, TextEnv, Turn
 from sapo_gym.webshop.catalog import Catalog, Goal, goal_split
 from sapo_gym.webshop.dataset import DEFAULT_CATALOG, catalog_name, load_split_catalog
-from sapo_gym.webshop.nouns import noun_rule
-from sapo_gym.webshop.search import shared_index
+from sapo_gym.webshop.noun_table import catalog_noun_rule
+from sapo_gym.webshop.search import BM25S_VERSION, shared_index
 from sapo_gym.webshop.shop import Page, ShopSession
 
 __all__ = ["WebShopEnv", "REWARD_VERSION"]
@@ -62,6 +62,7 @@ class WebShopEnv(TextEnv):
         self.catalog_choice = catalog_name(data_dir, catalog)
         self.catalog: Catalog = load_split_catalog(split, data_dir, num_products=num_products, seed=catalog_seed,
                                                    catalog=catalog)
+        self.nouns = catalog_noun_rule(self.catalog)  # fixed here: the spec's rule is the one every purchase uses
         self.success_reward, self.show_attrs = float(success_reward), show_attrs
         self._goal_indices = self.catalog.goal_indices(split)
         self._ids = [f"goal-{i:05d}" for i in self._goal_indices]
@@ -83,13 +84,12 @@ class WebShopEnv(TextEnv):
         return fields
 
     def backend_versions(self) -> dict[str, str]:
-        versions = {"reward": REWARD_VERSION, "nouns": noun_rule().id}
-        for package in ("bm25s", "PyStemmer"):
-            try:
-                versions[package] = version(package)
-            except PackageNotFoundError:
-                versions[package] = "missing"
-        return versions
+        try:
+            stemmer = version("PyStemmer")
+        except PackageNotFoundError:
+            stemmer = "missing"
+        # bm25s: the release whose scores the numpy index reproduces (the key of the boards' spec, not an import)
+        return {"reward": REWARD_VERSION, "nouns": self.nouns.id, "bm25s": BM25S_VERSION, "PyStemmer": stemmer}
 
     def goal(self, index: int) -> Goal:
         """The goal of task ``task_ids[index]``."""
@@ -97,7 +97,7 @@ class WebShopEnv(TextEnv):
 
     # ------------------------------------------------------------------ backend hooks
     def _new_session(self, goal: Goal) -> ShopSession:
-        return ShopSession(self.catalog, shared_index(self.catalog), goal, show_attrs=self.show_attrs)
+        return ShopSession(self.catalog, shared_index(self.catalog), goal, self.nouns, show_attrs=self.show_attrs)
 
     def _load_task(self, index: int) -> tuple[TaskInfo, Turn]:
         goal = self.goal(index)

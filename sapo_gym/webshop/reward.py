@@ -5,7 +5,7 @@
 * **type** (``r_type``): 1.0 when the purchase matches the goal's query, or shares ≥ 2 breadcrumb
   categories, or more than 20 % of the goal title's nouns; 0.5 otherwise; then 0.1 when under
   10 % of the nouns match and 0.0 when none do (no nouns at all in the goal title counts 20 %).
-  The nouns come from :mod:`sapo_gym.webshop.nouns` (spaCy when installed, else an offline rule);
+  The nouns come from the rule passed in (an env's: its catalog's spaCy table, :mod:`.noun_table`);
 * **attributes**: a goal attribute matches when some product attribute has a fuzzy token-set
   ratio > 85 with it, or when it is a substring of the lower-cased title, bullet points (joined
   by spaces) or description;
@@ -40,7 +40,7 @@ from difflib import SequenceMatcher
 from typing import Iterable, Union
 
 from sapo_gym.webshop.catalog import Goal, Product
-from sapo_gym.webshop.nouns import NounRule, noun_rule
+from sapo_gym.webshop.nouns import NounRule
 
 __all__ = ["COLOR_SET", "GoalOption", "normalize_color", "token_set_ratio", "goal_option_keys", "type_reward",
            "attribute_matches", "option_matches", "RewardBreakdown", "purchase_reward"]
@@ -106,9 +106,8 @@ def goal_option_keys(goal: Goal) -> list[GoalOption]:
     return list(goal.goal_options)
 
 
-def type_reward(product: Product, goal: Goal, nouns: NounRule | None = None) -> tuple[float, bool, bool, float]:
-    """(r_type, query_match, category_match, title_score) of buying ``product`` for ``goal``."""
-    rule = nouns or noun_rule()
+def type_reward(product: Product, goal: Goal, rule: NounRule) -> tuple[float, bool, bool, float]:
+    """(r_type, query_match, category_match, title_score) of buying ``product`` for ``goal``, nouns by ``rule``."""
     query_match = product.query == goal.query
     bought = {c.strip() for c in product.product_category.split("›")}
     wanted = {c.strip() for c in goal.product_category.split("›")}
@@ -168,7 +167,7 @@ class RewardBreakdown:
 
 
 def purchase_reward(product: Product, goal: Goal, price: float, options: dict[str, str],
-                    nouns: NounRule | None = None) -> RewardBreakdown:
+                    nouns: NounRule) -> RewardBreakdown:
     """WebShop's ``get_reward`` for buying ``product`` at ``price`` with the chosen ``options`` (name → value)."""
     r_type, query_match, category_match, title_score = type_reward(product, goal, nouns)
     price_ok = price <= goal.price_upper if goal.price_upper > 0 else False

@@ -1,39 +1,54 @@
-"""Keyword search over the catalog: BM25 (``bm25s``, pure Python/numpy) instead of pyserini/Lucene.
+"""Keyword search over the catalog: BM25 in numpy (Lucene's variant, as ``bm25s`` computes it) instead of pyserini/Lucene.
 
 Each product is indexed as WebShop's ``search_engine/convert_product_file_format.py`` builds its
 documents: the title, the description, the *first* bullet point and the options as
 ``"name: value, value"`` (joined by ``", and "``), lower-cased. Words are analysed as
 Anserini's default English analyzer does (Lucene's 33 English stopwords removed, Porter-stemmed;
 PyStemmer's ``porter``), and ranked by BM25 with Anserini's defaults k1 = 0.9, b = 0.4 (the
-``BM25Similarity(0.9f, 0.4f)`` that pyserini's ``LuceneSearcher`` starts with). The index
-is built once per catalog and cached on disk under ``$SAPO_GYM_CACHE`` (default
-``~/.cache/sapo_gym``), keyed by the catalog's digest; it is written to a temporary folder and
-renamed into place, so parallel workers never read a half-written index. A search returns the
-top 50 products with a positive score, best first (ties by catalog order, as Lucene breaks
-ties by document order), as WebShop's ``SEARCH_RETURN_N``.
+``BM25Similarity(0.9f, 0.4f)`` that pyserini's ``LuceneSearcher`` starts with).
+
+The scores are those of ``bm25s`` :data:`BM25S_VERSION` with ``method="lucene"`` (which this
+index replaced, so the light install needs neither bm25s nor scipy), bit for bit: the idf
+``log(1 + (N - df + 0.5) / (df + 0.5))`` in float64, stored as float32; each (document, term)
+score ``float32(idf × tf / (k1 × (1 - b + b × |d| / avgdl) + tf))`` with the product and the
+fraction in float64 (what bm25s's float32 counts against a float64 average give under NumPy 2);
+a query's score the float32 sum of its tokens' scores in query order (repeated tokens count
+again). A test compares both on many queries with ``np.array_equal``.
+
+The index is built once per catalog and cached on disk under ``$SAPO_GYM_CACHE`` (default
+``~/.cache/sapo_gym``) as one ``.npz``, keyed by the catalog's digest; it is written to a
+temporary folder and renamed into place, so parallel workers never read a half-written index.
+A search returns the top 50 products with a positive score, best first (ties by catalog order,
+as Lucene breaks ties by document order), as WebShop's ``SEARCH_RETURN_N``.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from sapo_gym.webshop.catalog import Catalog, Product
 
-__all__ = ["SEARCH_RETURN_N", "BM25_K1", "BM25_B", "tokenize", "product_text", "SearchIndex", "cache_root", "shared_index"]
+__all__ = ["SEARCH_RETURN_N", "BM25_K1", "BM25_B", "BM25S_VERSION", "tokenize", "product_text", "BM25Index",
+           "SearchIndex", "cache_root", "shared_index"]
 
 SEARCH_RETURN_N = 50
 BM25_K1, BM25_B = 0.9, 0.4
 """Anserini's defaults (``SimpleSearcher``: ``new BM25Similarity(0.9f, 0.4f)``), which WebShop's searcher keeps."""
+BM25S_VERSION = "0.3.16"
+"""The bm25s release whose ``method="lucene"`` scores :class:`BM25Index` reproduces (the spec's ``backend.bm25s``)."""
 TOKENIZER = f"webshop-fields-v2-lucene-stop-porter3-k{BM25_K1}-b{BM25_B}"
 """Names the indexed fields, the analyzer and BM25's parameters in the index cache key: change it when any changes."""
+INDEX_FORMAT = "bm25np1"
+"""Names the on-disk format in the cache key (the bm25s-format folders of before are never read as this one)."""
 _POSSESSIVE = re.compile(r"['\u2019\uff07]s\b")
 _TOKEN = re.compile(r"[0-9]+(?:[.,][0-9]+)+|[^\W_]+")
 _STOPWORDS = frozenset(
@@ -76,29 +91,76 @@ def cache_root() -> Path:
     return Path(os.environ.get("SAPO_GYM_CACHE") or Path.home() / ".cache" / "sapo_gym")
 
 
+class BM25Index:
+    """Lucene-variant BM25 over tokenized documents, stored by term (CSC): :meth:`scores` of a token list."""
+
+    def __init__(self, vocab: list[str], data: np.ndarray, docs: np.ndarray, indptr: np.ndarray, num_docs: int):
+        self.vocab: dict[str, int] = {t: i for i, t in enumerate(vocab)}
+        self.data, self.docs, self.indptr, self.num_docs = data, docs, indptr, int(num_docs)
+
+    @classmethod
+    def build(cls, documents: Sequence[Sequence[str]], k1: float = BM25_K1, b: float = BM25_B) -> "BM25Index":
+        vocab = sorted(set().union(*documents)) if documents else []
+        ids = {t: i for i, t in enumerate(vocab)}
+        lengths = np.array([len(d) for d in documents], dtype=np.int64)
+        term = np.fromiter((ids[t] for d in documents for t in d), dtype=np.int64, count=int(lengths.sum()))
+        doc = np.repeat(np.arange(len(documents), dtype=np.int64), lengths)
+        pairs, tf = np.unique((term << 32) | doc, return_counts=True)  # sorted by term, then document
+        term, doc = pairs >> 32, pairs & 0xFFFFFFFF
+        df = np.bincount(term, minlength=len(vocab))
+        n = len(documents)
+        idf_of = {int(f): np.float32(math.log(1 + (n - int(f) + 0.5) / (int(f) + 0.5))) for f in np.unique(df)}
+        idf = np.array([idf_of[int(f)] for f in df], dtype=np.float32)
+        avgdl = float(lengths.mean()) if n else 1.0  # as bm25s: the exact integer sum over n, in float64
+        norm = k1 * ((1 - b) + b * lengths.astype(np.float64) / avgdl)  # per document, in bm25s's operation order
+        tf64 = tf.astype(np.float64)
+        data = (idf[term].astype(np.float64) * (tf64 / (norm[doc] + tf64))).astype(np.float32)
+        indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+        np.cumsum(df, out=indptr[1:])
+        return cls(vocab, data, doc.astype(np.int32), indptr, n)
+
+    def scores(self, tokens: Sequence[str]) -> np.ndarray:
+        """float32 scores of every document: the sum of the known tokens' scores, in query order."""
+        total = np.zeros(self.num_docs, dtype=np.float32)
+        for t in tokens:
+            i = self.vocab.get(t)
+            if i is not None:
+                start, end = self.indptr[i], self.indptr[i + 1]
+                total[self.docs[start:end]] += self.data[start:end]  # one entry per document in a term's column
+        return total
+
+    def save(self, path: Path) -> None:
+        vocab = np.frombuffer("\n".join(self.vocab).encode(), dtype=np.uint8)  # tokens hold no whitespace
+        np.savez(path, vocab=vocab, data=self.data, docs=self.docs, indptr=self.indptr, num_docs=np.int64(self.num_docs))
+
+    @classmethod
+    def load(cls, path: Path) -> "BM25Index":
+        with np.load(path, allow_pickle=False) as z:
+            text = z["vocab"].tobytes().decode()
+            vocab = text.split("\n") if text else []
+            return cls(vocab, z["data"], z["docs"], z["indptr"], int(z["num_docs"]))
+
+
 class SearchIndex:
     """BM25 over a catalog's products; :meth:`search` returns asins."""
 
     def __init__(self, catalog: Catalog, cache_dir: Path | None = None):
-        import bm25s
-
         self.asins = [p.asin for p in catalog.products]
-        folder = (cache_dir or cache_root()) / "webshop" / f"bm25-{TOKENIZER}-{catalog.digest}"
-        if (folder / "params.index.json").exists():
-            self.bm25 = bm25s.BM25.load(str(folder), load_vocab=True, show_progress=False)
+        folder = (cache_dir or cache_root()) / "webshop" / f"{INDEX_FORMAT}-{TOKENIZER}-{catalog.digest}"
+        if (folder / "index.npz").exists():
+            self.bm25 = BM25Index.load(folder / "index.npz")
             self.cached = True
         else:
-            self.bm25 = bm25s.BM25(k1=BM25_K1, b=BM25_B, method="lucene")
-            self.bm25.index([tokenize(product_text(p)) for p in catalog.products], show_progress=False)
+            self.bm25 = BM25Index.build([tokenize(product_text(p)) for p in catalog.products])
             self._save(folder)
             self.cached = False
-        self.vocab: dict[str, int] = self.bm25.vocab_dict
+        self.vocab: dict[str, int] = self.bm25.vocab
 
     def _save(self, folder: Path) -> None:
         try:
             folder.parent.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
-            self.bm25.save(str(tmp), show_progress=False)
+            self.bm25.save(tmp / "index.npz")
             try:
                 os.replace(tmp, folder)
             except OSError:  # another worker won the race: theirs is identical
@@ -108,10 +170,10 @@ class SearchIndex:
 
     def search(self, query: str, k: int = SEARCH_RETURN_N) -> list[str]:
         """The asins of the top ``k`` products with a positive BM25 score for ``query``."""
-        tokens = [t for t in tokenize(query) if t and t in self.vocab]  # bm25s keeps "" in its vocab for empty documents
+        tokens = [t for t in tokenize(query) if t in self.vocab]
         if not tokens:
             return []
-        scores = np.asarray(self.bm25.get_scores(tokens))
+        scores = self.bm25.scores(tokens)
         hits = np.flatnonzero(scores > 0)
         if len(hits) > k:  # keep everything tied with the k-th score, so ties resolve by catalog order
             kth = -np.partition(-scores[hits], k - 1)[k - 1]

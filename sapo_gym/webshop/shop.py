@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from sapo_gym.webshop.catalog import Catalog, Goal
+from sapo_gym.webshop.nouns import NounRule
 from sapo_gym.webshop.reward import RewardBreakdown, normalize_color, purchase_reward, token_set_ratio
 from sapo_gym.webshop.search import SearchIndex
 
@@ -146,6 +147,8 @@ class ShopSession:
     catalog: Catalog
     index: SearchIndex
     goal: Goal
+    nouns: NounRule
+    """The type reward's noun rule, fixed by whoever made the session (the env, the app) at its construction."""
     show_attrs: bool = False
     kind: PageKind = "search"
     keywords: str = ""
@@ -205,7 +208,7 @@ class ShopSession:
     def _buy(self) -> None:
         assert self.asin is not None
         product = self.catalog.by_asin[self.asin]
-        self.outcome = purchase_reward(product, self.goal, self.catalog.prices[self.asin], self.options)
+        self.outcome = purchase_reward(product, self.goal, self.catalog.prices[self.asin], self.options, self.nouns)
         self.kind = "done"
 
     @property

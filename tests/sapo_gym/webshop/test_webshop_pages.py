@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from sapo_gym.webshop.catalog import Catalog
+from sapo_gym.webshop.nouns import OFFLINE
 from sapo_gym.webshop.search import SearchIndex
 from sapo_gym.webshop.shop import NEXT_PAGE, PREV_PAGE, ShopSession
 
@@ -21,7 +22,7 @@ def shop(tmp_path: Path, make_product, make_goal):
     products = [*mugs, bare, reviewed]
     catalog = Catalog(products=products, prices={p.asin: 15.0 for p in products}, goals=[make_goal()], source="pages",
                       digest="pages-test")
-    return lambda: ShopSession(catalog, SearchIndex(catalog, cache_dir=tmp_path), catalog.goals[0])
+    return lambda: ShopSession(catalog, SearchIndex(catalog, cache_dir=tmp_path), catalog.goals[0], OFFLINE)
 
 
 def _buttons(session: ShopSession) -> list[str]:

@@ -104,16 +104,16 @@ def test_option_matches_colour_normalised(make_product) -> None:
 
 def test_purchase_reward_total(make_product, make_goal) -> None:
     # attrs 2/3 (machine wash, classic fit), options 2/2 (black, large~xx-large), price 15 <= 20, r_type 1
-    r = purchase_reward(make_product(), make_goal(), price=15.0, options={"color": "black", "size": "large"})
+    r = purchase_reward(make_product(), make_goal(), price=15.0, options={"color": "black", "size": "large"}, nouns=OFFLINE)
     assert (r.attribute_matches, r.option_matches, r.price_ok, r.r_type) == (2, 2, True, 1.0)
     assert r.total == pytest.approx(5 / 6)
 
 
 def test_purchase_reward_price_and_missing_options(make_product, make_goal) -> None:
-    r = purchase_reward(make_product(), make_goal(), price=20.01, options={})
+    r = purchase_reward(make_product(), make_goal(), price=20.01, options={}, nouns=OFFLINE)
     assert (r.attribute_matches, r.option_matches, r.price_ok) == (2, 0, False)
     assert r.total == pytest.approx(2 / 6)
-    perfect = purchase_reward(make_product(), make_goal(attributes=["machine wash"], goal_options=["black"]), 20.0, {"color": "black"})
+    perfect = purchase_reward(make_product(), make_goal(attributes=["machine wash"], goal_options=["black"]), 20.0, {"color": "black"}, nouns=OFFLINE)
     assert perfect.total == 1.0
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from sapo_gym.webshop.catalog import Catalog, build_catalog
 from sapo_gym.webshop.dataset import load_catalog
 from sapo_gym.webshop.generate import generate_raw
-from sapo_gym.webshop.search import BM25_B, BM25_K1, SEARCH_RETURN_N, TOKENIZER, SearchIndex, product_text, tokenize
+from sapo_gym.webshop.search import BM25_B, BM25_K1, INDEX_FORMAT, SEARCH_RETURN_N, TOKENIZER, SearchIndex, product_text, tokenize
 
 
 def test_tokenize_drops_stopwords_and_punctuation() -> None:
@@ -24,7 +24,7 @@ def test_a_query_of_short_words_and_an_empty_document_search_cleanly(tmp_path: P
     empty = make_product(asin="B000EMPTY1", title="", description="", bullet_points=[], options={})
     shirt = make_product(title="Womens Shirt", bullet_points=[], options={}, description="")
     catalog = Catalog(products=[empty, shirt], prices={}, goals=[], source="t", digest="short-words")
-    index = SearchIndex(catalog, cache_dir=tmp_path)  # bm25s adds "" to its vocabulary; no document holds it
+    index = SearchIndex(catalog, cache_dir=tmp_path)
     assert index.search("womens s") == [shirt.asin] and index.search("s") == [] and index.search("") == []
 
 
@@ -53,7 +53,7 @@ def test_index_is_cached_on_disk_by_catalog_digest(tmp_path: Path) -> None:
     first = SearchIndex(catalog, cache_dir=tmp_path)
     second = SearchIndex(catalog, cache_dir=tmp_path)
     assert (first.cached, second.cached) == (False, True)
-    assert (tmp_path / "webshop" / f"bm25-{TOKENIZER}-{catalog.digest}").is_dir()
+    assert (tmp_path / "webshop" / f"{INDEX_FORMAT}-{TOKENIZER}-{catalog.digest}" / "index.npz").is_file()
     assert first.search("coffee table") == second.search("coffee table")
 
 
@@ -90,7 +90,7 @@ def test_scores_are_lucene_bm25_with_anserinis_defaults(tmp_path: Path) -> None:
         return total
 
     expected = np.array([lucene(d) for d in docs])
-    # bm25s keeps float32 scores: each of the ~5 summed terms carries a relative error of a few float32 ulps
+    # the index keeps float32 scores: each of the ~5 summed terms carries a relative error of a few float32 ulps
     # (2**-24 ≈ 6e-8), so 1e-5 relative (plus 1e-6 absolute for zeros) bounds the difference generously.
-    assert np.allclose(index.bm25.get_scores(query), expected, rtol=1e-5, atol=1e-6)
+    assert np.allclose(index.bm25.scores(query), expected, rtol=1e-5, atol=1e-6)
     assert (BM25_K1, BM25_B) == (0.9, 0.4)
