@@ -8,8 +8,8 @@ repository's tests, so what it measures is the installed wheel.
 
     python light_contract.py [--vector] [--official]
 
-``--vector`` also plays ``gym.make_vec`` in both of gymnasium's modes with its defaults and checks each
-step against single envs; ``--official`` adds sapo/ALFWorld-v0 on ``$ALFWORLD_DATA``'s games.
+``--vector`` also plays ``gym.make_vec`` (the ids' vector entry point, sync and async, and gymnasium's own
+classes, which must either match or refuse at make time) and checks each step against single envs; ``--official`` adds sapo/ALFWorld-v0 on ``$ALFWORLD_DATA``'s games.
 """
 
 from __future__ import annotations
@@ -85,20 +85,36 @@ def contract(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         env.close()
 
 
-def vector_check(env_id: str, kwargs: dict[str, Any], mode: str, num_envs: int = 2, steps: int = 30) -> int:
-    """Steps of ``gym.make_vec(..., vectorization_mode=mode)`` checked equal to ``num_envs`` single envs."""
+VECTOR_MODES: dict[str, dict[str, Any]] = {
+    "entry-sync": {},
+    "entry-async": {"vectorization": "async"},
+    "gym-sync": {"vectorization_mode": "sync"},
+    "gym-async": {"vectorization_mode": "async"},
+}
+"""``gym.make_vec`` calls a user writes: the ids' vector entry point (no mode) and gymnasium's own two classes."""
+
+
+def vector_check(env_id: str, kwargs: dict[str, Any], mode: str, num_envs: int = 2, steps: int = 30) -> int | str:
+    """Steps of ``gym.make_vec`` in ``mode`` (a :data:`VECTOR_MODES` key) checked equal to ``num_envs`` single envs,
+    or ``"refused"`` when gymnasium's own classes refuse the id at make time with a message naming what to use."""
     import gymnasium as gym
 
-    vec = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode, **kwargs)
+    try:
+        vec = gym.make_vec(env_id, num_envs=num_envs, **VECTOR_MODES[mode], **kwargs)
+    except gym.error.Error as exc:
+        if mode.startswith("gym-") and "without vectorization_mode" in str(exc):
+            return "refused"
+        raise
     singles = [gym.make(env_id, **kwargs) for _ in range(num_envs)]
     try:
         obs, infos = vec.reset(seed=0)
         single = [env.reset(seed=i) for i, env in enumerate(singles)]
-        checked = 0
         for t in range(steps):
             for i, (o, info) in enumerate(single):
                 if obs[i] != o or list(infos["admissible_actions"][i]) != list(info["admissible_actions"]):
                     raise AssertionError(f"{env_id} {mode}: env {i} differs from a single env at step {t}")
+                if list(infos["action_mask"][i]) != list(info["action_mask"]):
+                    raise AssertionError(f"{env_id} {mode}: env {i}'s action mask differs at step {t}")
             actions = [expert_command(info) if (t + i) % 3 else "junk" for i, (_, info) in enumerate(single)]
             obs, rewards, terms, truncs, infos = vec.step(actions)
             out = [env.step(a) for env, a in zip(singles, actions)]
@@ -106,10 +122,9 @@ def vector_check(env_id: str, kwargs: dict[str, Any], mode: str, num_envs: int =
                 if (float(rewards[i]), bool(terms[i]), bool(truncs[i])) != (float(r), te, tr):
                     raise AssertionError(f"{env_id} {mode}: env {i} reward/flags differ at step {t}")
                 single[i] = (o, info)
-            checked += 1
             if any(terms) or any(truncs):
-                break  # next-step autoreset bookkeeping is the vector tests' business; stop at the first end
-        return checked
+                return t + 1  # the next step autoresets: tests/sapo_gym/test_gym_make_vec.py checks past it
+        return steps
     finally:
         vec.close()
         for env in singles:
@@ -129,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         key = f"{env_id}:{kwargs.get('split')}" + (":embedded" if kwargs.get("data_dir") == "embedded" else "")
         out["cases"][key] = contract(env_id, kwargs)
         if args.vector:
-            out["cases"][key]["vector_steps"] = {m: vector_check(env_id, kwargs, m) for m in ("sync", "async")}
+            out["cases"][key]["vector_steps"] = {m: vector_check(env_id, kwargs, m) for m in VECTOR_MODES}
     heavy = ("torch", "transformers", "spacy", "thinc", "bm25s", "scipy", "textworld", "alfworld", "flask", "ray")
     out["heavy_modules"] = sorted(m for m in heavy if m in sys.modules)
     print(json.dumps(out, indent=1, sort_keys=True))
