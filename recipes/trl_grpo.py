@@ -144,7 +144,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="a local model directory (recipes/trl_tiny.py) or a hub id")
     p.add_argument("--env", default="sapo/Vault-v0", help="the env id (the served one under --url)")
-    p.add_argument("--env-arg", action="append", default=[], metavar="K=V", help="gym.make argument (in process only)")
+    p.add_argument("--env-arg", action="append", default=[], metavar="K=V", help="gym.make argument (in process; a served env has the server's)")
     p.add_argument("--url", default=None, help="a `sapo-gym env serve` server: train against it instead of in process")
     p.add_argument("--max-steps", type=int, default=2, help="optimizer steps")
     p.add_argument("--batch-size", type=int, default=8, help="rollouts per optimizer step")
@@ -189,6 +189,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
     from agents.policy import load_tokenizer  # AutoTokenizer, unless it re-tokenizes what tokenizer.json says
 
+    if args.url and args.env_arg:
+        raise SystemExit("--env-arg sets an env made here; a served env has the server's (sapo-gym env serve --env-arg)")
     make = env_maker(args.env, parse_env_args(args.env_arg), args.url)
     tasks, horizon = episode_facts(make)
     tokenizer = load_tokenizer(args.model)
