@@ -126,7 +126,7 @@ class BM25Index:
             i = self.vocab.get(t)
             if i is not None:
                 start, end = self.indptr[i], self.indptr[i + 1]
-                total[self.docs[start:end]] += self.data[start:end]  # one entry per document in a term's column
+                np.add.at(total, self.docs[start:end], self.data[start:end])  # one entry per document of a term
         return total
 
     def save(self, path: Path) -> None:

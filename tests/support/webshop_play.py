@@ -18,7 +18,7 @@ SPLITS = ("test", "train", "verl-agent-test")
 MAX_COMBINATIONS = 40
 
 
-def _episode(env: Any, index: int) -> list[str]:
+def episode(env: Any, index: int) -> list[str]:
     obs, info = env.reset(options={"task_index": index})
     steps = [json.dumps([obs, info], sort_keys=True, default=str)]
     for _ in range(15):  # the registered horizon; the expert buys within it
@@ -65,7 +65,7 @@ def report(episodes: int = 12, goals: int = 120, rule: Any = None) -> dict[str, 
         n = len(env.task_ids)
         out[split] = {
             "spec_hash": env.spec_hash(), "nouns": env.nouns.id,
-            "episodes": [_episode(env, (i * 37) % n) for i in range(episodes)],
+            "episodes": [episode(env, (i * 37) % n) for i in range(episodes)],
             "purchases": purchases(env, range(0, n, max(1, n // goals)), env.nouns),
         }
     return out

