@@ -32,6 +32,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from sapo_gym.ray_connect import connect
 from sapo_gym.vector import MemberResult, _make_member, _RaggedInfo
 
 __all__ = ["RayWorkers", "RayVectorEnv", "EnvWorker", "WorkerInfo"]
@@ -43,7 +44,9 @@ class RayWorkers:
 
     address: str | None = None
     """Cluster to join when Ray is not initialized yet: None or '' starts a local Ray (``ray.init()``), 'auto' joins
-    the cluster running on this machine, 'ray://host:10001' a remote one. An initialized Ray is used as it is."""
+    the cluster running on this machine, 'HOST:PORT' the one ``ray start --head`` printed, 'ray://HOST:10001' one
+    through its Ray Client server; under the cluster's auth mode, token or none (:func:`sapo_gym.ray_connect.connect`).
+    An initialized Ray is used as it is."""
     num_cpus: float = 0.2
     """CPUs each worker reserves (verl-agent asks 0.2 per ALFWorld actor): the cluster must hold them all at once."""
     resources: tuple[tuple[str, float], ...] = ()
@@ -142,7 +145,7 @@ class RayVectorEnv(_RaggedInfo, VectorEnv):
         self.workers = workers
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
-            ray.init(address=workers.address or None, include_dashboard=False)
+            connect(workers.address)
         self._spec = (env_id, group_size, num_groups, schedule_seed, dict(env_kwargs))
         self.member_ids = list(members)
         """Each member's index in the full vector env."""
