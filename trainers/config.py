@@ -143,7 +143,8 @@ class TrainConfig:
     Ray on any node of the cluster, stepped in parallel; the same episodes; needs the ray extra; docs/scale_out.md)."""
     ray_address: str = ""
     """Ray cluster of env_workers 'ray': '' (the running Ray, else a new local one), 'auto' (the cluster started on
-    this machine by `ray start`) or 'ray://host:10001'."""
+    this machine by `ray start`), the HOST:PORT `ray start --head` printed, or 'ray://host:10001' (its Ray Client
+    server); token auth or none, as the cluster runs (sapo_gym.ray_connect)."""
     # ------------------------------------------------------------------ losses and targets
     clip_eps: float = 0.2
     """PPO ratio clip ε (paper: 0.2)."""
