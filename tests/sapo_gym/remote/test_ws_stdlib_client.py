@@ -81,3 +81,12 @@ def test_the_stdlib_client_gets_the_documented_error_frames_and_the_session_live
             assert first["data"]["observation"]["task_id"] == "vault-train-003"
         finally:
             ws.close()
+
+
+def test_the_docs_quote_the_client_file() -> None:
+    """docs/remote.md's excerpt of the client is the file's text, so what the page shows is what this test runs."""
+    docs = (ROOT / "docs" / "remote.md").read_text()
+    marker = "Its episode, from `docs/examples/ws_client_stdlib.py`:\n\n```python\n"
+    assert marker in docs
+    excerpt = docs.split(marker, 1)[1].split("```", 1)[0]
+    assert len(excerpt.splitlines()) >= 10 and excerpt in CLIENT.read_text()
