@@ -49,11 +49,13 @@ def cluster_wants_token(address: str) -> Optional[bool]:
     (unreachable, not a Ray server, or no grpcio here)."""
     try:
         import grpc
+        from ray._private.ray_constants import GLOBAL_GRPC_OPTIONS
         from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc, ray_client_pb2, ray_client_pb2_grpc
     except ImportError:
         return None
     client = address.startswith("ray://")
-    with grpc.insecure_channel(address[len("ray://"):] if client else address) as channel:
+    target = address[len("ray://"):] if client else address
+    with grpc.insecure_channel(target, options=list(GLOBAL_GRPC_OPTIONS)) as channel:  # Ray's proxy setting
         try:
             if client:
                 ping = ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING)
@@ -77,6 +79,7 @@ def _enable_token_auth() -> None:
 def _settle_auth_mode(address: str) -> None:
     """Put this process in the auth mode of the cluster at ``address``, or raise what to change."""
     wants, mode = cluster_wants_token(address), os.environ.get("RAY_AUTH_MODE")
+    mode = mode.lower() if mode is not None else None  # Ray reads it case-insensitively
     if wants is None:
         return  # not asked: ray.init decides, and a failure is explained by connect
     if wants and mode is None and has_token():
