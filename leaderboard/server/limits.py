@@ -34,7 +34,10 @@ def _read_chunked(limit: int) -> bytes:
     stream = request.environ["wsgi.input"]  # de-chunked by the server (wsgi.input_terminated)
     chunks, total = [], 0
     while True:
-        chunk = stream.read(min(_READ_CHUNK, limit + 1 - total))
+        try:
+            chunk = stream.read(min(_READ_CHUNK, limit + 1 - total))
+        except (OSError, ValueError):  # werkzeug's de-chunking: a bad chunk size, or a body cut mid-chunk
+            abort(400, "malformed chunked body (Transfer-Encoding: chunked)")
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)

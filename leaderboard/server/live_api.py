@@ -9,12 +9,14 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from flask import Blueprint, Response, current_app, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify
 
+from leaderboard.bundle import BundleError, parse_bundle
+from leaderboard.server.limits import read_body
 from leaderboard.server.live import LiveError, LiveManager
+from sapo_gym.core import ACTION_MAX_LENGTH
 
 __all__ = ["live_api", "validate_agent"]
 
@@ -37,15 +39,19 @@ def _token() -> Any:
     return _authenticate()
 
 
+LIVE_BODY_LIMIT = 12 * ACTION_MAX_LENGTH + (1 << 16)
+"""Bytes of a live request body: an output of the action space's most characters, each written as JSON's
+longest escape (a ``\\uXXXX`` surrogate pair, 12 bytes for 2 characters, or 6 for one), plus 64 KiB of the rest."""
+
+
 def _json() -> dict[str, Any]:
-    data = request.get_data(cache=False)
-    try:
-        obj = json.loads(data.decode("utf-8")) if data else {}
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise LiveError(f"the body is not JSON: {exc}", 400) from None
-    if not isinstance(obj, dict):
-        raise LiveError("the body is a JSON object", 400)
-    return obj
+    data = read_body(LIVE_BODY_LIMIT)  # 413 past it, with a Content-Length or chunked; 400 on bad chunking
+    if not data:
+        return {}
+    try:  # the bundle's strict rules: UTF-8, no NaN/Infinity, no huge integer literal, no lone surrogate
+        return parse_bundle(data)
+    except BundleError as exc:  # parse_bundle also answers nesting too deep and a top level that is no object
+        raise LiveError(f"the body is not strict JSON: {str(exc).replace('bundle', 'body')}", 400) from None
 
 
 def validate_agent(agent: Any) -> dict[str, Any]:
@@ -129,6 +135,8 @@ def step(run_id: int) -> Response:
         output, turn = body.get("output"), body.get("turn")
         if not isinstance(output, str) or (turn is not None and type(turn) is not int):
             raise LiveError("send {\"output\": the agent's raw text, \"turn\": the turn index}", 400)
+        if len(output) > ACTION_MAX_LENGTH:  # the env's action space: what no env step accepts is no turn
+            raise LiveError(f"the output has {len(output)} characters; the action space allows {ACTION_MAX_LENGTH}", 413)
         return _manager().step(run_id, token, output, turn)
 
     return _handle(go)

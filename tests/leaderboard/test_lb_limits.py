@@ -62,6 +62,29 @@ def test_a_chunked_upload_over_the_limit_is_413_and_under_it_is_accepted(limited
     assert names == ["chunked small"]
 
 
+def _raw_chunked_post(port: int, token: str, raw_body: bytes, path: str = "/api/v1/submissions") -> bytes:
+    """POST ``raw_body`` as it is (chunk framing included, well-formed or not), then half-close; the response."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall((f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+                      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n").encode()
+                     + raw_body)
+        sock.shutdown(socket.SHUT_WR)  # a truncated body ends here: the server reads end of stream mid-chunk
+        response = b""
+        while chunk := sock.recv(65536):
+            response += chunk
+        return response
+
+
+@pytest.mark.parametrize("raw_body", [b"zz\r\nabc\r\n0\r\n\r\n", b"5\r\nab", b"ffffffffffffffffffff\r\nx", b"3\r\nabcde0\r\n\r\n"],
+                         ids=["bad size", "truncated", "huge size", "chunk longer than its size"])
+def test_a_malformed_chunked_body_is_400_on_every_endpoint(limited_server, raw_body: bytes) -> None:  # type: ignore[no-untyped-def]
+    server, token = limited_server
+    for path in ("/api/v1/submissions", "/api/v1/live/runs"):
+        status = _raw_chunked_post(server.port, token, raw_body, path).split(b"\r\n", 1)[0]
+        assert status.startswith(b"HTTP/1.1 4") and b" 5" not in status, (path, status)
+        assert status.split()[1] in (b"400", b"413"), (path, status)
+
+
 def test_a_stalled_client_is_disconnected_after_the_request_timeout(limited_server) -> None:  # type: ignore[no-untyped-def]
     server, _ = limited_server
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
