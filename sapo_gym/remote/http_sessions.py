@@ -15,7 +15,8 @@ OpenEnv's shapes (``ResetRequest`` fields, ``{"action": {...}}``; ``{"observatio
 ``DELETE /sessions/{id}``               close it
 ======================================  =======================================================
 
-Status codes: 400 body not JSON (or not an object) or a reset the env refuses (unknown task id);
+Status codes: 400 body not JSON (NaN, Infinity, an integer literal over :data:`MAX_INT_DIGITS` digits and
+nesting past the parser's depth included; or not an object) or a reset the env refuses (unknown task id);
 404 unknown session; 409 step before reset, or a session held by a WebSocket; 410 session closed
 meanwhile; 413 body over :data:`~sapo_gym.remote.models.MAX_BODY_BYTES`; 422 wrong fields or types
 (an action over :data:`~sapo_gym.remote.models.ACTION_LIMIT_CHARS` characters included); 500 the env
@@ -78,9 +79,25 @@ async def read_json(request: Request, limit: int = MAX_BODY_BYTES, empty: Any = 
     if not body.strip():
         return empty
     try:
-        return json.loads(bytes(body))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise HTTPError(400, "not_json", f"request body is not JSON: {exc}") from None
+        return json.loads(bytes(body), parse_int=_bounded_int, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError and the hooks' are ValueErrors
+        message = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:300]
+        raise HTTPError(400, "not_json", f"request body is not JSON: {message}") from None
+
+
+MAX_INT_DIGITS = 64
+"""Digits of the longest integer literal a body may hold (a seed is < 2**128: 39 digits); Python's own
+int() limit of 4,300 digits would otherwise be an unhandled error, and a longer literal costs quadratic time."""
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer literal of {len(text.lstrip('-'))} digits (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def validate(model: type[BaseModel], data: Any) -> Any:

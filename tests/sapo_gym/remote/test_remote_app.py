@@ -134,3 +134,25 @@ def test_idle_sessions_expire_and_a_late_websocket_message_gets_a_clean_error() 
             late = ws_call(ws, {"type": "step", "data": LOOK})["data"]
             assert late["code"] == "EXECUTION_ERROR" and "session closed" in late["message"]
         assert c.post(f"/sessions/{sid}/reset", json={}).status_code == 404
+
+
+@pytest.mark.parametrize("body", [
+    '{"seed": ' + "9" * 5000 + "}",          # past Python's own int() digit limit
+    '{"seed": ' + "9" * 65 + "}",            # past the server's bound on integer literals
+    "[" * 100_000 + "]" * 100_000,           # nesting past the parser's recursion limit
+    '{"seed": NaN}', '{"seed": Infinity}',   # not JSON
+])
+def test_a_reset_body_the_parser_cannot_take_is_400_and_the_session_lives_on(client: TestClient, body: str) -> None:
+    sid = open_session(client)
+    answer = client.post(f"/sessions/{sid}/reset", content=body, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 400 and answer.json()["error"] == "not_json", answer.text[:300]
+    assert client.post(f"/sessions/{sid}/reset", json={"seed": 2}).status_code == 200
+
+
+def test_a_step_with_deeply_nested_metadata_is_400(client: TestClient) -> None:
+    sid = open_session(client)
+    client.post(f"/sessions/{sid}/reset", json={"seed": 0})
+    deep = '{"action": {"text": "x", "metadata": ' + '{"a": ' * 10_000 + "1" + "}" * 10_000 + "}}"
+    answer = client.post(f"/sessions/{sid}/step", content=deep, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 400, answer.text[:300]
+    assert client.post(f"/sessions/{sid}/step", json={"action": LOOK}).status_code == 200
