@@ -20,8 +20,10 @@ from pathlib import Path
 
 from sapo_gym.alfworld.catalog import Catalog, GameRecord, resolve
 from sapo_gym.alfworld.engines import ENGINES, REPRODUCED_VERSIONS, EngineState, GameEngine, engine_versions, load_engine
+from sapo_gym.alfworld.private import DEFAULT_PRIVATE_GAMES, private_catalog
 from sapo_gym.alfworld.search import SearchExpert, SearchGoal
 from sapo_gym.core import TaskInfo, TextEnv, Turn
+from sapo_gym.private import PRIVATE_SPLIT, check_seed
 
 __all__ = ["EXPERTS", "AlfWorldEnv"]
 
@@ -41,7 +43,9 @@ class AlfWorldEnv(TextEnv):
             set, whatever else the machine has); default: ``$ALFWORLD_DATA``,
             alfworld's cache, then the embedded generated set. ``"embedded-mini"``: the embedded
             ALFWorld-Mini set (what ``sapo/ALFWorld-Mini-v0`` registers as its default).
-        split: ``train``, ``eval_in_distribution`` (valid_seen) or ``eval_out_of_distribution`` (valid_unseen).
+        split: ``train``, ``eval_in_distribution`` (valid_seen) or ``eval_out_of_distribution`` (valid_unseen);
+            ``private``: ``private_games`` games generated from the secret ``private_seed`` (hex; needs the
+            alfworld extra), ALFWorld-Mini sized when ``data_dir="embedded-mini"`` (see :mod:`sapo_gym.alfworld.private`).
         success_reward: reward on the step that wins (10, as in the paper's baselines).
         engine: a name in :data:`sapo_gym.alfworld.engines.ENGINES`: ``compiled`` (default; byte-identical
             to the reference on all 274 golden traces and under differential fuzzing, ~400x faster
@@ -60,6 +64,8 @@ class AlfWorldEnv(TextEnv):
         *,
         data_dir: str | None = None,
         split: str = "train",
+        private_seed: str | None = None,
+        private_games: int = DEFAULT_PRIVATE_GAMES,
         success_reward: float = 10.0,
         engine: str = "compiled",
         expert: str = "walkthrough",
@@ -71,7 +77,8 @@ class AlfWorldEnv(TextEnv):
         if expert not in EXPERTS:
             raise ValueError(f"unknown ALFWorld expert {expert!r}; valid choices: {list(EXPERTS)}")
         super().__init__(protocol=protocol, split=split, render_mode=render_mode)
-        self.catalog: Catalog = resolve(split, data_dir)
+        self.catalog: Catalog = (private_catalog(check_seed(private_seed), private_games, data_dir)
+                                 if split == PRIVATE_SPLIT else resolve(split, data_dir))
         self.success_reward = float(success_reward)
         self.engine_name = engine
         self.expert = expert

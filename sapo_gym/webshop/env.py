@@ -11,6 +11,8 @@ done page (WebShop's text env runs a search wherever it is issued).
 ``split`` names the goals (``catalog.GOAL_SPLITS``): ``test`` / ``train`` are WebShop's human
 goals, ``verl-agent-test`` / ``verl-agent-train`` verl-agent's synthetic ones; ``catalog``
 (``"1k"`` default, or ``"full"``) picks WebShop's product files. Both are in the spec.
+``split="private"`` with ``private_seed=<hex>`` (and ``private_goals=N``, default 100) draws held-out
+goals over the generated catalog from that secret (:mod:`sapo_gym.webshop.private`).
 
 The episode ends with ``Buy Now``: ``info["score"]`` is WebShop's [0, 1] score of the purchase,
 ``won`` is ``score == 1.0`` and the reward is ``success_reward`` (default 10) on a win and 0
@@ -26,9 +28,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from sapo_gym.core import TaskInfo, TextEnv, Turn
+from sapo_gym.private import PRIVATE_SPLIT, check_seed
 from sapo_gym.webshop.catalog import Catalog, Goal, goal_split
 from sapo_gym.webshop.dataset import DEFAULT_CATALOG, catalog_name, load_split_catalog
 from sapo_gym.webshop.noun_table import catalog_noun_rule
+from sapo_gym.webshop.private import DEFAULT_PRIVATE_GOALS, PRIVATE_GOALS, private_catalog
 from sapo_gym.webshop.search import BM25S_VERSION, shared_index
 from sapo_gym.webshop.shop import Page, ShopSession
 
@@ -54,17 +58,25 @@ class WebShopEnv(TextEnv):
         success_reward: float = 10.0,
         show_attrs: bool = False,
         split: str = "train",
+        private_seed: str | None = None,
+        private_goals: int = DEFAULT_PRIVATE_GOALS,
         protocol: str = "verl-agent-v1",
         render_mode: str | None = None,
     ):
-        self.goal_split = goal_split(split)  # the split names the goal set, its seed and its part
+        private = split == PRIVATE_SPLIT
+        # the split names the goal set, its seed and its part
+        self.goal_split = PRIVATE_GOALS if private else goal_split(split)
         super().__init__(protocol=protocol, split=split, render_mode=render_mode)
         self.catalog_choice = catalog_name(data_dir, catalog)
-        self.catalog: Catalog = load_split_catalog(split, data_dir, num_products=num_products, seed=catalog_seed,
-                                                   catalog=catalog)
+        if private:
+            if self.catalog_choice != "generated":
+                raise ValueError("split='private' draws its goals over the generated catalog: leave data_dir unset")
+            self.catalog: Catalog = private_catalog(check_seed(private_seed), private_goals, num_products, catalog_seed)
+        else:
+            self.catalog = load_split_catalog(split, data_dir, num_products=num_products, seed=catalog_seed, catalog=catalog)
         self.nouns = catalog_noun_rule(self.catalog)  # fixed here: the spec's rule is the one every purchase uses
         self.success_reward, self.show_attrs = float(success_reward), show_attrs
-        self._goal_indices = self.catalog.goal_indices(split)
+        self._goal_indices = range(len(self.catalog.goals)) if private else self.catalog.goal_indices(split)
         self._ids = [f"goal-{i:05d}" for i in self._goal_indices]
         self.session: ShopSession | None = None
 

@@ -47,7 +47,7 @@ def dataset_name(max_receptacles: int | None = None, max_distractors: int | None
 
 
 def generate_game(
-    seed: int, split: str, index: int, max_receptacles: int | None = None, max_distractors: int | None = None
+    seed: int | str, split: str, index: int, max_receptacles: int | None = None, max_distractors: int | None = None
 ) -> GeneratedGame:
     """Game ``index`` of ``split`` for ``seed``: sampled, planned and verified to be winnable
     (at most ``max_receptacles`` receptacles and ``max_distractors`` other object types when given)."""
@@ -66,13 +66,13 @@ def generate_game(
     raise RuntimeError(f"no solvable {task_type} game for {split}[{index}] after {MAX_ATTEMPTS} attempts")
 
 
-def _job(args: tuple[int, str, int, int | None, int | None]) -> GeneratedGame:
+def _job(args: tuple[int | str, str, int, int | None, int | None]) -> GeneratedGame:
     return generate_game(*args)
 
 
 def generate(
     counts: dict[str, int],
-    seed: int,
+    seed: int | str,
     workers: int = 1,
     max_receptacles: int | None = None,
     max_distractors: int | None = None,
