@@ -52,7 +52,9 @@ def make_env(env_id: str, split: str | None) -> Any:
 
     import sapo_gym  # noqa: F401  (registers the ids)
 
-    kwargs: dict[str, Any] = {"prompt": None}
+    from leaderboard.private import env_kwargs
+
+    kwargs: dict[str, Any] = {"prompt": None, **env_kwargs(env_id, split)}  # a private split: this server's seed
     if split is not None:
         kwargs["split"] = split
     return gym.make(env_id, **kwargs)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from sapo_cli.leaderboard_private import activate_from_args, add_seed_options, register_private
+
 DEFAULT_DB = os.environ.get("SAPO_GYM_LEADERBOARD_DB", "sqlite:///leaderboard.db")
 
 
@@ -35,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--live-max-open", type=int, default=4, help="live evaluation: open runs at once (each holds an env in memory)")
     s.add_argument("--live-idle-seconds", type=float, default=300.0, help="live evaluation: a run idle this long expires")
     s.add_argument("--seed", action="store_true", help="seed the expert and random baselines (in the background) when the database is empty")
+    add_seed_options(s)
     s.set_defaults(func=_serve)
 
     t = cmds.add_parser("token", help="API tokens (only their hashes are stored)")
@@ -50,10 +53,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     v = cmds.add_parser("verify", help="replay-verify pending submissions (a worker outside the server)")
     v.add_argument("--forever", action="store_true", help="keep polling instead of stopping when the queue is empty")
+    add_seed_options(v)  # replaying a private board's runs needs its seed
     v.set_defaults(func=_verify)
 
     b = cmds.add_parser("boards", help="list the hosted boards, their spec hashes, and the unavailable ones")
     b.set_defaults(func=_boards)
+    register_private(cmds)
 
 
 def _store(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -81,7 +86,9 @@ def _serve(args: argparse.Namespace) -> int:
     config = ServerConfig(db_url=args.db, max_upload_mb=args.max_upload_mb, boards=tuple(args.board) if args.board else None,
                           verify=not args.no_verify, base_url=args.base_url or f"http://{args.host}:{args.port}",
                           rate_per_minute=args.rate_per_minute, rate_burst=args.rate_burst,
-                          live_max_open=args.live_max_open, live_idle_seconds=args.live_idle_seconds)
+                          live_max_open=args.live_max_open, live_idle_seconds=args.live_idle_seconds,
+                          private_seed=activate_from_args(args), private_tasks=args.private_tasks,
+                          private_envs=tuple(args.private_env) if args.private_env else None)
     app = create_app(config)
     boards = app.extensions["sapo_gym"]["boards"]
     for b in boards:  # built now, so the first request is fast and a broken env shows at start-up
@@ -135,6 +142,7 @@ def _verify(args: argparse.Namespace) -> int:
 
     from leaderboard.server.worker import Verifier
 
+    activate_from_args(args)
     verifier = Verifier(_store(args))
     verifier.store.requeue_stale()
     while True:

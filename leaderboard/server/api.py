@@ -15,6 +15,7 @@ from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, jsonify, request
 
+from leaderboard import private
 from leaderboard.bundle import BundleError, parse_bundle
 from leaderboard.checks import admit
 from leaderboard.precheck import prescan
@@ -83,6 +84,10 @@ def submit() -> Response:
         limiter.charge(token.id, limiter.cost(len(data)) - 1.0)
         prescan(data)  # too many turns or episodes: refused before parsing
         bundle = parse_bundle(data)
+        env = bundle.get("env")
+        if isinstance(env, dict) and private.is_private(env.get("split")):  # unseen games: only live runs reach it
+            raise BundleError(f"split {private.PRIVATE_SPLIT!r} is private: its boards take live runs only "
+                              "(POST /api/v1/live/runs), not a bundle file", status=403)
         board = admit(bundle, _ctx()["boards"])
     except BundleError as exc:
         return _error(exc.status, str(exc))
@@ -149,13 +154,17 @@ def detail(submission_id: int) -> Response:
 @api.get("/submissions/<int:submission_id>/bundle")
 def bundle(submission_id: int) -> Response:
     # the stored canonical JSON as it is: no parse and re-serialization of a bundle of up to 64 MiB
-    return Response(gzip.decompress(_row(submission_id).bundle_gz), mimetype="application/json")
+    row = _row(submission_id)
+    if private.withheld(row.split):
+        return _error(403, private.withheld(row.split) or "", "withheld")
+    return Response(gzip.decompress(row.bundle_gz), mimetype="application/json")
 
 
 @api.get("/boards")
 def boards() -> Response:
     registry = _ctx()["boards"]
-    hosted = [{"env_id": b.env_id, "split": b.split, "spec_hash": b.spec_hash, "tasks": len(b.task_ids), "spec": b.spec_fields} for b in registry]
+    hosted = [{"env_id": b.env_id, "split": b.split, "spec_hash": b.spec_hash, "tasks": len(b.task_ids), "spec": b.spec_fields,
+               **({"private": private.board_info(b)} if private.is_private(b.split) else {})} for b in registry]
     return jsonify(boards=hosted, unavailable=registry.skipped)
 
 
@@ -164,8 +173,11 @@ def compare() -> Response:
     a, b = request.args.get("a", type=int), request.args.get("b", type=int)
     if a is None or b is None:
         return _error(400, "give two submission ids: /api/v1/compare?a=<id>&b=<id>", "bad_request")
+    row_a, row_b = _row(a), _row(b)
+    if private.withheld(row_a.split) or private.withheld(row_b.split):  # per-task outcomes of unseen tasks
+        return _error(403, private.withheld(private.PRIVATE_SPLIT) or "", "withheld")
     try:
-        result = summaries.comparison(_ctx()["store"], _row(a), _row(b))  # summaries, cached
+        result = summaries.comparison(_ctx()["store"], row_a, row_b)  # summaries, cached
     except BundleError as exc:
         return _error(422, str(exc), "not_comparable")
     return jsonify(a=a, b=b, test=asdict(result.test), categories={k: asdict(v) for k, v in result.categories.items()},

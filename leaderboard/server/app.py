@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flask import Flask, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException
@@ -41,6 +41,12 @@ class ServerConfig:
     """Live evaluation: open runs on the server at once (each holds an env); one per token."""
     live_idle_seconds: float = 300.0
     """Live evaluation: a run without a request for this long expires (abandoned)."""
+    private_seed: str | None = field(default=None, repr=False)
+    """The secret of the private boards (hex; :mod:`leaderboard.private`); None: no private boards."""
+    private_envs: tuple[str, ...] | None = None
+    """Envs given a private board (default: every env with a private split)."""
+    private_tasks: int | None = None
+    """Tasks of each private split (None: the env's default, 24 ALFWorld-Mini games, 100 WebShop goals)."""
 
 
 def _json_errors(app: Flask) -> None:
@@ -79,7 +85,14 @@ def create_app(config: ServerConfig | None = None) -> Flask:
     security.install(app, config.base_url)  # before the blueprints: it bounds their <int:...> ids
     store = Store(config.db_url)
     verifier = Verifier(store, config.poll_seconds)
-    app.extensions["sapo_gym"] = {"store": store, "boards": BoardRegistry(config.boards), "verifier": verifier, "config": config,
+    keys = config.boards
+    if config.private_seed is not None:  # the private boards join the hosted ones (this process holds the seed)
+        from leaderboard import private
+        from leaderboard.boards import default_board_keys
+
+        active = private.activate(config.private_seed, config.private_envs, config.private_tasks)
+        keys = tuple(config.boards or default_board_keys()) + tuple(active.board_keys())
+    app.extensions["sapo_gym"] = {"store": store, "boards": BoardRegistry(keys), "verifier": verifier, "config": config,
                                   "limiter": RateLimiter(config.rate_per_minute, config.rate_burst)}
     boards = app.extensions["sapo_gym"]["boards"]
     app.extensions["sapo_gym"]["live"] = LiveManager(store, boards, verifier, LiveLimits(

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import func, select, update
 
+from leaderboard import private
 from leaderboard.boards import Board
 from leaderboard.server.db import LiveRun, utcnow
 
@@ -167,7 +168,7 @@ class LiveManager:
             drawn = _rng.sample(range(2**31), seeds)
             schedule = [(t, s) for s in drawn for t in board.task_ids]
             _rng.shuffle(schedule)
-            env = gym.make(board.env_id, split=board.split)
+            env = gym.make(board.env_id, split=board.split, **private.env_kwargs(board.env_id, board.split))
             if env.unwrapped.spec_hash() != board.spec_hash:
                 env.close()
                 raise LiveError(f"this server's {board.env_id} env no longer matches board {board.spec_hash}", 503)

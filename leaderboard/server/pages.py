@@ -7,6 +7,7 @@ from typing import Any
 
 from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
 
+from leaderboard import private
 from leaderboard.bundle import BundleError
 from leaderboard.server import ranking, summaries
 from leaderboard.server.plots import category_bars
@@ -55,14 +56,16 @@ def board(spec_hash: str) -> Any:
     ranks = ranking.ranks(store, [r.id for r in rows])  # over all verified rows of the board
     pending = store.submissions(spec_hash, sort="created", descending=False, limit=100, statuses=("pending", "verifying"))
     categories = sorted({c for _, _, agg in entries for c in agg if c != "all"})
-    return render_template("board.html", board=hosted, boards=list(registry), entries=entries, ranks=ranks, categories=categories,
+    return render_template("board.html", board=hosted, private=private.board_info(hosted), boards=list(registry), entries=entries, ranks=ranks, categories=categories,
                            sort=sort, order=order, marks=_ctx()["store"].marks(rows + pending), pending=[(r, json.loads(r.aggregates_json)) for r in pending])
 
 
 @pages.get("/submission/<int:submission_id>")
 def submission(submission_id: int) -> Any:
     row, bundle = _submission(submission_id)
-    others = [r for r in _ctx()["store"].submissions(row.spec_hash) if r.id != row.id]
+    if private.withheld(row.split):  # unseen games: aggregates only, no episode list, no comparison
+        bundle = {**bundle, "episodes": []}
+    others = [r for r in _ctx()["store"].submissions(row.spec_hash) if r.id != row.id and not private.withheld(row.split)]
     marks = _ctx()["store"].marks([row])[row.id]
     live_runs = _ctx()["live"].counts(row.token_id, row.spec_hash) if marks["live"] and row.token_id is not None else None
     pages_total = max(1, -(-len(bundle["episodes"]) // summaries.PAGE))
@@ -71,12 +74,14 @@ def submission(submission_id: int) -> Any:
     return render_template("submission.html", row=row, bundle=bundle, chart=category_bars(bundle["aggregates"]),
                            score_chart=category_bars(bundle["aggregates"], "score"), others=others,
                            episodes=bundle["episodes"][first:first + summaries.PAGE], first=first, page=page, pages=pages_total,
-                           marks=marks, live_runs=live_runs)
+                           marks=marks, live_runs=live_runs, withheld=private.withheld(row.split))
 
 
 @pages.get("/submission/<int:submission_id>/episode/<int:index>")
 def episode(submission_id: int, index: int) -> Any:
     row, bundle = _submission(submission_id)
+    if private.withheld(row.split):
+        abort(403, description=private.withheld(row.split))
     ep = summaries.episode(_ctx()["store"], row, index)  # one stored chunk, not the whole bundle
     if ep is None:
         abort(404, description=f"submission {submission_id} has no episode {index}")
@@ -91,6 +96,8 @@ def compare() -> Any:
         abort(400, description="choose two submissions to compare")
     row_a, _ = _submission(a)
     row_b, _ = _submission(b)
+    if private.withheld(row_a.split) or private.withheld(row_b.split):
+        abort(403, description=private.withheld(private.PRIVATE_SPLIT))
     try:
         result = summaries.comparison(_ctx()["store"], row_a, row_b)
     except BundleError as exc:

@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import defer, sessionmaker
 
 from leaderboard.boards import Board
+from leaderboard.private import is_private
 from leaderboard.server import queue
 from leaderboard.server import provenance
 from leaderboard.server.db import Submission, Token, make_engine
@@ -134,9 +135,15 @@ class Store:
             return list(s.scalars(query))
 
     def marks(self, rows: Any) -> dict[int, dict[str, bool]]:
-        """``baseline`` / ``privileged`` / ``live`` per submission (see :mod:`leaderboard.server.provenance`)."""
+        """``baseline`` / ``privileged`` / ``live`` per submission (see :mod:`leaderboard.server.provenance`), and
+        ``private: True`` on a private split (:mod:`leaderboard.private`; shown as *live · private*)."""
+        rows = list(rows)
         with self.session() as s:
-            return provenance.marks(s, rows)
+            out = provenance.marks(s, rows)
+        for r in rows:
+            if is_private(r.split):
+                out[r.id]["private"] = True
+        return out
 
     def counts(self) -> dict[str, int]:
         with self.session() as s:

@@ -21,6 +21,7 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+from leaderboard import private
 from leaderboard.boards import make_env
 from leaderboard.replay import replay_episode
 from leaderboard.server import queue, summaries
@@ -141,7 +142,7 @@ class Verifier:
             return sid
         for key in [k for k in self._chunks if k[0] == sid]:
             del self._chunks[key]
-        message = problem or f"all {total} episodes reproduced exactly"
+        message = private.redact(row.split, problem or f"all {total} episodes reproduced exactly")  # no private text
         if queue.finish(self.store, sid, self.owner, problem is None, message):
             log.info("submission %s: %s (%s)", sid, "verified" if problem is None else "failed", message)
         return sid

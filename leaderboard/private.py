@@ -1,0 +1,143 @@
+"""Private boards: live evaluation on splits generated from the server's secret seed (issue #25).
+
+Replay proves that a bundle's episodes are real, not who or what produced them: a submitter who runs the
+harness may keep the best of N runs, or look the public games up. A live run deals the tasks and seeds
+and records every turn on the server; on a *private* split the tasks themselves are unseen: the server
+generates them (:mod:`sapo_gym.private`: ALFWorld games, WebShop goals) from a secret 256-bit seed and
+never publishes them. So a live run there is the only mark that rules out a lookup of public games.
+
+* The seed comes from a file the admin keeps (``serve --private-seed-file PATH``; created with a fresh
+  :func:`secrets.token_hex` when absent, mode 0600). It is never logged or served while the split is active.
+* The boards publish :func:`commitment` (``sha256(DOMAIN_TAG || seed)``) and their spec hash, which covers
+  the generated content. When the split is retired, ``sapo-gym leaderboard private reveal`` prints the seed;
+  ``sapo-gym leaderboard private check --seed HEX --commitment HEX`` lets anyone check it against the
+  commitment and regenerate the splits, printing their spec hashes to compare with the boards'.
+* A private board takes live runs only (a file bundle is refused); its episodes, bundles and comparisons
+  are withheld (only aggregates are shown), and replay failures are reported without the text they quote.
+
+This process's active seed is module state (:data:`ACTIVE`): the boards' env factory
+(:func:`leaderboard.boards.make_env`), the live runs and the replay verifier all build private envs
+through :func:`env_kwargs`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import secrets
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from sapo_gym.private import PRIVATE_SPLIT, check_seed
+
+__all__ = ["ACTIVE", "COUNT_ARGS", "DOMAIN_TAG", "PRIVATE_SPLIT", "PrivateSplits", "activate", "board_info",
+           "commitment", "env_kwargs", "is_private", "read_seed_file", "redact", "withheld"]
+
+log = logging.getLogger(__name__)
+
+DOMAIN_TAG = b"sapo-gym/leaderboard/private-split/v1\0"
+COUNT_ARGS: dict[str, str] = {"sapo/ALFWorld-Mini-v0": "private_games", "sapo/WebShop-v0": "private_goals"}
+"""Envs with a private split, and the constructor argument that sets its number of tasks."""
+WITHHELD = ("this board's split is private: its games are never published while it is active, so its episodes, "
+            "bundles and comparisons are withheld (only aggregates are shown)")
+
+
+def commitment(seed: str) -> str:
+    """The published commitment to ``seed``: sha256 of the domain tag and the seed's bytes, in hex."""
+    return hashlib.sha256(DOMAIN_TAG + bytes.fromhex(check_seed(seed))).hexdigest()
+
+
+def read_seed_file(path: str | os.PathLike[str], create: bool = True) -> str:
+    """The seed in ``path`` (hex), or a fresh 256-bit one written there (mode 0600) when it is absent."""
+    file = Path(path).expanduser()
+    if not file.exists():
+        if not create:
+            raise FileNotFoundError(f"no private seed file {file}")
+        fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(32) + "\n")
+        log.info("private split: wrote a new secret seed to %s (keep it; it is revealed when the split is retired)", file)
+    if file.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        log.warning("private split: %s is readable by others than its owner (chmod 600 it)", file)
+    try:
+        return check_seed(file.read_text())
+    except ValueError:
+        raise ValueError(f"{file} does not hold a private seed (hex digits, at least 32)") from None
+
+
+@dataclass(frozen=True)
+class PrivateSplits:
+    """The active secret and the private splits built from it (the seed is kept out of ``repr``)."""
+
+    seed: str = field(repr=False)
+    counts: dict[str, int | None] = field(default_factory=lambda: {env_id: None for env_id in COUNT_ARGS})
+    """env id -> its number of tasks (None: the env's default)."""
+
+    @property
+    def commitment(self) -> str:
+        return commitment(self.seed)
+
+    def board_keys(self) -> list[str]:
+        return [f"{env_id}:{PRIVATE_SPLIT}" for env_id in self.counts]
+
+    def env_kwargs(self, env_id: str) -> dict[str, Any]:
+        count = self.counts[env_id]
+        return {"private_seed": self.seed, **({COUNT_ARGS[env_id]: count} if count is not None else {})}
+
+
+ACTIVE: PrivateSplits | None = None
+"""This process's private splits (set by :func:`activate`; None: no private boards)."""
+
+
+def activate(seed: str, env_ids: Iterable[str] | None = None, count: int | None = None) -> PrivateSplits:
+    """Make ``seed`` this process's secret, for ``env_ids`` (default: every env in :data:`COUNT_ARGS`)."""
+    global ACTIVE
+    ids = list(env_ids) if env_ids is not None else list(COUNT_ARGS)
+    unknown = [e for e in ids if e not in COUNT_ARGS]
+    if unknown:
+        raise ValueError(f"no private split for {unknown}; valid choices: {list(COUNT_ARGS)}")
+    ACTIVE = PrivateSplits(check_seed(seed), {e: count for e in ids})
+    return ACTIVE
+
+
+def deactivate() -> None:
+    global ACTIVE
+    ACTIVE = None
+
+
+def is_private(split: str | None) -> bool:
+    """Whether a board's or a submission's split is a private one."""
+    return split == PRIVATE_SPLIT
+
+
+def env_kwargs(env_id: str, split: str | None) -> dict[str, Any]:
+    """The ``gym.make`` arguments that build ``env_id``'s private split ({} for a public split)."""
+    if not is_private(split):
+        return {}
+    if ACTIVE is None or env_id not in ACTIVE.counts:
+        raise RuntimeError(f"{env_id}:{PRIVATE_SPLIT} needs this server's private seed (--private-seed-file)")
+    return ACTIVE.env_kwargs(env_id)
+
+
+def board_info(board: Any) -> dict[str, Any] | None:
+    """What a private board publishes beside its spec hash: the commitment to its seed (None for a public board)."""
+    if not is_private(board.split) or ACTIVE is None:
+        return None
+    return {"commitment": ACTIVE.commitment, "status": "active", "live_only": True,
+            "check": "sapo-gym leaderboard private check --seed HEX --commitment HEX (once the seed is revealed)"}
+
+
+def withheld(split: str | None) -> str | None:
+    """Why a submission's episodes are withheld, or None when they may be shown."""
+    return WITHHELD if is_private(split) else None
+
+
+def redact(split: str | None, message: str) -> str:
+    """A verifier message fit to publish: on a private split, without the episode text a mismatch quotes."""
+    if not is_private(split):
+        return message
+    head = message.split(":", 1)[0] if message.startswith("episode ") else message
+    return head if head == message else f"{head}: a turn differs (details withheld: the split is private)"
