@@ -75,6 +75,10 @@ def _check(args: argparse.Namespace) -> int:
     print(f"commitment {'matches' if ok else 'DOES NOT MATCH'} the seed")
     if not ok:
         return 1
+    unknown = sorted(set(args.env or ()) - set(private.COUNT_ARGS))
+    if unknown:
+        print(f"error: no private split for {unknown}; valid choices: {list(private.COUNT_ARGS)}", file=sys.stderr)
+        return 2
     for env_id in args.env or list(private.COUNT_ARGS):
         count = {private.COUNT_ARGS[env_id]: args.tasks} if args.tasks is not None else {}
         env = gym.make(env_id, prompt=None, split=private.PRIVATE_SPLIT, private_seed=args.seed, **count)
