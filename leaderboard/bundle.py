@@ -91,10 +91,13 @@ def build_bundle(
     batch_size: int | None = None,
     command: str | None = None,
     mode: Any = None,
+    agent_process: str | None = None,
 ) -> dict[str, Any]:
     """A bundle from :class:`sapo_gym.evaluation.EpisodeRecord`s and the env's ``spec_fields()``/``spec_hash()``.
 
     ``mode``: the :class:`sapo_gym.evaluation.EvaluationMode` that chose the episodes (default ``every-task``).
+    ``agent_process``: how the harness ran the agent (``isolated`` / ``in-process``, :mod:`agents.isolated`);
+    None leaves ``evaluation.harness.agent_process`` out (not recorded).
     """
     import sapo_gym
     from sapo_gym.evaluation import EVERY_TASK, harness_record
@@ -113,7 +116,7 @@ def build_bundle(
         "agent": agent_dict,
         "env": env,
         "evaluation": {"seeds": [int(s) for s in seeds], "batch_size": batch_size, "sapo_gym_version": sapo_gym.__version__, "command": command,
-                       "harness": harness_record(privileged), "mode": (mode or EVERY_TASK).record()},
+                       "harness": harness_record(privileged, agent_process), "mode": (mode or EVERY_TASK).record()},
         "episodes": episodes,
         "aggregates": aggregate(episodes),
     }

@@ -7,6 +7,10 @@ file and the bundle name the split and the mode.
 
 ``--out BUNDLE.json`` writes a leaderboard result bundle (``leaderboard/schema/bundle-v1.json``)
 for ``sapo-gym submit``; the ``--agent-*`` flags fill in its agent metadata.
+
+``--agent-process auto`` (default) runs every agent but the built-in ``expert``, ``random`` and ``search``
+in a spawned process of its own that receives only the public observation and info
+(:mod:`agents.isolated`); the bundle records how the agent ran (``evaluation.harness.agent_process``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="extra gym.make keyword argument, repeatable (e.g. protocol=tool-call-v1; for sapo/Remote-v0: "
                         "url=http://127.0.0.1:8765 and env_id=sapo/ALFWorld-v0)")
+    p.add_argument("--agent-process", default="auto", choices=("auto", "isolated", "in-process"),
+                   help="auto (default): module:Class, HF, smollm2/tiny and openai: agents run in a spawned process of their own "
+                        "that gets only the public observation and info; expert/random/search in this one | isolated | in-process "
+                        "(the bundle records which)")
     p.add_argument("--json", dest="json_out", default=None, help="write the per-episode records and summary here")
     p.add_argument("--out", dest="bundle_out", default=None,
                    help="write a leaderboard result bundle (JSON) here (without --split: the env's first leaderboard split)")
@@ -42,16 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    import gymnasium as gym
-
-    import sapo_gym  # noqa: F401
-    from agents.registry import load_agent
-    from sapo_gym.evaluation import evaluate, evaluation_mode, format_table, summarize
-
-    # read before any backend is loaded (some parse or rewrite sys.argv)
-    command = "sapo-gym " + shlex.join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith(("sapo-gym", "__main__.py")) else None
-    from sapo_gym.registration import parse_env_args
+def _env_kwargs(args: argparse.Namespace) -> dict:
+    from sapo_gym.registration import ENVS, parse_env_args
 
     env_kwargs = parse_env_args(args.env_arg)
     if args.data_dir:
@@ -59,11 +59,22 @@ def run(args: argparse.Namespace) -> int:
     if args.split:
         env_kwargs["split"] = args.split
     else:  # evaluation (and a bundle for a leaderboard board) defaults to the env's evaluation split
-        from sapo_gym.registration import ENVS
-
         entry = ENVS.get(args.env)
         if entry is not None and entry.eval_splits:
             env_kwargs["split"] = entry.eval_splits[0]
+    return env_kwargs
+
+
+def run(args: argparse.Namespace) -> int:
+    import gymnasium as gym
+
+    import sapo_gym  # noqa: F401
+    from agents.isolated import IsolatedAgent, agent_process, load_for_harness
+    from sapo_gym.evaluation import evaluate, evaluation_mode, format_table, summarize
+
+    # read before any backend is loaded (some parse or rewrite sys.argv)
+    command = "sapo-gym " + shlex.join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith(("sapo-gym", "__main__.py")) else None
+    env_kwargs = _env_kwargs(args)
     seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
     mode = evaluation_mode(args.mode, args.workers, args.round)  # before any env is built: a bad name fails fast
     envs = [gym.make(args.env, **env_kwargs) for _ in range(max(1, args.batch_size))]
@@ -73,12 +84,15 @@ def run(args: argparse.Namespace) -> int:
     dataset = spec_fields["dataset"]
     if args.limit:
         ids = ids[: args.limit]
-    try:
-        agent = load_agent(args.agent, seed=seeds[0] if seeds else 0)
+    agent = None
+    try:  # an isolated agent is a fresh interpreter (fork + exec, never a bare fork): the envs built above are not in it
+        agent = load_for_harness(args.agent, seed=seeds[0] if seeds else 0, process=args.agent_process)
         records = evaluate(agent, args.env, task_ids=ids, seeds=seeds, envs=envs, mode=mode)
     finally:
         for env in envs:
             env.close()
+        if isinstance(agent, IsolatedAgent):
+            agent.close()
     summary = summarize(records)
     title = f"{args.env} · split={split} · mode={mode.describe()} · dataset={dataset} · agent={args.agent} · seeds={seeds}"
     print(format_table(summary, title=title))
@@ -92,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
         info = agent_info_from_args(args, args.agent)
         if info.decoding is None and isinstance(getattr(agent, "constrain", None), str):  # an LLM agent says how it decoded
             info.decoding = agent.constrain
-        bundle = build_bundle(records, spec_fields, spec_hash, info, seeds, args.batch_size, command, mode=mode)
+        bundle = build_bundle(records, spec_fields, spec_hash, info, seeds, args.batch_size, command, mode=mode,
+                              agent_process=agent_process(agent))
         with open(args.bundle_out, "w") as fh:
             json.dump(bundle, fh, allow_nan=False)
         if args.limit or mode.name != "every-task":

@@ -10,7 +10,9 @@ in this process, ``batch_size`` at a time, and the agent is asked only for the a
 
 The agent sees :func:`sapo_gym.core.public_info` only (no ``expert_action``, no ``pddl_params``),
 unless it declares ``privileged = True`` (the oracle baselines); each record says which it was
-(:func:`harness_record` is what a result bundle stores).
+(:func:`harness_record` is what a result bundle stores). The filter guards what ``act`` is passed, not
+what an agent running in this process can reach (frames, ``gc``): ``sapo-gym evaluate`` runs submitted
+agents in a process of their own (:mod:`agents.isolated`) and the bundle records which way it ran.
 """
 
 from __future__ import annotations
@@ -141,9 +143,16 @@ def is_privileged(agent: Any) -> bool:
     return getattr(agent, "privileged", False) is True
 
 
-def harness_record(privileged: bool) -> dict[str, Any]:
-    """What a result bundle records about the info the agent was given."""
-    return {"info_filter": "public", "withheld_keys": sorted(PRIVILEGED_INFO_KEYS), "privileged_agent": bool(privileged)}
+def harness_record(privileged: bool, agent_process: str | None = None) -> dict[str, Any]:
+    """What a result bundle records about the info the agent was given and, when the harness says so, how the
+    agent ran: ``agent_process`` ``isolated`` (a process of its own that got only what ``act`` is passed:
+    :class:`agents.isolated.IsolatedAgent`) or ``in-process`` (the harness's process)."""
+    record = {"info_filter": "public", "withheld_keys": sorted(PRIVILEGED_INFO_KEYS), "privileged_agent": bool(privileged)}
+    if agent_process is not None:
+        if agent_process not in ("isolated", "in-process"):
+            raise ValueError(f"agent_process must be 'isolated' or 'in-process', got {agent_process!r}")
+        record["agent_process"] = agent_process
+    return record
 
 
 def new_record(info: dict[str, Any], task_id: str, seed: int, privileged: bool = False) -> EpisodeRecord:

@@ -8,7 +8,7 @@ from sqlalchemy import (Boolean, DateTime, Engine, Float, ForeignKey, Index, Int
                         create_engine, event)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["Base", "Token", "Submission", "Provenance", "EpisodeOwner", "LiveRun", "make_engine", "utcnow"]
+__all__ = ["Base", "Token", "Submission", "Provenance", "HarnessClaim", "EpisodeOwner", "LiveRun", "make_engine", "utcnow"]
 
 
 def utcnow() -> dt.datetime:
@@ -70,6 +70,15 @@ class Provenance(Base):
     """The bundle says the agent saw the privileged info keys (an oracle)."""
     live_run_id: Mapped[int | None] = mapped_column(ForeignKey("live_runs.id"), nullable=True)
     """Set when the server itself played the episodes (a finished live run)."""
+
+
+class HarnessClaim(Base):
+    """How a bundle's harness says it ran the agent (``evaluation.harness.agent_process``: ``isolated`` or
+    ``in-process``); a row only for bundles that record it. A table of its own: databases made before it still open."""
+
+    __tablename__ = "harness_claims"
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"), primary_key=True)
+    agent_process: Mapped[str] = mapped_column(String(16))
 
 
 class EpisodeOwner(Base):

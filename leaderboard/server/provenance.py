@@ -5,7 +5,9 @@
   copying them to more seeds gives the same digest. The first token to submit a digest owns it;
   the same episodes from another token are refused (409, naming the existing submission).
 * **Marks** shown on the board: ``baseline`` (seeded by the server, no token), ``privileged`` (the
-  bundle says the agent saw the privileged info keys), ``live`` (the server played the episodes).
+  bundle says the agent saw the privileged info keys), ``live`` (the server played the episodes), and
+  the harness's ``agent_process`` claim (``isolated``: ``sapo-gym evaluate`` ran the agent in a process of
+  its own that got only public info; ``in-process``), for bundles that record it.
 * **Reserved names**: the seeded baselines' display names, refused for user tokens.
 """
 
@@ -20,7 +22,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from leaderboard.server.db import EpisodeOwner, Provenance, Submission
+from leaderboard.server.db import EpisodeOwner, HarnessClaim, Provenance, Submission
 
 __all__ = ["EpisodesClaimed", "episodes_digest", "check_owner", "record", "marks", "reserved_name"]
 
@@ -60,6 +62,8 @@ def record(s: Session, submission_id: int, bundle: Mapping[str, Any], digest: st
     harness = bundle.get("evaluation", {}).get("harness") or {}
     s.add(Provenance(submission_id=submission_id, episodes_digest=digest, privileged=bool(harness.get("privileged_agent")),
                      live_run_id=live_run_id))
+    if harness.get("agent_process") in ("isolated", "in-process"):  # the schema's values; older bundles lack it
+        s.add(HarnessClaim(submission_id=submission_id, agent_process=harness["agent_process"]))
     s.flush()
     if s.get(EpisodeOwner, digest) is None:
         try:
@@ -69,15 +73,20 @@ def record(s: Session, submission_id: int, bundle: Mapping[str, Any], digest: st
             check_owner(s, digest, token_id)
 
 
-def marks(s: Session, rows: Iterable[Submission]) -> dict[int, dict[str, bool]]:
-    """Per submission id: ``baseline``, ``privileged``, ``live`` (submissions older than this table: only baseline)."""
+def marks(s: Session, rows: Iterable[Submission]) -> dict[int, dict[str, Any]]:
+    """Per submission id: ``baseline``, ``privileged``, ``live`` (submissions older than this table: only baseline),
+    and ``agent_process`` (``isolated`` / ``in-process``) only where the bundle's harness recorded it."""
     rows = list(rows)
     ids = [r.id for r in rows]
     found = {p.submission_id: p for p in s.scalars(select(Provenance).where(Provenance.submission_id.in_(ids)))} if ids else {}
-    out = {}
+    claims = dict(s.execute(select(HarnessClaim.submission_id, HarnessClaim.agent_process)
+                            .where(HarnessClaim.submission_id.in_(ids))).all()) if ids else {}
+    out: dict[int, dict[str, Any]] = {}
     for r in rows:
         p = found.get(r.id)
         out[r.id] = {"baseline": r.token_id is None, "privileged": bool(p and p.privileged), "live": bool(p and p.live_run_id)}
+        if r.id in claims:
+            out[r.id]["agent_process"] = claims[r.id]
     return out
 
 

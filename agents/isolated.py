@@ -1,0 +1,223 @@
+"""Run an agent in a process of its own that receives only what the harness hands it.
+
+An agent that runs in the harness's process can read whatever that process holds: the unfiltered
+``infos`` in its caller's frame (``sys._getframe(1).f_locals``), the env objects through
+``gc.get_objects()`` (and call their oracle), or any module the harness imported. The info filter
+(:func:`sapo_gym.core.public_info`) alone does not stop that. :class:`IsolatedAgent` is a proxy with
+the agent interface (:class:`agents.base.Agent`) whose agent lives in a child process:
+
+* the child is a fresh interpreter (``subprocess``: fork *and exec* of ``sys.executable``, what
+  multiprocessing's ``spawn`` does, never a bare ``fork`` of the harness), so none of the harness's
+  objects — envs, full infos, frames — are in its memory, whenever the envs were built; unlike
+  ``spawn`` it does not re-run the harness's ``__main__`` module, so a script needs no main guard and
+  the child builds nothing of the harness's; it talks to the harness over a socket pair (its only
+  inherited descriptor besides stdout and stderr; stdin is ``/dev/null``);
+* the child imports the agent's module and builds the agent (:func:`agents.registry.load_agent`): the
+  submitter's code never runs in the harness's process, not even its import;
+* each turn, the pipe carries the observations and the infos the harness passed to ``act`` (for a
+  non-privileged agent: :func:`~sapo_gym.core.public_info`) as JSON, and brings back one output string
+  per env, as JSON too (nothing the child sends is unpickled). Info values travel as JSON values;
+  numpy arrays (``action_mask``) are rebuilt as arrays of their dtype, numpy scalars become Python
+  numbers and tuples lists.
+
+It is a process boundary, not a sandbox: the child runs as the same user, so it can still read the
+game files and build an env of its own (a lookup of a public game), and where the kernel lets a
+process read a same-user process's memory (``/proc/sys/kernel/yama/ptrace_scope`` 0) it could read the
+harness's. ``docs/leaderboard.md`` says what the mark this records (``evaluation.harness.agent_process``)
+does and does not establish.
+
+:func:`load_for_harness` is how ``sapo-gym evaluate`` builds its agent: the built-in baselines
+(:data:`TRUSTED_SPECS`: ``expert``, ``random``, ``search``, this project's code) in process, every
+other spec (``module:Class``, HF models, ``smollm2``/``tiny``, ``openai:``) isolated.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import traceback
+import weakref
+from multiprocessing.connection import Connection
+from typing import Any, Sequence
+
+__all__ = ["ISOLATED", "IN_PROCESS", "AGENT_PROCESSES", "TRUSTED_SPECS", "IsolatedAgent", "AgentProcessError",
+           "load_for_harness", "agent_process"]
+
+ISOLATED = "isolated"
+IN_PROCESS = "in-process"
+AGENT_PROCESSES = (ISOLATED, IN_PROCESS)
+"""The values of a bundle's ``evaluation.harness.agent_process``."""
+TRUSTED_SPECS = frozenset({"expert", "random", "search"})
+"""Built-in baselines (this project's code, ``expert`` declared privileged) that ``auto`` runs in process."""
+_ARRAY = "__sapo_ndarray__"
+_CHILD = ("import json, sys; sys.path[:] = json.loads(sys.argv[2]); "
+          "from agents.isolated import _child_main; _child_main(int(sys.argv[1]))")
+"""What the child runs: the harness's ``sys.path`` (so the agent's module imports as it would here), then :func:`_child_main`."""
+
+
+class AgentProcessError(RuntimeError):
+    """The isolated agent failed (its traceback from the child is in the message) or its process died."""
+
+
+def _to_json(value: Any) -> Any:
+    """``default=`` of :func:`json.dumps`: numpy arrays tagged with their dtype, numpy scalars as numbers, sets as lists."""
+    if hasattr(value, "dtype") and hasattr(value, "tolist"):
+        return {_ARRAY: value.tolist(), "dtype": str(value.dtype)} if getattr(value, "ndim", 0) else value.tolist()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    raise TypeError(f"an info value of type {type(value).__name__} cannot be sent to an isolated agent")
+
+
+def _from_json(obj: dict[str, Any]) -> Any:
+    if _ARRAY in obj and set(obj) == {_ARRAY, "dtype"}:
+        import numpy as np
+
+        return np.asarray(obj[_ARRAY], dtype=obj["dtype"])
+    return obj
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, default=_to_json, ensure_ascii=False).encode()
+
+
+def _serve(conn: Any, spec: str, seed: int) -> None:
+    """The child's loop: build the agent, then answer ``reset``/``act`` until ``close`` or the pipe ends."""
+    from agents.registry import load_agent
+    from sapo_gym.evaluation import is_privileged
+
+    try:
+        agent = load_agent(spec, seed=seed)
+        constrain = getattr(agent, "constrain", None)
+        conn.send_bytes(_dumps({"name": str(getattr(agent, "name", spec)), "privileged": is_privileged(agent),
+                                "constrain": constrain if isinstance(constrain, str) else None}))
+    except Exception as exc:  # the harness reports it as a bad spec
+        conn.send_bytes(_dumps({"error": f"{exc}", "load": True}))
+        return
+    while True:
+        try:
+            msg = json.loads(conn.recv_bytes(), object_hook=_from_json)
+        except EOFError:  # the harness is gone
+            return
+        if msg["op"] == "close":
+            return
+        try:
+            if msg["op"] == "reset":
+                agent.reset(int(msg["num_envs"]))
+                reply = _dumps({"ok": None})
+            else:
+                reply = _dumps({"ok": list(agent.act(msg["observations"], msg["infos"]))})
+        except Exception:
+            reply = _dumps({"error": traceback.format_exc()})
+        conn.send_bytes(reply)
+
+
+def _child_main(fd: int) -> None:
+    """The child's entry point: read the spec from the socket ``fd``, then :func:`_serve`."""
+    conn = Connection(fd)
+    setup = json.loads(conn.recv_bytes())
+    _serve(conn, setup["spec"], int(setup["seed"]))
+
+
+def _shutdown(conn: Any, proc: subprocess.Popen) -> None:
+    try:
+        conn.send_bytes(_dumps({"op": "close"}))
+    except (OSError, ValueError):
+        pass
+    conn.close()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+class IsolatedAgent:
+    """The agent named by ``spec`` (any :func:`agents.registry.load_agent` spec), run in a child process of its own.
+
+    Same interface as the agents (``name``, ``reset``, ``act``; ``privileged`` and ``constrain`` as the
+    child's agent declares them); :meth:`close` ends the child (it also ends when this object is collected,
+    at exit, or when the harness dies and the pipe closes). A bad spec raises :class:`ValueError`, as
+    :func:`~agents.registry.load_agent` does; an exception in the agent raises :class:`AgentProcessError`.
+    """
+
+    agent_process = ISOLATED
+
+    def __init__(self, spec: str, seed: int = 0):
+        mine, theirs = socket.socketpair()
+        with theirs:  # exec'd: a fresh interpreter, nothing of this process's memory is copied
+            self._proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(theirs.fileno()), json.dumps(sys.path)],
+                                          pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+        self._conn = Connection(mine.detach())
+        self._finalizer = weakref.finalize(self, _shutdown, self._conn, self._proc)
+        self.spec = spec
+        self._conn.send_bytes(_dumps({"spec": str(spec), "seed": int(seed)}))
+        hello = self._receive()
+        if "error" in hello:
+            self.close()
+            raise ValueError(hello["error"])
+        self.name: str = hello["name"]
+        self.privileged: bool = hello["privileged"] is True
+        if hello["constrain"] is not None:
+            self.constrain: str = hello["constrain"]
+
+    def _receive(self) -> dict[str, Any]:
+        try:
+            reply = json.loads(self._conn.recv_bytes())
+        except (EOFError, OSError):
+            try:
+                code = self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
+            raise AgentProcessError(f"the process of agent {self.spec!r} ended (exit code {code})") from None
+        except ValueError as exc:  # not JSON
+            raise AgentProcessError(f"agent {self.spec!r} sent a malformed reply: {exc}") from None
+        if not isinstance(reply, dict):
+            raise AgentProcessError(f"agent {self.spec!r} sent {type(reply).__name__}, not an object")
+        return reply
+
+    def _call(self, msg: dict[str, Any]) -> Any:
+        if not self._finalizer.alive:
+            raise AgentProcessError(f"agent {self.spec!r} is closed")
+        self._conn.send_bytes(_dumps(msg))
+        reply = self._receive()
+        if "error" in reply:
+            raise AgentProcessError(f"agent {self.spec!r} failed in its process:\n{reply['error']}")
+        return reply.get("ok")
+
+    def reset(self, num_envs: int) -> None:
+        self._call({"op": "reset", "num_envs": int(num_envs)})
+
+    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]]) -> list[str]:
+        outputs = self._call({"op": "act", "observations": list(observations), "infos": list(infos)})
+        if not (isinstance(outputs, list) and len(outputs) == len(observations) and all(isinstance(o, str) for o in outputs)):
+            raise AgentProcessError(f"agent {self.spec!r} must return one string per observation ({len(observations)})")
+        return outputs
+
+    def close(self) -> None:
+        """End the child process (idempotent)."""
+        self._finalizer()
+
+    def __enter__(self) -> "IsolatedAgent":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def load_for_harness(spec: str, seed: int = 0, process: str = "auto") -> Any:
+    """The agent an evaluation harness runs: ``process`` ``auto`` (the :data:`TRUSTED_SPECS` in process,
+    every other spec isolated), ``isolated`` or ``in-process`` (any spec)."""
+    if process not in ("auto", *AGENT_PROCESSES):
+        raise ValueError(f"unknown agent process {process!r}; valid choices: auto, {', '.join(AGENT_PROCESSES)}")
+    if process == IN_PROCESS or (process == "auto" and spec in TRUSTED_SPECS):
+        from agents.registry import load_agent
+
+        return load_agent(spec, seed=seed)
+    return IsolatedAgent(spec, seed=seed)
+
+
+def agent_process(agent: Any) -> str:
+    """How ``agent`` runs: :data:`ISOLATED` for an :class:`IsolatedAgent`, else :data:`IN_PROCESS`."""
+    return ISOLATED if isinstance(agent, IsolatedAgent) else IN_PROCESS
