@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 from typing import Any
 
 from sapo_gym.alfworld import TASK_TYPES
@@ -49,15 +48,15 @@ def public_game_keys() -> frozenset:
     return frozenset(game_key(g) for path in (EMBEDDED_SET, EMBEDDED_MINI_SET) for g in read_set(path)[1])
 
 
-def private_games(seed: str, n_games: int, mini: bool = True, workers: int | None = None) -> list[Any]:
-    """``n_games`` generated games for the secret ``seed``, none equal to a public one (deterministic in the seed)."""
+def private_games(seed: str, n_games: int, mini: bool = True, workers: int = 1) -> list[Any]:
+    """``n_games`` generated games for the secret ``seed``, none equal to a public one (deterministic in the seed,
+    whatever ``workers``). One process by default: the env is built inside servers whose threads make forking unsafe."""
     from sapo_gym.alfworld.generator.build import generate, generate_game
 
     if n_games < 1:
         raise ValueError("private_games must be >= 1")
     k, d = MINI_LIMITS if mini else (None, None)
     rng_seed = "private-" + derive(check_seed(seed), "alfworld-mini" if mini else "alfworld")
-    workers = workers if workers is not None else max(1, min(n_games, (os.cpu_count() or 1) // 2))
     public = public_game_keys()
     games = [g for g in generate({_SCENES: n_games}, seed=rng_seed, workers=workers, max_receptacles=k, max_distractors=d)
              if game_key(g) not in public]
