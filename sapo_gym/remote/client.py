@@ -8,8 +8,9 @@ flags and ``info`` (same keys, same order, ``action_mask`` a bool array), the sa
 
     env = gym.make("sapo/Remote-v0", url="http://127.0.0.1:8765", env_id="sapo/ALFWorld-v0")
 
-One difference: the server takes actions of at most :data:`~sapo_gym.remote.models.ACTION_LIMIT_CHARS`
-characters (16x the action space); a longer one raises ``ValueError`` here instead of being parsed.
+One difference: the server takes only actions the action space admits (at most
+:data:`~sapo_gym.remote.models.ACTION_LIMIT_CHARS` = ``ACTION_MAX_LENGTH`` characters); a longer one raises
+``ValueError`` here instead of being parsed, where a local env would parse it.
 """
 
 from __future__ import annotations

@@ -15,17 +15,17 @@ OpenEnv's shapes (``ResetRequest`` fields, ``{"action": {...}}``; ``{"observatio
 ``DELETE /sessions/{id}``               close it
 ======================================  =======================================================
 
-Status codes: 400 body not JSON (NaN, Infinity, an integer literal over :data:`MAX_INT_DIGITS` digits and
-nesting past the parser's depth included; or not an object) or a reset the env refuses (unknown task id);
-404 unknown session; 409 step before reset, or a session held by a WebSocket; 410 session closed
-meanwhile; 413 body over :data:`~sapo_gym.remote.models.MAX_BODY_BYTES`; 422 wrong fields or types
+Status codes: 400 body not JSON by :mod:`sapo_gym.remote.strict_json`'s rules (NaN, Infinity, a float
+overflow, an integer literal over 64 digits, nesting over 64 levels, a lone surrogate; or not an object)
+or a reset the env refuses (unknown task id); 404 unknown session; 409 step before reset, or a session
+held by a WebSocket; 410 session closed meanwhile; 413 body over
+:data:`~sapo_gym.remote.models.MAX_BODY_BYTES`; 422 wrong fields or types
 (an action over :data:`~sapo_gym.remote.models.ACTION_LIMIT_CHARS` characters included); 500 the env
 raised (that session only; it stays open); 503 at capacity.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any, Callable
 
 from fastapi import FastAPI, Request
@@ -34,6 +34,7 @@ from openenv.core.env_server.exceptions import EnvironmentFactoryError, SessionC
 from openenv.core.env_server.serialization import serialize_observation
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from sapo_gym.remote import strict_json
 from sapo_gym.remote.environment import BadRequest, NotStarted, SapoEnvironment, SessionClosed, validation_message
 from sapo_gym.remote.models import MAX_BODY_BYTES, ResetRequest, SapoAction
 
@@ -79,25 +80,9 @@ async def read_json(request: Request, limit: int = MAX_BODY_BYTES, empty: Any = 
     if not body.strip():
         return empty
     try:
-        return json.loads(bytes(body), parse_int=_bounded_int, parse_constant=_no_constant)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError and the hooks' are ValueErrors
-        message = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:300]
-        raise HTTPError(400, "not_json", f"request body is not JSON: {message}") from None
-
-
-MAX_INT_DIGITS = 64
-"""Digits of the longest integer literal a body may hold (a seed is < 2**128: 39 digits); Python's own
-int() limit of 4,300 digits would otherwise be an unhandled error, and a longer literal costs quadratic time."""
-
-
-def _bounded_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise ValueError(f"an integer literal of {len(text.lstrip('-'))} digits (at most {MAX_INT_DIGITS})")
-    return int(text)
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+        return strict_json.loads(bytes(body))
+    except strict_json.NotJSON as exc:
+        raise HTTPError(400, "not_json", f"request body is not JSON: {exc}") from None
 
 
 def validate(model: type[BaseModel], data: Any) -> Any:

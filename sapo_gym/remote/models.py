@@ -18,21 +18,22 @@ import numpy as np
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from sapo_gym.core import OBSERVATION_MAX_LENGTH
+from sapo_gym.core import ACTION_MAX_LENGTH
 
 __all__ = [
     "ACTION_LIMIT_CHARS", "MAX_BODY_BYTES", "TYPED_INFO_KEYS", "SapoAction", "SapoObservation", "SapoState",
     "ResetOptions", "ResetRequest", "to_jsonable", "observation_from_step", "info_from_observation",
 ]
 
-ACTION_LIMIT_CHARS = OBSERVATION_MAX_LENGTH
-"""Longest action text the server accepts (1 Mi characters: 16x the declared action space, so any
-action the action space admits is accepted; a longer one is refused with a 4xx)."""
+ACTION_LIMIT_CHARS = ACTION_MAX_LENGTH
+"""Longest action text the server accepts: the action space's ``max_length`` (65,536 characters), so the
+server takes exactly the actions the action space admits; a longer one is refused (HTTP 422, a
+``VALIDATION_ERROR`` frame over the WebSocket) and costs no turn."""
 
 MAX_BODY_BYTES = 12 * ACTION_LIMIT_CHARS + (1 << 16)
 """Largest request body (and WebSocket message): the longest action JSON-escaped at its worst (a
 character outside the BMP is one ``str`` character and 12 bytes, ``"\\ud83d\\ude00"``) plus 64 KiB of
-envelope. Larger bodies are refused with 413 before they are parsed."""
+envelope (832 KiB in all). Larger bodies are refused (413, a ``TOO_LARGE`` frame) before they are parsed."""
 
 TYPED_INFO_KEYS = (
     "raw_observation", "task", "task_id", "task_type", "dataset", "admissible_actions", "action_mask",

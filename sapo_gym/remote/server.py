@@ -10,9 +10,13 @@ Added around it (OpenEnv 0.10 lacks them):
 
 * HTTP sessions with 4xx on bad requests (:mod:`sapo_gym.remote.http_sessions`), sharing OpenEnv's
   session table, so ``max_sessions`` bounds WebSocket and HTTP sessions together;
-* an idle reaper that checks every ``timeout / 4`` (OpenEnv's waits at least 5 s between checks) and
-  closes the env, so a late message on an expired WebSocket gets a clean "session closed" error;
-* a request-body and WebSocket-message size bound (:data:`~sapo_gym.remote.models.MAX_BODY_BYTES`).
+* an idle reaper for HTTP sessions that checks every ``timeout / 4`` (OpenEnv's waits at least 5 s between
+  checks) and closes the env;
+* a guard in front of OpenEnv's ``/ws`` handler (:mod:`sapo_gym.remote.websocket`): every malformed or
+  hostile frame gets an error frame and the connection plays on, and a socket idle for the timeout is
+  closed and its session freed, whether the socket opened it or attached to an HTTP session;
+* a request-body and WebSocket-message size bound (:data:`~sapo_gym.remote.models.MAX_BODY_BYTES`), and one
+  JSON parser for both (:mod:`sapo_gym.remote.strict_json`).
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.types import ConcurrencyConfig, ServerMode
 
 from sapo_gym.remote.environment import SapoEnvironment
-from sapo_gym.remote.models import MAX_BODY_BYTES, SapoAction, SapoObservation, SapoState
+from sapo_gym.remote.models import SapoAction, SapoObservation, SapoState
+from sapo_gym.remote.websocket import FRAME_READ_LIMIT, guard_websocket_route, serving_socket
 
 __all__ = ["ServeConfig", "SapoEnvServer", "create_app", "serve", "reap_interval", "idle_sessions"]
 
@@ -71,7 +76,27 @@ def idle_sessions(last_activity: Mapping[str, float], now: float, timeout_s: flo
 
 
 class SapoEnvServer(HTTPEnvServer):
-    """OpenEnv's server with a prompter idle reaper (see the module docstring)."""
+    """OpenEnv's server with a prompter idle reaper, which leaves sessions held by a socket to the socket's
+    own idle timer (see the module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._socket_sessions: set[str] = set()
+
+    def hold_for_socket(self, session_id: str) -> None:
+        """A guarded socket serves ``session_id``: the reaper leaves it alone until :meth:`release_from_socket`."""
+        self._socket_sessions.add(session_id)
+
+    def release_from_socket(self, session_id: str) -> None:
+        """The socket serving ``session_id`` is gone (an HTTP session it attached to is reaped as usual again)."""
+        self._socket_sessions.discard(session_id)
+
+    async def _create_session(self) -> tuple[str, Any]:
+        session_id, env = await super()._create_session()
+        ws = serving_socket.get()
+        if ws is not None:  # opened by OpenEnv's /ws handler for the socket this task serves
+            ws.session_id = session_id
+        return session_id, env
 
     def _factory_produces_harness_env(self) -> bool:
         # Our factory builds SapoEnvironment, never OpenEnv's HarnessEnvironment; the base class's check
@@ -87,7 +112,8 @@ class SapoEnvServer(HTTPEnvServer):
                 await asyncio.sleep(reap_interval(timeout))
                 async with self._session_lock:
                     last = {sid: info.last_activity_at for sid, info in self._session_info.items()}
-                    stale = idle_sessions(last, time.time(), timeout, set(self._session_websocket_attachments))
+                    held = self._socket_sessions | self._session_websocket_attachments
+                    stale = idle_sessions(last, time.time(), timeout, held)
                 for sid in stale:
                     log.info("closing idle session %s", sid)
                     await self._destroy_session(sid)
@@ -112,6 +138,7 @@ def create_app(config: ServeConfig) -> Any:
                            env_name=config.env_id.replace("/", "_"), state_cls=SapoState)
     app = FastAPI(title=f"sapo_gym {config.env_id} (OpenEnv)", version="1.0.0")
     server.register_routes(app, mode=ServerMode.PRODUCTION)
+    guard_websocket_route(app, server, config.idle_timeout_s or None)
     register_session_routes(app, server)
     app.state.env_server = server
     return app
@@ -134,7 +161,7 @@ def serve(config: ServeConfig) -> None:
     app = create_app(config)
     sock = bind(config.host, config.port)
     host, port = sock.getsockname()[:2]
-    uv = uvicorn.Config(app, log_level="warning", ws_max_size=MAX_BODY_BYTES, lifespan="on")
+    uv = uvicorn.Config(app, log_level="warning", ws_max_size=FRAME_READ_LIMIT, lifespan="on")
     server = uvicorn.Server(uv)
     print(f"serving {config.env_id} on http://{host}:{port} (OpenEnv WebSocket: ws://{host}:{port}/ws; "
           f"max {config.max_sessions} sessions, idle timeout {config.idle_timeout_s or 'none'} s)", flush=True)

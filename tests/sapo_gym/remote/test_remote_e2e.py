@@ -19,6 +19,7 @@ from gymnasium.utils.env_checker import check_env
 pytest.importorskip("openenv.core.env_server")
 
 import sapo_gym  # noqa: E402,F401  (registers the ids)
+from sapo_gym.remote.models import ACTION_LIMIT_CHARS, MAX_BODY_BYTES  # noqa: E402
 from tests.support.remote import ROOT, expert_episode, http, served  # noqa: E402
 
 SESSIONS = 8
@@ -108,8 +109,8 @@ def test_bad_payloads_get_4xx_and_the_server_keeps_serving() -> None:
             ("POST", f"{base}/reset", '{"options": {"task_id": "no-such-task"}}', 400),
             ("POST", f"{base}/step", '{"action": {"text": 5}}', 422),
             ("POST", f"{base}/step", '{"action": {"txt": "x"}}', 422),
-            ("POST", f"{base}/step", '{"action": {"text": "' + "x" * ((1 << 20) + 1) + '"}}', 422),
-            ("POST", f"{base}/step", b"x" * (13 << 20), 413),
+            ("POST", f"{base}/step", '{"action": {"text": "' + "x" * (ACTION_LIMIT_CHARS + 1) + '"}}', 422),
+            ("POST", f"{base}/step", b"x" * (MAX_BODY_BYTES + 1), 413),
         ]
         for method, target, payload, code in bad:
             status, body = http(method, target, payload)

@@ -57,7 +57,8 @@ def test_action_model_takes_any_text_up_to_the_limit() -> None:
     for bad in ({"text": "x" * (ACTION_LIMIT_CHARS + 1)}, {"text": 5}, {"text": None}, {}, {"text": "a", "tool": 1}):
         with pytest.raises(ValidationError):
             SapoAction.model_validate(bad)
-    assert ACTION_LIMIT_CHARS >= 16 * gym.make("sapo/Vault-v0").action_space.max_length
+    # the server takes exactly the actions the action space admits (issue #25 item 6)
+    assert ACTION_LIMIT_CHARS == gym.make("sapo/Vault-v0").action_space.max_length
 
 
 def test_the_body_limit_holds_the_longest_action_at_its_worst_escaping() -> None:

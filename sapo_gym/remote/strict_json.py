@@ -1,0 +1,95 @@
+"""The server's one JSON parser, for HTTP request bodies and WebSocket frames alike.
+
+``json.loads`` with every input bounded, so that no body or frame a client can send raises anything but
+:class:`NotJSON` (a ``ValueError``) or costs more than linear time:
+
+* an integer literal of at most :data:`MAX_INT_DIGITS` digits (Python's own ``int()`` refuses more than
+  4,300 with an error of its own, and a longer literal costs quadratic time);
+* no ``NaN``, ``Infinity`` or ``-Infinity`` (not JSON), and no number literal that overflows a float
+  (``1e999``);
+* nesting at most :data:`MAX_DEPTH` arrays and objects deep (deeper input overflows the parser's
+  recursion, and pydantic refuses to serialise an error that echoes input ~250 levels deep);
+* text that is valid Unicode: no lone surrogate (``"\\ud800"`` without its pair), which a reply that
+  echoes it (an action's text) could not be encoded in.
+
+Whether the top level is an object is the caller's question (HTTP answers ``not_an_object``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+__all__ = ["MAX_INT_DIGITS", "MAX_DEPTH", "NotJSON", "loads"]
+
+MAX_INT_DIGITS = 64
+"""Digits of the longest integer literal (a seed is < 2**128: 39 digits)."""
+
+MAX_DEPTH = 64
+"""Deepest nesting of arrays and objects, the top level counted (a reset frame is 3 deep)."""
+
+
+class NotJSON(ValueError):
+    """The text is not JSON by the server's rules (the message says which rule)."""
+
+
+def loads(data: str | bytes) -> Any:
+    """``data`` (UTF-8 bytes or text) decoded by the rules of the module docstring; :class:`NotJSON` otherwise."""
+    try:
+        value = json.loads(data, parse_int=_bounded_int, parse_float=_finite_float, parse_constant=_no_constant)
+    except RecursionError:
+        raise NotJSON(f"nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError and the hooks' errors
+        raise NotJSON(str(exc)[:300]) from None
+    _check_tree(value)
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise ValueError(f"an integer literal of {digits} digits (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} overflows a float")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _check_tree(value: Any) -> None:
+    """Refuse nesting past :data:`MAX_DEPTH` and lone surrogates in strings and keys (one walk, no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, str):
+            _check_text(node)
+            continue
+        if not isinstance(node, (list, dict)):
+            continue
+        if depth > MAX_DEPTH:
+            raise NotJSON(f"nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, dict):
+            for key in node:
+                _check_text(key)
+            children = node.values()
+        else:
+            children = node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (str, list, dict)))
+
+
+def _check_text(text: str) -> None:
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start:exc.end].encode("unicode_escape").decode()
+        raise NotJSON(f"lone surrogate {bad} at character {exc.start} of a string (not valid Unicode)") from None
