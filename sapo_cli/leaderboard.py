@@ -31,11 +31,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--base-url", default=None,
                    help="public URL of the server's root, used for the absolute URLs in responses (default: http://HOST:PORT)")
     s.add_argument("--request-timeout", type=float, default=30.0, help="seconds a stalled client may hold a connection")
+    s.add_argument("--body-timeout", type=float, default=None,
+                   help="seconds a client has to send a request body, however it trickles in (408 past it; default: "
+                        "10 + the max upload at 1 MiB/s, 74 for 64 MiB)")
     s.add_argument("--rate-per-minute", type=float, default=60.0,
                    help="per-token rate limit: units a minute, a submission costs 1 + its MiB (<= 0: off)")
     s.add_argument("--rate-burst", type=float, default=300.0, help="per-token rate limit: bucket size (units)")
     s.add_argument("--live-max-open", type=int, default=4, help="live evaluation: open runs at once (each holds an env in memory)")
-    s.add_argument("--live-idle-seconds", type=float, default=300.0, help="live evaluation: a run idle this long expires")
+    s.add_argument("--live-idle-seconds", type=float, default=300.0,
+                   help="live evaluation: a run without progress (a reset or a step) this long expires")
     s.add_argument("--seed", action="store_true", help="seed the expert and random baselines (in the background) when the database is empty")
     add_seed_options(s)
     s.set_defaults(func=_serve)
@@ -88,7 +92,7 @@ def _serve(args: argparse.Namespace) -> int:
                           rate_per_minute=args.rate_per_minute, rate_burst=args.rate_burst,
                           live_max_open=args.live_max_open, live_idle_seconds=args.live_idle_seconds,
                           private_seed=activate_from_args(args), private_tasks=args.private_tasks,
-                          private_envs=tuple(args.private_env) if args.private_env else None)
+                          private_envs=tuple(args.private_env) if args.private_env else None, body_seconds=args.body_timeout)
     app = create_app(config)
     boards = app.extensions["sapo_gym"]["boards"]
     for b in boards:  # built now, so the first request is fast and a broken env shows at start-up

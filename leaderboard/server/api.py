@@ -1,7 +1,8 @@
 """JSON API, version 1.
 
 ``POST /api/v1/submissions`` (``Authorization: Bearer TOKEN``; body: a bundle, optionally
-``Content-Encoding: gzip``) · ``GET /api/v1/submissions[?env=&split=&sort=&order=&limit=]`` ·
+``Content-Encoding: gzip``) · ``GET /api/v1/submissions[?env=&split=&sort=&order=&status=&limit=&offset=]``
+(``{"submissions", "total", "offset", "limit", "next"}``: ``next`` is the next page's URL, null on the last) ·
 ``GET /api/v1/submissions/<id>`` · ``GET /api/v1/submissions/<id>/bundle`` · ``GET /api/v1/boards`` ·
 ``GET /api/v1/compare?a=<id>&b=<id>``. Errors: ``{"error", "message", "status"}``.
 """
@@ -134,7 +135,10 @@ def listing() -> Response:
     rows = store.submissions(spec_hash, sort=sort, descending=request.args.get("order", "desc") != "asc", limit=limit,
                              statuses=statuses, verified_first=True, offset=offset)
     rank = ranks(store, [r.id for r in rows])  # over every verified row of the board, not only these
-    return jsonify(submissions=[{**submission_summary(r), "rank": rank.get(r.id)} for r in rows])
+    total = store.count(spec_hash, statuses)
+    more = offset + len(rows) < total  # the next page: these filters, the next offset
+    return jsonify(submissions=[{**submission_summary(r), "rank": rank.get(r.id)} for r in rows], total=total, offset=offset,
+                   limit=limit, next=external_url("api.listing", **{**request.args.to_dict(), "offset": offset + limit}) if more else None)
 
 
 def _row(submission_id: int) -> Submission:

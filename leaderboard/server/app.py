@@ -10,7 +10,7 @@ from werkzeug.exceptions import HTTPException
 
 from leaderboard.boards import BoardRegistry
 from leaderboard.server import security
-from leaderboard.server.limits import RateLimiter
+from leaderboard.server.limits import RateLimiter, body_seconds, install_body_deadline
 from leaderboard.server.store import Store
 from leaderboard.server.worker import Verifier
 
@@ -40,7 +40,10 @@ class ServerConfig:
     live_max_open: int = 4
     """Live evaluation: open runs on the server at once (each holds an env); one per token."""
     live_idle_seconds: float = 300.0
-    """Live evaluation: a run without a request for this long expires (abandoned)."""
+    """Live evaluation: a run without progress (a reset or a step) for this long expires (abandoned)."""
+    body_seconds: float | None = None
+    """Time a client has to send a request's body, from its headers on (408 past it); None: 10 s plus the
+    largest upload at 1 MiB/s (74 s for 64 MiB)."""
     private_seed: str | None = field(default=None, repr=False)
     """The secret of the private boards (hex; :mod:`leaderboard.private`); None: no private boards."""
     private_envs: tuple[str, ...] | None = None
@@ -82,6 +85,8 @@ def create_app(config: ServerConfig | None = None) -> Flask:
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = int(config.max_upload_mb * (1 << 20))
     app.json.sort_keys = False  # type: ignore[attr-defined]
+    seconds = config.body_seconds if config.body_seconds is not None else body_seconds(app.config["MAX_CONTENT_LENGTH"])
+    install_body_deadline(app, seconds)  # before security's hook, which reads API bodies
     security.install(app, config.base_url)  # before the blueprints: it bounds their <int:...> ids
     store = Store(config.db_url)
     verifier = Verifier(store, config.poll_seconds)

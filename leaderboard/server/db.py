@@ -65,7 +65,7 @@ class Provenance(Base):
     __tablename__ = "provenance"
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"), primary_key=True)
     episodes_digest: Mapped[str] = mapped_column(String(64), index=True)
-    """SHA-256 of the set of episodes without their seeds (see leaderboard.server.provenance)."""
+    """SHA-256 of the set of the episodes' task ids and raw outputs (see leaderboard.server.provenance)."""
     privileged: Mapped[bool] = mapped_column(Boolean, default=False)
     """The bundle says the agent saw the privileged info keys (an oracle)."""
     live_run_id: Mapped[int | None] = mapped_column(ForeignKey("live_runs.id"), nullable=True)
@@ -82,13 +82,21 @@ class HarnessClaim(Base):
 
 
 class EpisodeOwner(Base):
-    """The first token that submitted a set of episodes: the same episodes from another token are refused."""
+    """The first token that submitted a set of episodes (their tasks and outputs): the same work from another token is refused."""
 
     __tablename__ = "episode_owners"
     digest: Mapped[str] = mapped_column(String(64), primary_key=True)
     token_id: Mapped[int | None] = mapped_column(ForeignKey("tokens.id"), nullable=True)
     """None: the seeded baselines."""
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"))
+
+
+class Migration(Base):
+    """A data migration done on this database, by name (see ``provenance.migrate``): each runs once."""
+
+    __tablename__ = "migrations"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    done_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
 
 
 class LiveRun(Base):

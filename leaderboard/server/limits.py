@@ -1,5 +1,5 @@
-"""Cost limits of the submission endpoint: the body's size (also chunked and gzip-inflated), strict
-gzip framing, and a per-token rate limit.
+"""Cost limits of the request bodies: their size (also chunked and gzip-inflated), the time to read
+them, strict gzip framing, and a per-token rate limit.
 
 * A body with a ``Content-Length`` over the limit is refused before it is read; a chunked one is
   read from the server's de-chunked input up to the limit + 1 byte, so one byte too many is a
@@ -8,6 +8,13 @@ gzip framing, and a per-token rate limit.
 * ``Content-Encoding: gzip``: every member is inflated (RFC 1952 allows several: ``cat a.gz
   b.gz`` is valid), each must end with its CRC and length trailer, and nothing else may follow
   the last member; the inflated total is bounded by the same limit.
+* A body must arrive within a deadline (``body_seconds``, from when the request's headers are in):
+  on ``sapo-gym leaderboard serve`` (werkzeug's server) every receive from the connection waits at
+  most until then, and past it the body ends and the request is a ``408`` — the per-read socket
+  timeout alone let a client drip a byte every few seconds forever. It holds for ``Content-Length``
+  and chunked bodies and every endpoint (the live ones included), and for the unread rest of a body
+  the server drains after answering. (Behind another WSGI server, that server's own limits apply.)
+  :func:`read_body` reads a request's body once; a second call gets the same bytes.
 * :class:`RateLimiter`: a token bucket per API token, charged per request and per MiB received,
   so a submitter cannot spend the server's CPU faster than the configured rate.
 """
@@ -15,19 +22,82 @@ gzip framing, and a per-token rate limit.
 from __future__ import annotations
 
 import math
+import socket
 import threading
 import time
 import zlib
 from dataclasses import dataclass, field
+from typing import Any
 
-from flask import abort, request
+from flask import Flask, abort, request
+from werkzeug.exceptions import HTTPException
 
 from leaderboard.bundle import BundleError
 
-__all__ = ["read_body", "gunzip_strict", "RateLimiter", "RateLimited"]
+__all__ = ["read_body", "install_body_deadline", "body_seconds", "gunzip_strict", "RateLimiter", "RateLimited"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _READ_CHUNK = 1 << 16
+_GUARD, _BODY = "sapo_gym.body_guard", "sapo_gym.body"
+MIN_RATE = 1 << 20
+"""Bytes a second the default body deadline allows for (1 MiB/s, 8 Mbit/s): see :func:`body_seconds`."""
+
+
+def body_seconds(max_upload_bytes: int) -> float:
+    """The default body deadline: 10 s, plus the largest upload at :data:`MIN_RATE` (74 s for 64 MiB)."""
+    return 10.0 + max_upload_bytes / MIN_RATE
+
+
+class _DeadlineSocket:
+    """The connection's socket as the body's reader sees it: a receive waits at most until the deadline
+    (or the server's per-read timeout, if sooner, which raises as before); past the deadline the body ends."""
+
+    def __init__(self, sock: socket.socket, deadline: float):
+        self._sock, self.deadline, self.expired = sock, deadline, False
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        remaining = self.deadline - time.monotonic()
+        if remaining > 0 and not self.expired:
+            timeout = self._sock.gettimeout()
+            self._sock.settimeout(remaining if timeout is None else min(timeout, remaining))
+            try:
+                return self._sock.recv_into(buffer, nbytes, flags)
+            except TimeoutError:
+                if timeout is not None and timeout < remaining:
+                    raise  # the per-read timeout came first
+            finally:
+                self._sock.settimeout(timeout)
+        self.expired = True
+        return 0  # end of stream: the reader stops, and read_body answers 408
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+def install_body_deadline(app: Flask, seconds: float) -> None:
+    """Give every request on werkzeug's server ``seconds`` to deliver its body (see the module docstring)."""
+    app.config["SAPO_BODY_SECONDS"] = float(seconds)
+
+    @app.before_request
+    def _guard() -> None:
+        env = request.environ
+        sock, stream = env.get("werkzeug.socket"), env.get("wsgi.input")
+        raw = getattr(getattr(stream, "_rfile", stream), "raw", None)  # the de-chunker reads the connection's file too
+        if sock is not None and isinstance(raw, socket.SocketIO) and getattr(raw, "_sock", None) is sock:
+            # left in place after the request: werkzeug drains an unread body through it after answering
+            raw._sock = env[_GUARD] = _DeadlineSocket(sock, time.monotonic() + float(seconds))
+
+
+def _expired() -> bool:
+    guard = request.environ.get(_GUARD)
+    return guard is not None and guard.expired
+
+
+def _timed_out() -> None:
+    from flask import current_app
+
+    abort(408, f"the request body did not arrive within {current_app.config.get('SAPO_BODY_SECONDS', 0):g} s "
+               "(the server's limit on the time to send a body)")
 
 
 def _read_chunked(limit: int) -> bytes:
@@ -46,8 +116,7 @@ def _read_chunked(limit: int) -> bytes:
             abort(413)
 
 
-def read_body(limit: int) -> bytes:
-    """The raw request body, at most ``limit`` bytes (``413`` beyond, with or without a length)."""
+def _read(limit: int) -> bytes:
     length = request.content_length
     if length is not None:
         if length > limit:
@@ -56,6 +125,25 @@ def read_body(limit: int) -> bytes:
     if "wsgi.input_terminated" not in request.environ:
         return b""  # neither a length nor a terminated stream: nothing can be read safely
     return _read_chunked(limit)
+
+
+def read_body(limit: int) -> bytes:
+    """The raw request body, at most ``limit`` bytes (``413`` beyond, with or without a length; ``408``
+    past the body deadline). Read once: a later call (another limit) gets the same bytes."""
+    data = request.environ.get(_BODY)
+    if data is None:
+        try:
+            data = _read(limit)
+        except HTTPException:  # a body cut short (400) by the deadline is a 408
+            if _expired():
+                _timed_out()
+            raise
+        if _expired():
+            _timed_out()
+        request.environ[_BODY] = data
+    if len(data) > limit:
+        abort(413)
+    return data
 
 
 def gunzip_strict(data: bytes, limit: int) -> bytes:

@@ -7,8 +7,11 @@ episode ends, the run's bundle is built from the server's own records, admitted 
 stored as a submission marked *live* (the verifier still replays it).
 
 Bounded: at most ``max_open`` open runs on the server and ``max_open_per_token`` per token, a run
-expires after ``idle_seconds`` without a request or ``max_seconds`` in all (its env is closed; the
-run stays in ``live_runs`` as *expired*: abandoned runs are counted on the submission page). Open
+expires after ``idle_seconds`` without progress (a reset that deals an episode or a step that plays a
+turn; reading the run's status, a refused or a retried request is no progress) or ``max_seconds`` in
+all (its env is closed; the run stays in ``live_runs`` as *expired*: abandoned runs are counted on
+the submission page). A start refused because the server is full is a 429 with ``Retry-After`` and
+puts the token in line for the next freed slot (:mod:`leaderboard.server.live_waitlist`). Open
 runs live in this process's memory: a restart expires them (``serve`` runs one process).
 """
 
@@ -28,6 +31,7 @@ from sqlalchemy import func, select, update
 from leaderboard import private
 from leaderboard.boards import Board
 from leaderboard.server.db import LiveRun, utcnow
+from leaderboard.server.live_waitlist import Waitlist
 
 __all__ = ["LiveError", "LiveLimits", "LiveManager"]
 
@@ -38,9 +42,11 @@ _rng = secrets.SystemRandom()
 class LiveError(Exception):
     """A refused live request; ``status`` is the HTTP status."""
 
-    def __init__(self, message: str, status: int = 409):
+    def __init__(self, message: str, status: int = 409, retry_after: float | None = None):
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after
+        """Seconds to wait before asking again (a 429's ``Retry-After``), when known."""
 
 
 @dataclass(frozen=True)
@@ -52,9 +58,13 @@ class LiveLimits:
     max_seeds: int = 4
     """Seeds (passes over the split) a run may ask for."""
     idle_seconds: float = 300.0
-    """A run without a request for this long expires."""
+    """A run without progress (a reset or a step that plays a turn) for this long expires."""
     max_seconds: float = 4 * 3600.0
     """A run expires this long after it started, finished or not."""
+    retry_seconds: float = 5.0
+    """``Retry-After`` of a start refused because the server is full."""
+    hold_seconds: float = 30.0
+    """A token refused while the server was full keeps its place in line while it asks again this often."""
 
 
 def jsonable(value: Any) -> Any:
@@ -110,6 +120,7 @@ class LiveManager:
         """Finished runs' last step answers (run id -> token id, (episode, turn, answer)), the latest 64:
         a retried last step still gets its answer (with the submission) after the run is closed."""
         self._lock = threading.Lock()
+        self._waitlist = Waitlist(self.limits.hold_seconds)
         self._expire_rows(select(LiveRun.id).where(LiveRun.status == "open"), "the server restarted")
 
     # ------------------------------------------------------------------ bookkeeping
@@ -162,9 +173,15 @@ class LiveManager:
         with self._lock:
             mine = sum(1 for r in self._runs.values() if r.token_id == token.id)
             if mine >= self.limits.max_open_per_token:
-                raise LiveError(f"token {token.name!r} already has {mine} open live run(s); finish it or let it expire", 429)
-            if len(self._runs) >= self.limits.max_open:
-                raise LiveError(f"the server runs {len(self._runs)} live runs, its limit; try again later", 429)
+                raise LiveError(f"token {token.name!r} already has {mine} open live run(s); finish it or let it expire", 429,
+                                retry_after=self.limits.retry_seconds)
+            now, free = time.monotonic(), self.limits.max_open - len(self._runs)
+            if not self._waitlist.may_open(token.id, free, now):  # full, or the free slots are for tokens refused earlier
+                place = self._waitlist.refused(token.id, now)
+                raise LiveError(f"the server runs {len(self._runs)} live runs, its limit of {self.limits.max_open}"
+                                f"{'' if free <= 0 else ', and the free slots go to tokens refused before you'}; you are "
+                                f"number {place} in line for the next free slot: ask again within "
+                                f"{self.limits.hold_seconds:g} s to keep your place", 429, retry_after=self.limits.retry_seconds)
             drawn = _rng.sample(range(2**31), seeds)
             schedule = [(t, s) for s in drawn for t in board.task_ids]
             _rng.shuffle(schedule)
@@ -180,6 +197,7 @@ class LiveManager:
                 run_id = row.id
             run = _Run(run_id, token.id, token.name, board, agent, sorted(drawn), schedule, env)
             self._runs[run_id] = run
+            self._waitlist.opened(token.id)
         return {**run.public(), "idle_seconds": self.limits.idle_seconds, "max_seconds": self.limits.max_seconds}
 
     def _run(self, run_id: int, token: Any) -> _Run:
@@ -188,8 +206,7 @@ class LiveManager:
             run = self._runs.get(run_id)
         if run is None or run.token_id != token.id:
             raise LiveError(f"no open live run {run_id} for this token (finished, expired or never started)", 404)
-        run.touched = time.monotonic()
-        return run
+        return run  # not touched: only progress (a dealt episode, a played turn) keeps a run open
 
     def status(self, run_id: int, token: Any) -> dict[str, Any]:
         return self._run(run_id, token).public()
@@ -215,6 +232,7 @@ class LiveManager:
             obs, info = run.env.reset(seed=episode_seed, options={"task_id": task})
             run.record = new_record(info, task, episode_seed)
             run.played += 1
+            run.touched = time.monotonic()  # progress
             return {"episode": run.played - 1, "task_id": task, "seed": episode_seed, "observation": obs,
                     "info": jsonable(public_info(info))}
 
@@ -238,6 +256,7 @@ class LiveManager:
                 raise LiveError(f"turn {turn} is not the episode's next turn ({run.record.steps})")
             obs, reward, terminated, truncated, info = run.env.step(output)
             record_step(run.record, output, reward, info)
+            run.touched = time.monotonic()  # progress
             body: dict[str, Any] = {"episode": episode, "turn": run.record.steps - 1, "observation": obs, "reward": float(reward),
                                     "terminated": bool(terminated), "truncated": bool(truncated), "info": jsonable(public_info(info))}
             run.last = (episode, body["turn"], body)

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify
@@ -77,7 +78,10 @@ def _handle(fn: Any) -> Response:
     try:
         return jsonify(fn())
     except LiveError as exc:
-        return _error(exc.status, str(exc))
+        response = _error(exc.status, str(exc))
+        if exc.retry_after is not None:
+            response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+        return response
 
 
 @live_api.post("/runs")
@@ -90,7 +94,7 @@ def start() -> Response:
         try:  # opening a run builds an env: it costs what a submission does on the token's rate limit
             current_app.extensions["sapo_gym"]["limiter"].charge(token.id, 1.0)
         except RateLimited as exc:
-            raise LiveError(str(exc), 429) from None
+            raise LiveError(str(exc), 429, retry_after=exc.retry_after) from None
         body = _json()
         board = current_app.extensions["sapo_gym"]["boards"].find(str(body.get("env_id", "")), str(body.get("split", "")))
         if board is None:

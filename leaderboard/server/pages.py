@@ -13,7 +13,10 @@ from leaderboard.server import ranking, summaries
 from leaderboard.server.plots import category_bars
 from leaderboard.server.store import SORT_KEYS, Store
 
-__all__ = ["pages"]
+__all__ = ["pages", "BOARD_PAGE"]
+
+BOARD_PAGE = 500
+"""Verified rows per board page (``?page=N``); ranks count every verified row of the board, on any page."""
 
 pages = Blueprint("pages", __name__, template_folder="templates", static_folder="static", static_url_path="/static/leaderboard")
 
@@ -40,6 +43,14 @@ def index() -> Any:
     return render_template("index.html", cards=cards, skipped=_ctx()["boards"].skipped)
 
 
+def _page_number() -> int:
+    """The ``page`` query parameter: a whole number from 1 (1 when absent); anything else is a 400."""
+    raw = request.args.get("page", "1")
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 9 and int(raw) >= 1):
+        abort(400, description=f"page must be a whole number from 1 to 999999999, not {raw[:20]!r}")
+    return int(raw)
+
+
 @pages.get("/board/<spec_hash>")
 def board(spec_hash: str) -> Any:
     registry = _ctx()["boards"]
@@ -51,13 +62,16 @@ def board(spec_hash: str) -> Any:
         sort = "success"
     order = "asc" if request.args.get("order") == "asc" else "desc"
     store: Store = _ctx()["store"]
-    rows = store.submissions(spec_hash, sort=sort, descending=order == "desc", statuses=("verified",))
+    total = store.count(spec_hash, ("verified",))
+    page = min(_page_number(), max(1, -(-total // BOARD_PAGE)))  # past the last page: the last page
+    rows = store.submissions(spec_hash, sort=sort, descending=order == "desc", statuses=("verified",), limit=BOARD_PAGE,
+                             offset=(page - 1) * BOARD_PAGE)
     entries = [(r, json.loads(r.agent_json), json.loads(r.aggregates_json)) for r in rows]
     ranks = ranking.ranks(store, [r.id for r in rows])  # over all verified rows of the board
     pending = store.submissions(spec_hash, sort="created", descending=False, limit=100, statuses=("pending", "verifying"))
     categories = sorted({c for _, _, agg in entries for c in agg if c != "all"})
     return render_template("board.html", board=hosted, private=private.board_info(hosted), boards=list(registry), entries=entries, ranks=ranks, categories=categories,
-                           sort=sort, order=order, marks=_ctx()["store"].marks(rows + pending), pending=[(r, json.loads(r.aggregates_json)) for r in pending])
+                           sort=sort, order=order, page=page, total=total, first=(page - 1) * BOARD_PAGE, marks=_ctx()["store"].marks(rows + pending), pending=[(r, json.loads(r.aggregates_json)) for r in pending])
 
 
 @pages.get("/submission/<int:submission_id>")

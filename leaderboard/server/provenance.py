@@ -1,9 +1,15 @@
 """Who produced a submission's episodes: first-submitter ownership, oracle and live marks, reserved names.
 
-* **Ownership**: a submission's *episodes digest* is the SHA-256 of the set of its episodes, each
-  without its seed, in canonical JSON — so reordering the episodes, relabelling the seeds or
-  copying them to more seeds gives the same digest. The first token to submit a digest owns it;
-  the same episodes from another token are refused (409, naming the existing submission).
+* **Ownership**: a submission's *episodes digest* is the SHA-256 of the board's spec hash and the
+  set of its episodes' work: each episode's task id and the agent's raw outputs, turn by turn,
+  exactly as sent (replay steps these strings; no Unicode normalization: another form of a text
+  parses to another think and action). Nothing replay recomputes or ignores enters it (rewards,
+  returns, scores, success, observations, parsed actions, thoughts, validity, steps, counts,
+  aggregates, agent metadata, dates, commands), nor how the JSON spells it (key order, ``0`` /
+  ``0.0`` / ``-0.0`` / ``0e0``), nor the episodes' order, nor their seeds (relabelled or copied to
+  more seeds: the same digest). The first token to submit a digest owns it; the same work from
+  another token is refused (409, naming the existing submission). Databases whose digests an older
+  definition computed are re-keyed once at start-up (:func:`migrate`).
 * **Marks** shown on the board: ``baseline`` (seeded by the server, no token), ``privileged`` (the
   bundle says the agent saw the privileged info keys), ``live`` (the server played the episodes), and
   the harness's ``agent_process`` claim (``isolated``: ``sapo-gym evaluate`` ran the agent in a process of
@@ -13,18 +19,22 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import re
 from typing import Any, Iterable, Mapping
 
-from sqlalchemy import select
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
-from leaderboard.server.db import EpisodeOwner, HarnessClaim, Provenance, Submission
+from leaderboard.server.db import EpisodeOwner, HarnessClaim, Migration, Provenance, Submission
 
-__all__ = ["EpisodesClaimed", "episodes_digest", "check_owner", "record", "marks", "reserved_name"]
+__all__ = ["EpisodesClaimed", "episodes_digest", "migrate", "check_owner", "record", "marks", "reserved_name"]
+
+DIGEST_VERSION = "episodes-digest-v2"
+"""The :class:`Migration` that re-keyed a database's owners with today's :func:`episodes_digest`."""
 
 
 class EpisodesClaimed(Exception):
@@ -37,13 +47,43 @@ class EpisodesClaimed(Exception):
 
 
 def episodes_digest(bundle: Mapping[str, Any]) -> str:
-    """SHA-256 of the board's spec hash and the sorted, de-duplicated episodes without their seeds."""
-    texts = {json.dumps({k: v for k, v in ep.items() if k != "seed"}, sort_keys=True, separators=(",", ":"),
-                        ensure_ascii=False) for ep in bundle["episodes"]}
-    h = hashlib.sha256(str(bundle["env"]["spec_hash"]).encode())
-    for text in sorted(texts):
+    """SHA-256 of the board's spec hash and the sorted, de-duplicated (task id, raw outputs) of the episodes."""
+    works = {json.dumps([ep["task_id"], [turn["output"] for turn in ep["turns"]]], ensure_ascii=True, separators=(",", ":"))
+             for ep in bundle["episodes"]}  # ASCII JSON: one spelling per string (the newline below separates them)
+    h = hashlib.sha256(b"sapo-gym episodes v2\n" + str(bundle["env"]["spec_hash"]).encode())
+    for text in sorted(works):
         h.update(b"\n" + text.encode())
     return h.hexdigest()
+
+
+def migrate(session: sessionmaker) -> bool:
+    """Re-key ownership with today's :func:`episodes_digest`, once per database (False: already done).
+
+    Every submission with provenance gets its digest recomputed from its stored bundle; each digest is
+    owned by the earliest such submission (the first submitter), so copies that older digests told
+    apart (a reward respelled) keep their rows and numbers but own nothing. One transaction: a
+    concurrent start-up waits for it, then finds it done."""
+    with session() as s:
+        if s.get(Migration, DIGEST_VERSION) is not None:
+            return False
+    try:
+        with session.begin() as s:
+            s.add(Migration(name=DIGEST_VERSION))
+            s.flush()  # the claim: another process's migration holds this row until it commits
+            s.execute(delete(EpisodeOwner))
+            owners: set[str] = set()
+            rows = s.execute(select(Provenance.submission_id, Submission.token_id).join(
+                Submission, Submission.id == Provenance.submission_id).order_by(Provenance.submission_id)).all()
+            for sid, token_id in rows:  # one bundle in memory at a time
+                blob = s.scalar(select(Submission.bundle_gz).where(Submission.id == sid))
+                digest = episodes_digest(json.loads(gzip.decompress(blob)))
+                s.execute(update(Provenance).where(Provenance.submission_id == sid).values(episodes_digest=digest))
+                if digest not in owners:
+                    owners.add(digest)
+                    s.add(EpisodeOwner(digest=digest, token_id=token_id, submission_id=sid))
+    except IntegrityError:  # another process migrated it meanwhile
+        return False
+    return True
 
 
 def check_owner(s: Session, digest: str, token_id: int | None) -> None:

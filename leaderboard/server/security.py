@@ -20,6 +20,7 @@ from flask import Flask, Response, current_app, jsonify, request, url_for
 from werkzeug.routing import IntegerConverter
 
 from leaderboard.bundle import BundleError
+from leaderboard.server.limits import read_body
 from leaderboard.validation import check_unicode, strict_int
 
 __all__ = ["MAX_ID", "BoundedInt", "install", "external_url", "check_base_url"]
@@ -58,7 +59,7 @@ def _strict_json_body() -> Response | None:
     if request.method not in ("POST", "PUT", "PATCH") or not request.path.startswith("/api/") \
             or request.path == "/api/v1/submissions":
         return None
-    data = request.get_data(cache=True)  # bounded by MAX_CONTENT_LENGTH; the endpoint reads the cached bytes
+    data = read_body(current_app.config["MAX_CONTENT_LENGTH"])  # 413 / 408 past the limits; the endpoint gets the same bytes
     try:
         text = data.decode("utf-8")
         check_unicode(text, json.loads(text, parse_int=strict_int))

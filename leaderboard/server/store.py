@@ -51,6 +51,7 @@ class Store:
         self.url = url
         self.engine = make_engine(url)
         self.session = sessionmaker(self.engine, expire_on_commit=False)
+        provenance.migrate(self.session)  # owners keyed by an older digest: re-keyed once
 
     # ------------------------------------------------------------------ tokens
     def create_token(self, name: str) -> tuple[int, str]:
@@ -133,6 +134,16 @@ class Store:
             query = query.where(Submission.status.in_(list(statuses)))
         with self.session() as s:
             return list(s.scalars(query))
+
+    def count(self, spec_hash: str | None = None, statuses: Sequence[str] | None = None) -> int:
+        """How many rows :meth:`submissions` lists with these filters and no limit (for paging)."""
+        query = select(func.count(Submission.id))
+        if spec_hash is not None:
+            query = query.where(Submission.spec_hash == spec_hash)
+        if statuses is not None:
+            query = query.where(Submission.status.in_(list(statuses)))
+        with self.session() as s:
+            return s.scalar(query) or 0
 
     def marks(self, rows: Any) -> dict[int, dict[str, bool]]:
         """``baseline`` / ``privileged`` / ``live`` per submission (see :mod:`leaderboard.server.provenance`), and

@@ -8,7 +8,8 @@
 
 Both are written right after admission (from the bundle already in memory) or, for rows stored
 another way (seeding, an older database), on first use. Comparisons are cached (they depend only
-on the two immutable bundles) in a small LRU, and the permutation test's memory is bounded
+on the two immutable bundles) in a small LRU, once per unordered pair (``?a=Y&b=X`` is derived from
+``?a=X&b=Y``, not computed again), and the permutation test's memory is bounded
 (:func:`leaderboard.stats.paired_permutation`).
 """
 
@@ -18,12 +19,14 @@ import gzip
 import json
 import threading
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Any, Mapping
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from leaderboard.compare import Comparison, compare_bundles
+from leaderboard.stats import PairedTest
 from leaderboard.server.db import EpisodeChunk, Submission, SubmissionSummary
 
 __all__ = ["PAGE", "CHUNK", "ensure", "summary", "chunk", "episode", "comparison"]
@@ -95,16 +98,33 @@ _CACHE_SIZE = 32
 _LOCK = threading.Lock()
 
 
+def _swapped(result: Comparison) -> Comparison:
+    """The comparison of B with A from that of A with B: every pair, count and mean trades sides; the
+    p-values stay (McNemar is symmetric, and the permutation test's sign flips draw the same signs for
+    the negated differences)."""
+    def test(t: PairedTest) -> PairedTest:
+        return replace(t, success_a=t.success_b, success_b=t.success_a, only_a=t.only_b, only_b=t.only_a,
+                       score_a=t.score_b, score_b=t.score_a)
+
+    rows = [replace(r, success_a=r.success_b, success_b=r.success_a, score_a=r.score_b, score_b=r.score_a) for r in result.rows]
+    return Comparison(rows, test(result.test), {k: test(v) for k, v in result.categories.items()}, result.only_in_one)
+
+
 def comparison(store: Any, a: Submission, b: Submission) -> Comparison:
-    """The paired comparison of two submissions from their summaries, cached (raises ``BundleError``)."""
-    key = (a.digest, b.digest)  # content digests: a result holds for these two bundles wherever they are stored
+    """The paired comparison of two submissions from their summaries, cached (raises ``BundleError``).
+
+    Cached once per unordered pair: B against A is derived from A against B, never computed again."""
+    swap = b.digest < a.digest
+    key = (b.digest, a.digest) if swap else (a.digest, b.digest)  # content digests: a result holds wherever they are stored
     with _LOCK:
-        if key in _CACHE:
+        result = _CACHE.get(key)
+        if result is not None:
             _CACHE.move_to_end(key)
-            return _CACHE[key]
-    result = compare_bundles(summary(store, a), summary(store, b))
-    with _LOCK:
-        _CACHE[key] = result
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    return result
+    if result is None:
+        first, second = (b, a) if swap else (a, b)
+        result = compare_bundles(summary(store, first), summary(store, second))
+        with _LOCK:
+            _CACHE[key] = result
+            while len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+    return _swapped(result) if swap else result

@@ -41,7 +41,8 @@ def test_identical_episodes_from_another_token_are_409(client, store, auth, bob,
     assert client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).json == {**first.json, "duplicate": True}
     assert client.post("/api/v1/submissions", data=body(named(random_bundle, "renamed")), headers=auth).status_code == 201
     other = copy.deepcopy(random_bundle)
-    other["episodes"][0]["turns"][0]["think"] = "my own thought"
+    turn = other["episodes"][0]["turns"][0]
+    turn["output"], turn["think"] = turn["output"].replace(turn["think"], "my own thought"), "my own thought"
     assert client.post("/api/v1/submissions", data=body(refresh(other)), headers=bob).status_code == 201
 
 
@@ -89,3 +90,175 @@ def test_a_peeking_agent_is_verified_with_what_it_really_did(client, store, auth
     record = client.get(f"/api/v1/submissions/{sid}").json
     assert record["status"] == "verified" and record["success"] < 1.0 and agent.seen == set()
     assert bundle["evaluation"]["harness"]["privileged_agent"] is False
+
+
+# --- #25 item 3: ownership compares tasks and raw outputs, never what replay recomputes ----------------------------
+def _turn(b, key, value, ep=0, turn=0):  # type: ignore[no-untyped-def]
+    b["episodes"][ep]["turns"][turn][key] = value
+
+
+def _episode(b, key, value, ep=0):  # type: ignore[no-untyped-def]
+    b["episodes"][ep][key] = value
+
+
+def _zero_episode(b) -> int:  # type: ignore[no-untyped-def]
+    return next(i for i, ep in enumerate(b["episodes"]) if ep["return"] == 0.0 and ep["score"] == 0.0)
+
+
+def _text_edit(old: str, new: str):  # type: ignore[no-untyped-def]
+    """A spelling of the stored JSON text: the same values, other characters."""
+    def edit(text: str) -> str:
+        assert old in text
+        return text.replace(old, new, 1)
+    return edit
+
+
+_RECOMPUTED = {  # each: what the issue's attacker changes; replay recomputes or ignores it (or admission refuses it)
+    "reward -0.0": lambda b: _turn(b, "reward", -0.0, _zero_episode(b)),
+    "reward 0": lambda b: _turn(b, "reward", 0, _zero_episode(b)),
+    "return -0.0": lambda b: _episode(b, "return", -0.0, _zero_episode(b)),
+    "score 1e-12": lambda b: _episode(b, "score", 1e-12, _zero_episode(b)),
+    "think": lambda b: _turn(b, "think", "my own thought"),
+    "action": lambda b: _turn(b, "action", "press nothing"),
+    "observation": lambda b: _turn(b, "observation", "a different world"),
+    "valid": lambda b: _turn(b, "valid", False),
+    "admissible": lambda b: _turn(b, "admissible", False),
+    "initial observation": lambda b: _episode(b, "initial_observation", "elsewhere"),
+    "success": lambda b: _episode(b, "success", True, _zero_episode(b)),
+    "steps": lambda b: _episode(b, "steps", 3),
+    "invalid actions": lambda b: _episode(b, "invalid_actions", 1),
+    "agent": lambda b: b["agent"].update(name="mine", description="all my own work", model="x"),
+    "created and command": lambda b: b.update(created="2030-01-01T00:00:00+00:00") or b["evaluation"].update(command="me"),
+    "episode order and key order": lambda b: b.update(episodes=[dict(reversed(list(ep.items()))) for ep in reversed(b["episodes"])]),
+    "seeds relabelled": lambda b: b.update(episodes=[{**ep, "seed": 5} for ep in b["episodes"]]) or b["evaluation"].update(seeds=[5]),
+}
+
+
+@pytest.mark.parametrize("what", sorted(_RECOMPUTED))
+def test_a_stolen_bundle_with_only_recomputed_fields_changed_is_409(what: str, client, store, auth, bob, random_bundle) -> None:  # type: ignore[no-untyped-def]
+    first = client.post("/api/v1/submissions", data=body(random_bundle), headers=auth)
+    assert first.status_code == 201
+    sid = first.json["id"]
+    stolen = client.get(f"/api/v1/submissions/{sid}/bundle").json  # what anybody can download
+    _RECOMPUTED[what](stolen)
+    stolen = refresh(stolen) if what not in ("agent", "created and command") else stolen  # consistent aggregates
+    before = snapshot(store)
+    r = client.post("/api/v1/submissions", data=body(stolen), headers=bob)
+    assert r.status_code in (409, 422), (what, r.status_code, r.json)  # 422: admission refuses it first
+    if r.status_code == 409:
+        assert r.json["error"] == "duplicate_episodes" and f"submission {sid}" in r.json["message"]
+    assert snapshot(store) == before
+
+
+@pytest.mark.parametrize("edit", [_text_edit('"reward":0.0', '"reward":-0.0'), _text_edit('"reward":0.0', '"reward":0'),
+                                  _text_edit('"reward":0.0', '"reward":0e0'), _text_edit('"return":0.0', '"return":-0.0'),
+                                  _text_edit('"score":0.0,', '"score":1e-12,')], ids=["-0.0", "0", "0e0", "return", "score"])
+def test_the_issues_stolen_bundle_is_409(edit, client, store, auth, bob, random_bundle) -> None:  # type: ignore[no-untyped-def]
+    """The exact attack of issue #25 item 3: the downloaded bytes, one number respelled, posted as is."""
+    sid = client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).json["id"]
+    text = edit(client.get(f"/api/v1/submissions/{sid}/bundle").get_data(as_text=True))
+    r = client.post("/api/v1/submissions", data=text.encode(), headers=bob)
+    assert r.status_code == 409 and f"submission {sid}" in r.json["message"], r.json
+
+
+def test_other_outputs_are_other_work(client, store, auth, bob, random_bundle) -> None:  # type: ignore[no-untyped-def]
+    """An output is the agent's work as replay steps it, character for character: another output (even the
+    same text in another Unicode normal form, which replay records and parses as other text) is another submission."""
+    assert client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).status_code == 201
+    variants = []
+    for form, think in (("nfc", "caf\u00e9"), ("nfd", "cafe\u0301")):
+        other = copy.deepcopy(random_bundle)
+        turn = other["episodes"][0]["turns"][0]
+        turn["output"], turn["think"] = turn["output"].replace(turn["think"], think), think
+        variants.append(named(other, f"variant {form}"))
+    assert client.post("/api/v1/submissions", data=body(variants[0]), headers=bob).status_code == 201
+    carol = {"Authorization": f"Bearer {store.create_token('carol')[1]}"}
+    assert client.post("/api/v1/submissions", data=body(variants[1]), headers=carol).status_code == 201
+    # the task ids are part of the work: the same outputs on another task are other episodes
+    moved = copy.deepcopy(random_bundle)
+    a, b = moved["episodes"][0], moved["episodes"][1]
+    a["turns"], b["turns"] = b["turns"], a["turns"]
+    r = client.post("/api/v1/submissions", data=body(refresh(named(moved, "moved"))), headers=bob)
+    assert r.status_code == 201, r.json
+
+
+def _old_digest(bundle) -> str:  # type: ignore[no-untyped-def]
+    """The ownership digest before #25 item 3 (every field of every episode but its seed)."""
+    import hashlib
+    import json
+
+    texts = {json.dumps({k: v for k, v in ep.items() if k != "seed"}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+             for ep in bundle["episodes"]}
+    h = hashlib.sha256(str(bundle["env"]["spec_hash"]).encode())
+    for text in sorted(texts):
+        h.update(b"\n" + text.encode())
+    return h.hexdigest()
+
+
+def test_a_database_of_old_digests_is_migrated_and_stays_protected(tmp_path, monkeypatch, random_bundle) -> None:  # type: ignore[no-untyped-def]
+    """A database written before the fix: its owner rows hold old digests, and a stolen copy (one reward
+    respelled) was accepted under them. Opened by today's server, the first submitter owns the work again,
+    the copy keeps its row and numbers but owns nothing, and no further copy gets in."""
+    _old_database_is_migrated(f"sqlite:///{tmp_path / 'old.db'}", monkeypatch, random_bundle)
+
+
+def test_a_postgres_database_of_old_digests_is_migrated(pg_cluster, monkeypatch, random_bundle) -> None:  # type: ignore[no-untyped-def]
+    import uuid
+
+    import psycopg2
+
+    name = f"lb_{uuid.uuid4().hex[:10]}"
+    admin = psycopg2.connect(pg_cluster.format(db="postgres").replace("postgresql+psycopg2", "postgresql"))
+    admin.autocommit = True
+    admin.cursor().execute(f"CREATE DATABASE {name}")
+    try:
+        _old_database_is_migrated(pg_cluster.format(db=name), monkeypatch, random_bundle)
+    finally:
+        admin.cursor().execute(f"DROP DATABASE {name}")
+        admin.close()
+
+
+def _old_database_is_migrated(url: str, monkeypatch, random_bundle) -> None:  # type: ignore[no-untyped-def]
+    from sqlalchemy import delete, select
+
+    from leaderboard.server import provenance
+    from leaderboard.server.app import ServerConfig, create_app
+    from leaderboard.server.db import EpisodeOwner, Migration
+    from tests.support.leaderboard import VAULT
+
+    def serve():  # type: ignore[no-untyped-def]
+        app = create_app(ServerConfig(db_url=url, boards=(VAULT,), verify=False))
+        return app.test_client(), app.extensions["sapo_gym"]["store"]
+
+    client, store = serve()
+    alice, bob, carol = ({"Authorization": f"Bearer {store.create_token(n)[1]}"} for n in ("alice", "bob", "carol"))
+    with monkeypatch.context() as old_code:  # the old server: old digests, and the copy admitted under them
+        old_code.setattr(provenance, "episodes_digest", _old_digest)
+        first = client.post("/api/v1/submissions", data=body(random_bundle), headers=alice).json["id"]
+        stolen = client.get(f"/api/v1/submissions/{first}/bundle").json
+        i = _zero_episode(stolen)
+        stolen["episodes"][i]["turns"][0]["reward"] = -0.0
+        taken = client.post("/api/v1/submissions", data=body(named(stolen, "bobs agent")), headers=bob)
+        assert taken.status_code == 201
+        with store.session.begin() as s:  # a database from before the migration's table
+            s.execute(delete(Migration))
+            assert len(list(s.scalars(select(EpisodeOwner)))) == 2
+    numbers = lambda st: [(r.id, r.success, r.score, r.episodes, r.aggregates_json, r.status) for r in st.submissions(limit=100)]  # noqa: E731
+    before = numbers(store)
+    store.engine.dispose()
+
+    client, store = serve()  # today's server opens it
+    assert numbers(store) == before  # no stored submission's numbers move
+    with store.session() as s:
+        owners = {o.digest: o.submission_id for o in s.scalars(select(EpisodeOwner))}
+    assert owners == {provenance.episodes_digest(random_bundle): first}
+    again = copy.deepcopy(stolen)
+    again["episodes"][i]["turns"][0]["reward"] = 0
+    for who in (bob, carol):
+        r = client.post("/api/v1/submissions", data=body(named(again, "yet another name")), headers=who)
+        assert r.status_code == 409 and f"submission {first}" in r.json["message"], r.json
+    store.engine.dispose()
+    _, store = serve()  # once migrated, a restart changes nothing
+    with store.session() as s:
+        assert {o.digest: o.submission_id for o in s.scalars(select(EpisodeOwner))} == owners
+    store.engine.dispose()
