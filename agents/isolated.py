@@ -33,12 +33,16 @@ other spec (``module:Class``, HF models, ``smollm2``/``tiny``, ``openai:``) isol
 
 from __future__ import annotations
 
+import itertools
 import json
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import traceback
 import weakref
+from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from typing import Any, Sequence
 
@@ -82,42 +86,73 @@ def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, default=_to_json, ensure_ascii=False).encode()
 
 
-def _serve(conn: Any, spec: str, seed: int) -> None:
-    """The child's loop: build the agent, then answer ``reset``/``act`` until ``close`` or the pipe ends."""
-    from agents.registry import load_agent
+def _hello(agent: Any, spec: str) -> dict[str, Any]:
     from sapo_gym.evaluation import is_privileged
 
+    constrain = getattr(agent, "constrain", None)
+    generation = getattr(agent, "generation", None)
+    return {"name": str(getattr(agent, "name", spec)), "privileged": is_privileged(agent),
+            "constrain": constrain if isinstance(constrain, str) else None, "respond": callable(getattr(agent, "respond", None)),
+            "generation": generation if isinstance(generation, dict) else None}
+
+
+def _handle(agent: Any, msg: dict[str, Any]) -> dict[str, Any]:
     try:
-        agent = load_agent(spec, seed=seed)
-        constrain = getattr(agent, "constrain", None)
-        conn.send_bytes(_dumps({"name": str(getattr(agent, "name", spec)), "privileged": is_privileged(agent),
-                                "constrain": constrain if isinstance(constrain, str) else None}))
+        if msg["op"] == "reset":
+            agent.reset(int(msg["num_envs"]))
+            return {"id": msg.get("id"), "ok": None}
+        if msg["op"] == "respond":
+            return {"id": msg.get("id"), "ok": agent.respond(msg["observation"], msg["info"], msg.get("turn_seed"))}
+        return {"id": msg.get("id"), "ok": list(agent.act(msg["observations"], msg["infos"]))}
+    except Exception:
+        return {"id": msg.get("id"), "error": traceback.format_exc()}
+
+
+def _serve(conn: Any, spec: str, seed: int, config: dict[str, Any] | None = None) -> None:
+    """The child's loop: build the agent, then answer ``reset``/``act``/``respond`` until ``close`` or the pipe ends.
+
+    ``respond`` requests (agents that answer one env at a time) run concurrently on threads, up to the
+    config's concurrency; each reply carries its request's ``id``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agents.config import config_from_dict
+    from agents.registry import load_agent
+
+    try:
+        cfg = config_from_dict(config)
+        agent = load_agent(spec, seed=seed, config=cfg)
+        conn.send_bytes(_dumps(_hello(agent, spec)))
     except Exception as exc:  # the harness reports it as a bad spec
         conn.send_bytes(_dumps({"error": f"{exc}", "load": True}))
         return
-    while True:
-        try:
-            msg = json.loads(conn.recv_bytes(), object_hook=_from_json)
-        except EOFError:  # the harness is gone
-            return
-        if msg["op"] == "close":
-            return
-        try:
-            if msg["op"] == "reset":
-                agent.reset(int(msg["num_envs"]))
-                reply = _dumps({"ok": None})
+    lock = threading.Lock()
+
+    def reply(msg: dict[str, Any]) -> None:
+        data = _dumps(_handle(agent, msg))
+        with lock:
+            conn.send_bytes(data)
+
+    with ThreadPoolExecutor(max_workers=max(1, int(cfg.concurrency or 8))) as pool:
+        while True:
+            try:
+                msg = json.loads(conn.recv_bytes(), object_hook=_from_json)
+            except EOFError:  # the harness is gone
+                return
+            if msg["op"] == "close":
+                return
+            if msg["op"] == "respond":
+                pool.submit(reply, msg)
             else:
-                reply = _dumps({"ok": list(agent.act(msg["observations"], msg["infos"]))})
-        except Exception:
-            reply = _dumps({"error": traceback.format_exc()})
-        conn.send_bytes(reply)
+                reply(msg)
 
 
 def _child_main(fd: int) -> None:
-    """The child's entry point: read the spec from the socket ``fd``, then :func:`_serve`."""
+    """The child's entry point: read the spec from the socket ``fd``, then :func:`_serve`. Ctrl-C is the harness's
+    to handle (it closes the pipe, which ends this process)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(fd)
     setup = json.loads(conn.recv_bytes())
-    _serve(conn, setup["spec"], int(setup["seed"]))
+    _serve(conn, setup["spec"], int(setup["seed"]), setup.get("config"))
 
 
 def _shutdown(conn: Any, proc: subprocess.Popen) -> None:
@@ -133,6 +168,49 @@ def _shutdown(conn: Any, proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
 
 
+def _receive(conn: Any, proc: subprocess.Popen, spec: str) -> dict[str, Any]:
+    try:
+        reply = json.loads(conn.recv_bytes())
+    except (EOFError, OSError):
+        try:
+            code = proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        raise AgentProcessError(f"the process of agent {spec!r} ended (exit code {code})") from None
+    except ValueError as exc:  # not JSON
+        raise AgentProcessError(f"agent {spec!r} sent a malformed reply: {exc}") from None
+    if not isinstance(reply, dict):
+        raise AgentProcessError(f"agent {spec!r} sent {type(reply).__name__}, not an object")
+    return reply
+
+
+class _Replies:
+    """The reader thread's side: hands each reply to the pending request with its id; when the child goes (or
+    sends a reply to no request), every pending request fails with :class:`AgentProcessError`."""
+
+    def __init__(self, conn: Any, proc: subprocess.Popen, spec: str):
+        self.conn, self.proc, self.spec = conn, proc, spec
+        self.pending: dict[int, Future] = {}
+        self.dead: AgentProcessError | None = None
+
+    def run(self) -> None:
+        while True:
+            try:
+                reply = _receive(self.conn, self.proc, self.spec)
+            except AgentProcessError as exc:
+                self.dead = exc
+                break
+            future = self.pending.pop(reply["id"], None) if isinstance(reply.get("id"), int) else None
+            if future is None:
+                self.dead = AgentProcessError(f"agent {self.spec!r} sent a reply to no request")
+                break
+            future.set_result(reply)
+        for key in list(self.pending):
+            future = self.pending.pop(key, None)
+            if future is not None:
+                future.set_exception(self.dead)
+
+
 class IsolatedAgent:
     """The agent named by ``spec`` (any :func:`agents.registry.load_agent` spec), run in a child process of its own.
 
@@ -144,7 +222,9 @@ class IsolatedAgent:
 
     agent_process = ISOLATED
 
-    def __init__(self, spec: str, seed: int = 0):
+    def __init__(self, spec: str, seed: int = 0, config: Any = None):
+        from agents.config import config_to_dict
+
         mine, theirs = socket.socketpair()
         with theirs:  # exec'd: a fresh interpreter, nothing of this process's memory is copied
             self._proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(theirs.fileno()), json.dumps(sys.path)],
@@ -152,8 +232,8 @@ class IsolatedAgent:
         self._conn = Connection(mine.detach())
         self._finalizer = weakref.finalize(self, _shutdown, self._conn, self._proc)
         self.spec = spec
-        self._conn.send_bytes(_dumps({"spec": str(spec), "seed": int(seed)}))
-        hello = self._receive()
+        self._conn.send_bytes(_dumps({"spec": str(spec), "seed": int(seed), "config": config_to_dict(config) if config else None}))
+        hello = _receive(self._conn, self._proc, spec)
         if "error" in hello:
             self.close()
             raise ValueError(hello["error"])
@@ -161,27 +241,29 @@ class IsolatedAgent:
         self.privileged: bool = hello["privileged"] is True
         if hello["constrain"] is not None:
             self.constrain: str = hello["constrain"]
-
-    def _receive(self) -> dict[str, Any]:
-        try:
-            reply = json.loads(self._conn.recv_bytes())
-        except (EOFError, OSError):
-            try:
-                code = self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                code = None
-            raise AgentProcessError(f"the process of agent {self.spec!r} ended (exit code {code})") from None
-        except ValueError as exc:  # not JSON
-            raise AgentProcessError(f"agent {self.spec!r} sent a malformed reply: {exc}") from None
-        if not isinstance(reply, dict):
-            raise AgentProcessError(f"agent {self.spec!r} sent {type(reply).__name__}, not an object")
-        return reply
+        if isinstance(hello.get("generation"), dict):
+            self.generation: dict[str, Any] = hello["generation"]
+        if hello.get("respond") is not True:
+            self.respond = None  # type: ignore[assignment]  # a batch agent: the harness calls act
+        self._ids = itertools.count()
+        self._send_lock = threading.Lock()
+        self._replies = _Replies(self._conn, self._proc, spec)  # the reader thread holds no reference to self
+        threading.Thread(target=self._replies.run, name=f"agent-reader-{self._proc.pid}", daemon=True).start()
 
     def _call(self, msg: dict[str, Any]) -> Any:
         if not self._finalizer.alive:
             raise AgentProcessError(f"agent {self.spec!r} is closed")
-        self._conn.send_bytes(_dumps(msg))
-        reply = self._receive()
+        if self._replies.dead is not None:
+            raise self._replies.dead
+        future: Future = Future()
+        with self._send_lock:
+            key = next(self._ids)
+            self._replies.pending[key] = future
+            self._conn.send_bytes(_dumps({**msg, "id": key}))
+        dead = self._replies.dead  # the reader may have ended between the check above and the registration
+        if dead is not None and self._replies.pending.pop(key, None) is not None:
+            future.set_exception(dead)
+        reply = future.result()
         if "error" in reply:
             raise AgentProcessError(f"agent {self.spec!r} failed in its process:\n{reply['error']}")
         return reply.get("ok")
@@ -195,6 +277,13 @@ class IsolatedAgent:
             raise AgentProcessError(f"agent {self.spec!r} must return one string per observation ({len(observations)})")
         return outputs
 
+    def respond(self, observation: str, info: dict[str, Any], turn_seed: int | None = None) -> dict[str, Any]:  # type: ignore[no-redef]
+        """One env's turn, for an agent that answers one env at a time (thread-safe: requests are multiplexed)."""
+        answer = self._call({"op": "respond", "observation": observation, "info": info, "turn_seed": turn_seed})
+        if not (isinstance(answer, dict) and isinstance(answer.get("output"), str)):
+            raise AgentProcessError(f"agent {self.spec!r}: respond must return a dict with an 'output' string")
+        return answer
+
     def close(self) -> None:
         """End the child process (idempotent)."""
         self._finalizer()
@@ -206,16 +295,17 @@ class IsolatedAgent:
         self.close()
 
 
-def load_for_harness(spec: str, seed: int = 0, process: str = "auto") -> Any:
+def load_for_harness(spec: str, seed: int = 0, process: str = "auto", config: Any = None) -> Any:
     """The agent an evaluation harness runs: ``process`` ``auto`` (the :data:`TRUSTED_SPECS` in process,
-    every other spec isolated), ``isolated`` or ``in-process`` (any spec)."""
+    every other spec isolated), ``isolated`` or ``in-process`` (any spec); ``config``: an
+    :class:`agents.config.AgentConfig` applied to it."""
     if process not in ("auto", *AGENT_PROCESSES):
         raise ValueError(f"unknown agent process {process!r}; valid choices: auto, {', '.join(AGENT_PROCESSES)}")
     if process == IN_PROCESS or (process == "auto" and spec in TRUSTED_SPECS):
         from agents.registry import load_agent
 
-        return load_agent(spec, seed=seed)
-    return IsolatedAgent(spec, seed=seed)
+        return load_agent(spec, seed=seed, config=config)
+    return IsolatedAgent(spec, seed=seed, config=config)
 
 
 def agent_process(agent: Any) -> str:

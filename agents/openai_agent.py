@@ -3,12 +3,18 @@
 For prompting baselines: vLLM's or llama.cpp's OpenAI server, a hosted API, anything that answers
 ``POST {base_url}/chat/completions``. Each observation is one user message (plus an optional
 system prompt); the reply's ``choices[0].message.content`` is the raw output sent to the env.
-Requests for one batch run concurrently. Rate limits and server errors (429, 5xx, connection
-failures) are retried with exponential backoff; any other error, or running out of retries,
-raises: a broken server must not look like an agent that writes invalid actions.
+``respond`` answers one env (the continuous pool of :mod:`sapo_gym.pool` keeps up to ``max_concurrency``
+of them in flight); ``act`` answers a batch, its requests in parallel. Rate limits, server errors and
+connection failures (429, 408/409, 5xx) are retried as :mod:`agents.retry` says: ``Retry-After`` honoured,
+exponential backoff with jitter, until ``retry_total`` seconds of waiting; any other error, or running out
+of retries, raises: a broken server must not look like an agent that writes invalid actions.
 
-The API key comes from the ``api_key`` argument, else the ``OPENAI_API_KEY`` environment
-variable, else none is sent (local servers).
+Each answer from ``respond`` carries its accounting: the server's ``usage`` (prompt and completion tokens),
+``finish_reason`` (``length``: the reply hit ``max_tokens``) and the latency (first attempt to answer,
+retries included).
+
+The API key comes from the ``api_key`` argument, else the environment variable ``api_key_env``
+(``OPENAI_API_KEY``), else none is sent (local servers); ``headers`` are sent with every request.
 
 **Tool calls.** When an env runs protocol ``tool-call-v1`` its info carries ``messages`` (the turn as
 chat messages) and ``tools`` (the ``take_action`` schema); for such a turn the agent sends those
@@ -26,15 +32,19 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import requests
 
+from agents.retry import DEFAULT_RETRY_TOTAL, RetryBudget
+
 from sapo_gym.tools import ARGUMENT, TOOL_NAME
 
-__all__ = ["OpenAIChatAgent", "parse_openai_spec"]
+__all__ = ["OpenAIChatAgent", "RetryExhausted", "parse_openai_spec"]
 
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 
@@ -48,6 +58,10 @@ def parse_openai_spec(spec: str) -> tuple[str, str]:
     return url, model
 
 
+class RetryExhausted(RuntimeError):
+    """A request still failed when its retry budget was spent (the server is down or refusing for too long)."""
+
+
 class _Refused(RuntimeError):
     """A non-retryable HTTP answer (the status and body are kept for tool-support detection)."""
 
@@ -57,7 +71,7 @@ class _Refused(RuntimeError):
 
 
 class OpenAIChatAgent:
-    """Chat-completions agent; ``act`` sends one request per active env (see the module docstring)."""
+    """Chat-completions agent: ``respond`` for one env, ``act`` for a batch (see the module docstring)."""
 
     def __init__(
         self,
@@ -65,16 +79,25 @@ class OpenAIChatAgent:
         model: str,
         *,
         api_key: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        headers: dict[str, str] | None = None,
         temperature: float = 0.4,
         top_p: float = 1.0,
         max_tokens: int = 512,
+        stop: Sequence[str] | None = None,
         seed: int | None = None,
+        request_seed: bool = True,
         system_prompt: str | None = None,
         timeout: float = 120.0,
-        max_retries: int = 4,
+        max_retries: int | None = None,
+        retry_total: float = DEFAULT_RETRY_TOTAL,
         max_concurrency: int = 8,
         tools: Literal["auto", "always", "never"] = "auto",
         name: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
     ):
         if tools not in ("auto", "always", "never"):
             raise ValueError(f"tools must be 'auto', 'always' or 'never', got {tools!r}")
@@ -82,31 +105,64 @@ class OpenAIChatAgent:
         self.url = base if base.endswith("/chat/completions") else base + "/chat/completions"
         self.model = model
         self.name = name or f"openai:{model}"
-        self.sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
-        self.seed, self.system_prompt = seed, system_prompt
-        self.timeout, self.max_retries, self.max_concurrency = timeout, max_retries, max_concurrency
+        self.sampling: dict[str, Any] = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
+        if stop:
+            self.sampling["stop"] = list(stop)
+        self.seed = seed if request_seed else None
+        self.system_prompt = system_prompt
+        self.timeout, self.max_retries, self.retry_total = timeout, max_retries, retry_total
+        self.max_concurrency = max_concurrency
         self.tools = tools
         self.server_tools: bool | None = {"auto": None, "always": True, "never": False}[tools]
         """Whether tool calls go to the server as ``tools``: None until the first tool-call turn under ``auto``."""
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.generation = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "stop": list(stop or []),
+                           "request_seed": request_seed, "tools": tools, "system_prompt": system_prompt}
+        """The settings that can change the outputs (a result bundle's ``agent.generation``)."""
+        key = api_key if api_key is not None else os.environ.get(api_key_env)
+        self._headers = {**({"Authorization": f"Bearer {key}"} if key else {}), **dict(headers or {})}
         self._session = requests.Session()
         adapter = requests.adapters.HTTPAdapter(pool_maxsize=max_concurrency)
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
+        self._sleep, self._clock, self._wall_clock = sleep, clock, wall_clock
+        self._rng = rng or random.Random()
+        self._rng_lock = threading.Lock()
         self._requests = 0
 
     def reset(self, num_envs: int) -> None:
         """Stateless between turns: the prompt (or ``info["messages"]``) carries the history."""
 
     def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]]) -> list[str]:
-        payloads = [self._payload(obs, info) for obs, info in zip(observations, infos)]
+        payloads = [self._payload(obs, info, self._next_seed()) for obs, info in zip(observations, infos)]
         if len(payloads) <= 1:
-            return [self._answer(p) for p in payloads]
+            return [self._answer(p)[0] for p in payloads]
         with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(payloads))) as pool:
-            return list(pool.map(self._answer, payloads))
+            return [answer[0] for answer in pool.map(self._answer, payloads)]
 
-    def _payload(self, observation: str, info: dict[str, Any]) -> dict[str, Any]:
+    def respond(self, observation: str, info: dict[str, Any], turn_seed: int | None = None) -> dict[str, Any]:
+        """One env's turn (thread-safe): ``{"output", "prompt_tokens", "completion_tokens", "finish_reason",
+        "latency_s"}``. ``turn_seed`` (the harness's, from the episode's seed, task and turn) makes the request
+        seed independent of the order requests are sent in."""
+        seed = None if self.seed is None or turn_seed is None else (self.seed + int(turn_seed)) % 2**31
+        start = self._clock()
+        output, body = self._answer(self._payload(observation, info, seed))
+        usage = body.get("usage") if isinstance(body, dict) and isinstance(body.get("usage"), dict) else {}
+        try:
+            finish = body["choices"][0].get("finish_reason")
+        except (KeyError, IndexError, TypeError, AttributeError):
+            finish = None
+        return {"output": output, "prompt_tokens": _count(usage.get("prompt_tokens")),
+                "completion_tokens": _count(usage.get("completion_tokens")),
+                "finish_reason": finish if isinstance(finish, str) else None, "latency_s": self._clock() - start}
+
+    def _next_seed(self) -> int | None:
+        if self.seed is None:
+            return None
+        with self._rng_lock:  # one seed per request, in call order: reproducible and never repeated
+            self._requests += 1
+            return self.seed + self._requests - 1
+
+    def _payload(self, observation: str, info: dict[str, Any], seed: int | None) -> dict[str, Any]:
         if "tools" in info and "messages" in info:  # a tool-call-v1 turn
             messages = [dict(m) for m in info["messages"]]
             if self.system_prompt and messages and messages[0]["role"] == "system":
@@ -117,42 +173,57 @@ class OpenAIChatAgent:
         else:
             system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
             payload = {"model": self.model, "messages": system + [{"role": "user", "content": observation}], **self.sampling}
-        if self.seed is not None:  # one seed per request, in call order: reproducible and never repeated
-            payload["seed"] = self.seed + self._requests
-        self._requests += 1
+        if seed is not None:
+            payload["seed"] = seed
         return payload
 
-    def _answer(self, payload: dict[str, Any]) -> str:
+    def _answer(self, payload: dict[str, Any]) -> tuple[str, Any]:
+        """(the output, the response body)."""
         if "tools" not in payload:
-            return _content(self._post(payload), self.url)
+            body = self._post(payload)
+            return _content(body, self.url), body
         try:
             body = self._post(payload)
         except _Refused as refusal:
             if self.tools != "auto" or "tool" not in refusal.text.lower():
                 raise
             self.server_tools = False
-            return _content(self._post(_untooled(payload)), self.url)
+            body = self._post(_untooled(payload))
+            return _content(body, self.url), body
         if self.tools == "auto":
             self.server_tools = True
-        return _tool_answer(body, self.url)
+        return _tool_answer(body, self.url), body
+
+    def _budget(self) -> RetryBudget:
+        with self._rng_lock:
+            rng = random.Random(self._rng.random())
+        attempts = None if self.max_retries is None else self.max_retries + 1
+        return RetryBudget(self.retry_total, attempts, rng, self._wall_clock)
 
     def _post(self, payload: dict[str, Any]) -> Any:
-        problem = ""
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                time.sleep(min(0.25 * 2 ** (attempt - 1), 8.0))
+        budget = self._budget()
+        while True:
+            retry_after = None
             try:
                 response = self._session.post(self.url, json=payload, headers=self._headers, timeout=self.timeout)
             except (requests.ConnectionError, requests.Timeout) as exc:
                 problem = f"{type(exc).__name__}: {exc}"
-                continue
-            if response.status_code in _RETRY_STATUS and not ("tools" in payload and "tool" in response.text.lower()):
-                problem = f"HTTP {response.status_code}: {response.text[:200]}"
-                continue
-            if response.status_code != 200:
-                raise _Refused(self.url, response.status_code, response.text)
-            return response.json()
-        raise RuntimeError(f"{self.url} failed after {self.max_retries + 1} attempts; last error: {problem}")
+            else:
+                if response.status_code in _RETRY_STATUS and not ("tools" in payload and "tool" in response.text.lower()):
+                    problem, retry_after = f"HTTP {response.status_code}: {response.text[:200]}", response.headers.get("Retry-After")
+                elif response.status_code != 200:
+                    raise _Refused(self.url, response.status_code, response.text)
+                else:
+                    return response.json()
+            wait = budget.next_wait(retry_after)
+            if wait is None:
+                raise RetryExhausted(f"{self.url} failed after {budget.attempts} attempts ({budget.waited:.1f} s of waiting "
+                                     f"between them, --retry-total {self.retry_total:g}); last error: {problem}")
+            self._sleep(wait)
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 _NO_TOOLS = (

@@ -63,6 +63,8 @@ class AgentInfo:
     admissible list, agents.constraint)."""
     spec: str | None = None
     """The ``--agent`` spec that was evaluated."""
+    generation: dict[str, Any] | None = None
+    """The agent's settings that can change its outputs (:data:`agents.config.OUTPUT_FIELDS`, as it ran); not a flag."""
 
 
 @lru_cache(maxsize=None)
@@ -92,12 +94,14 @@ def build_bundle(
     command: str | None = None,
     mode: Any = None,
     agent_process: str | None = None,
+    created: str | None = None,
 ) -> dict[str, Any]:
     """A bundle from :class:`sapo_gym.evaluation.EpisodeRecord`s and the env's ``spec_fields()``/``spec_hash()``.
 
     ``mode``: the :class:`sapo_gym.evaluation.EvaluationMode` that chose the episodes (default ``every-task``).
     ``agent_process``: how the harness ran the agent (``isolated`` / ``in-process``, :mod:`agents.isolated`);
-    None leaves ``evaluation.harness.agent_process`` out (not recorded).
+    None leaves ``evaluation.harness.agent_process`` out (not recorded). ``created``: the timestamp to record
+    (default now; a resumed evaluation passes its first start's, from the episodes log).
     """
     import sapo_gym
     from sapo_gym.evaluation import EVERY_TASK, harness_record
@@ -112,7 +116,7 @@ def build_bundle(
     return {
         "format": BUNDLE_FORMAT,
         "version": BUNDLE_VERSION,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": created or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "agent": agent_dict,
         "env": env,
         "evaluation": {"seeds": [int(s) for s in seeds], "batch_size": batch_size, "sapo_gym_version": sapo_gym.__version__, "command": command,

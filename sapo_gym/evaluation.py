@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -28,7 +28,7 @@ import numpy as np
 from sapo_gym.core import PRIVILEGED_INFO_KEYS, public_info
 
 __all__ = ["StepRecord", "EpisodeRecord", "EvaluationMode", "EVALUATION_MODES", "EVERY_TASK", "VERL_AGENT", "evaluation_mode",
-           "shuffled_cycle_pick", "evaluate", "summarize", "format_table", "is_privileged", "harness_record", "new_record",
+           "shuffled_cycle_pick", "evaluate", "run_batch", "batches", "summarize", "format_table", "is_privileged", "harness_record", "new_record",
            "record_step"]
 
 
@@ -117,6 +117,14 @@ class StepRecord:
     observation: str
     """The env's raw observation after the action."""
     reward: float
+    prompt_tokens: int | None = None
+    """Accounting (not replayed, not in a result bundle): the prompt's tokens as the server counted them (None: not reported)."""
+    completion_tokens: int | None = None
+    """The reply's tokens as the server counted them (None: not reported)."""
+    latency_s: float | None = None
+    """Seconds from the request to its answer, retries included (a batch agent: the whole batch's call)."""
+    finish_reason: str | None = None
+    """Why generation stopped, as the server said: ``stop``, ``length`` (hit the token budget), ``tool_calls``..."""
 
 
 @dataclass
@@ -136,6 +144,11 @@ class EpisodeRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "EpisodeRecord":
+        """The inverse of :meth:`to_dict` (an episodes log's lines)."""
+        return cls(**{**data, "turns": [StepRecord(**t) for t in data["turns"]]})
 
 
 def is_privileged(agent: Any) -> bool:
@@ -160,17 +173,27 @@ def new_record(info: dict[str, Any], task_id: str, seed: int, privileged: bool =
     return EpisodeRecord(task_id, info["task_type"], seed, False, 0.0, 0, 0, 0.0, info["raw_observation"], privileged=privileged)
 
 
-def record_step(rec: EpisodeRecord, output: str, reward: float, info: dict[str, Any]) -> None:
-    """Append one turn (the agent's raw ``output``, the step's reward and info) to ``rec``."""
+_USAGE_KEYS = ("prompt_tokens", "completion_tokens", "latency_s", "finish_reason")
+
+
+def record_step(rec: EpisodeRecord, output: str, reward: float, info: dict[str, Any], usage: dict[str, Any] | None = None) -> None:
+    """Append one turn (the agent's raw ``output``, the step's reward and info, the request's ``usage``
+    accounting: :data:`StepRecord` ``prompt_tokens`` ... ``finish_reason``) to ``rec``."""
+    extra = {k: (usage or {}).get(k) for k in _USAGE_KEYS}
     rec.turns.append(StepRecord(output, info["action"], info.get("think"), bool(info["is_action_valid"]),
-                                bool(info["is_action_admissible"]), info["raw_observation"], float(reward)))
+                                bool(info["is_action_admissible"]), info["raw_observation"], float(reward), **extra))
     rec.steps += 1
     rec.invalid_actions += int(not info["is_action_valid"])
     rec.episode_return += float(reward)
     rec.success, rec.score = bool(info["won"]), float(info["score"])
 
 
-def _run_batch(agent: Any, envs: list[gym.Env], task_ids: Sequence[str], seed: int, progress: Any) -> list[EpisodeRecord]:
+def run_batch(agent: Any, envs: list[gym.Env], task_ids: Sequence[str], seed: int, progress: Any,
+              on_end: Callable[[int, EpisodeRecord], None] | None = None,
+              clock: Callable[[], float] | None = None) -> list[EpisodeRecord]:
+    """Play one episode of each of ``task_ids`` (seeded ``seed``) in lockstep on ``envs``: the agent acts on the
+    active envs together. ``on_end(i, record)`` is called as episode ``i`` ends; with a ``clock`` each turn's
+    ``latency_s`` is its batch call's (without one, none is recorded: the records are then reproducible)."""
     privileged = is_privileged(agent)
     shown = (lambda info: info) if privileged else public_info
     records: list[EpisodeRecord] = []
@@ -184,13 +207,19 @@ def _run_batch(agent: Any, envs: list[gym.Env], task_ids: Sequence[str], seed: i
     agent.reset(len(envs))
     active = list(range(len(envs)))
     while active:
+        start = clock() if clock is not None else 0.0
         outputs = agent.act([obs[i] for i in active], [shown(infos[i]) for i in active])
+        latency = clock() - start if clock is not None else None
         still = []
         for i, out in zip(active, outputs):
             o, r, term, trunc, info = envs[i].step(out)
-            record_step(records[i], out, r, info)
+            record_step(records[i], out, r, info, {"latency_s": latency})
             obs[i], infos[i] = o, info
+            if progress is not None and hasattr(progress, "turn"):
+                progress.turn(1)
             if term or trunc:
+                if on_end is not None:
+                    on_end(i, records[i])
                 if progress is not None:
                     progress.update(1)
             else:
@@ -199,7 +228,7 @@ def _run_batch(agent: Any, envs: list[gym.Env], task_ids: Sequence[str], seed: i
     return records
 
 
-def _batches(task_ids: Sequence[str], size: int) -> Iterable[list[str]]:
+def batches(task_ids: Sequence[str], size: int) -> Iterable[list[str]]:
     """Consecutive batches of at most ``size`` tasks, none holding a task twice (agents may keep per-task memory)."""
     batch: list[str] = []
     for task_id in task_ids:
@@ -250,8 +279,8 @@ def evaluate(
     records: list[EpisodeRecord] = []
     try:
         for seed, chosen in plan:
-            for chunk in _batches(chosen, len(envs)):
-                records += _run_batch(agent, envs[: len(chunk)], chunk, seed, bar)
+            for chunk in batches(chosen, len(envs)):
+                records += run_batch(agent, envs[: len(chunk)], chunk, seed, bar)
     finally:
         for env in envs if owned else ():
             env.close()

@@ -1,0 +1,166 @@
+"""The body of ``sapo-gym evaluate``: build the envs and the agent, check the board, play (pool or lockstep),
+log each episode, resume, and write the table, ``--json`` and ``--out``.
+
+What ends a run: every episode done (exit 0); a bad flag or a log of another run (exit 2, before any
+request); Ctrl-C (exit 130) or a request that failed past its retry budget (exit 1). In the last two cases
+every episode finished so far is in the episodes log, and the message says how to resume.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from typing import Any, Sequence
+
+from agents.config import OUTPUT_FIELDS, AgentConfig, agent_kind, check_honoured, config_from_args
+
+__all__ = ["run_evaluation", "recorded_command", "run_identity"]
+
+
+def recorded_command(argv: Sequence[str]) -> str | None:
+    """``sapo-gym ...`` as typed, without ``--resume`` (a resumed run records the command of the run it completes)."""
+    if not argv or not argv[0].endswith(("sapo-gym", "__main__.py")):
+        return None
+    return "sapo-gym " + shlex.join([a for a in argv[1:] if a != "--resume"])
+
+
+def run_identity(args: argparse.Namespace, env_kwargs: dict[str, Any], config: AgentConfig, probe_fields: dict[str, Any],
+                 spec_hash: str, ids: list[str], seeds: list[int], mode: Any, lockstep: int | None) -> dict[str, Any]:
+    """What an episodes log's header records: everything that can change the episodes' outputs."""
+    settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in ((f, getattr(config, f)) for f in OUTPUT_FIELDS)}
+    return {
+        "env_id": args.env, "spec_hash": spec_hash, "split": probe_fields["split"], "dataset": probe_fields["dataset"],
+        "protocol": probe_fields["protocol"], "prompt": probe_fields.get("prompt"),
+        "env_kwargs": {k: v for k, v in sorted(env_kwargs.items()) if k != "data_dir"},
+        "mode": mode.record(), "seeds": seeds, "tasks": ids, "agent": args.agent, "agent_process": args.agent_process,
+        "generation": {k: v for k, v in settings.items() if v is not None},
+        "lockstep_batch": lockstep,
+    }
+
+
+def _board_check(args: argparse.Namespace, spec_fields: dict[str, Any], spec_hash: str, mode: Any) -> None:
+    from leaderboard.landing import board_verdict
+
+    verdict = board_verdict(args.env, spec_fields["split"], spec_fields, spec_hash, mode.name, bool(args.limit))
+    print(verdict.describe(spec_hash), file=sys.stderr)
+    if args.strict_board and not verdict.lands:
+        raise ValueError("--strict-board: " + "; ".join(verdict.reasons))
+
+
+def _open_log(args: argparse.Namespace, run: dict[str, Any]) -> Any:
+    from sapo_gym.episode_log import EpisodeLog, default_log_path
+
+    path = args.episodes_log or default_log_path(args.bundle_out, args.json_out)
+    if path is None:
+        if args.resume:
+            raise ValueError("--resume needs an episodes log: --episodes-log PATH (or the --out/--json it defaults from)")
+        return None
+    return EpisodeLog.open(path, run, resume=args.resume)
+
+
+def _resume_hint(log: Any, done: int, total: int) -> str:
+    if log is None:
+        return "nothing was saved (no --episodes-log, --out or --json)"
+    command = recorded_command(sys.argv) or "the same sapo-gym evaluate command"
+    return f"{done} of {total} episodes are saved in {log.path}; continue with: {command} --resume"
+
+
+def _play(agent: Any, envs: list, jobs: list, log: Any, config: AgentConfig, label: str) -> list:
+    from sapo_gym.accounting import Progress
+    from sapo_gym.pool import EvaluationAborted, run_episodes
+
+    done = dict(log.done) if log is not None else {}
+    progress = Progress(len(jobs), already=sum(1 for j in jobs if j.key in done), label=label)
+    on_end = (lambda job, rec: log.episode(job.seed, job.slot, job.task_id, rec)) if log is not None else None
+    try:
+        return run_episodes(agent, envs, jobs, done=done, on_end=on_end, progress=progress)
+    except EvaluationAborted as exc:
+        if log is not None:
+            log.error(exc.job.seed, exc.job.slot, exc.job.task_id, str(exc.cause))
+        print(f"\nerror: {exc}\n{_resume_hint(log, len(log.done) if log else 0, len(jobs))}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        print(f"\n{_resume_hint(log, len(log.done) if log else 0, len(jobs))}", file=sys.stderr)
+        raise
+    finally:
+        progress.close()
+
+
+def _outputs(args: argparse.Namespace, records: list, agent: Any, split: str, mode: Any, seeds: list[int], spec: tuple,
+             batch: int, created: str | None) -> None:
+    from agents.isolated import agent_process
+    from sapo_gym.accounting import format_usage, usage_totals
+    from sapo_gym.evaluation import format_table, summarize
+
+    spec_fields, spec_hash = spec
+    summary = summarize(records)
+    usage = usage_totals(records, args.price_prompt, args.price_completion)
+    title = (f"{args.env} · split={split} · mode={mode.describe()} · dataset={spec_fields['dataset']} · agent={args.agent} "
+             f"· seeds={seeds}")
+    print(format_table(summary, title=title))
+    print(format_usage(usage))
+    if args.json_out:
+        with open(args.json_out, "w") as fh:
+            json.dump({"split": split, "mode": mode.record(), "summary": summary, "usage": usage,
+                       "episodes": [r.to_dict() for r in records]}, fh)
+    if args.bundle_out:
+        from leaderboard.agent_args import agent_info_from_args
+        from leaderboard.bundle import build_bundle
+
+        info = agent_info_from_args(args, args.agent)
+        if info.decoding is None and isinstance(getattr(agent, "constrain", None), str):  # an LLM agent says how it decoded
+            info.decoding = agent.constrain
+        if isinstance(getattr(agent, "generation", None), dict):
+            info.generation = dict(agent.generation)
+        bundle = build_bundle(records, spec_fields, spec_hash, info, seeds, batch, recorded_command(sys.argv), mode=mode,
+                              agent_process=agent_process(agent), created=created)
+        with open(args.bundle_out, "w") as fh:
+            json.dump(bundle, fh, allow_nan=False)
+        print(f"wrote result bundle {args.bundle_out} ({len(records)} episodes, spec {spec_hash}); submit it with: "
+              f"sapo-gym submit {args.bundle_out}")
+
+
+def _check_config(spec: str, config: AgentConfig) -> None:
+    kind = agent_kind(spec)
+    if kind != "module":  # a module:Class is checked where it is imported (it may take a config)
+        check_honoured(config, kind)
+
+
+def run_evaluation(args: argparse.Namespace, env_kwargs: dict[str, Any]) -> int:
+    import gymnasium as gym
+
+    import sapo_gym  # noqa: F401
+    from agents.isolated import IsolatedAgent, load_for_harness
+    from sapo_gym.episode_log import run_created
+    from sapo_gym.evaluation import evaluation_mode
+    from sapo_gym.pool import answers_one_at_a_time, plan
+
+    config = config_from_args(args)
+    _check_config(args.agent, config)
+    seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
+    mode = evaluation_mode(args.mode, args.workers, args.round)  # before any env is built: a bad name fails fast
+    width = max(1, config.concurrency or args.batch_size)
+    envs = [gym.make(args.env, **env_kwargs) for _ in range(width)]
+    agent = log = None
+    try:
+        probe = envs[0].unwrapped  # the first env tells the split, its tasks and the spec (nothing loads twice)
+        ids = list(probe.task_ids)[: args.limit] if args.limit else list(probe.task_ids)
+        spec_fields, spec_hash = probe.spec_fields(), probe.spec_hash()
+        if args.bundle_out:
+            _board_check(args, spec_fields, spec_hash, mode)
+        agent = load_for_harness(args.agent, seed=seeds[0] if seeds else 0, process=args.agent_process, config=config)
+        lockstep = None if answers_one_at_a_time(agent) else width
+        log = _open_log(args, run_identity(args, env_kwargs, config, spec_fields, spec_hash, ids, seeds, mode, lockstep))
+        records = _play(agent, envs, plan(ids, seeds, mode), log, config, f"evaluate {args.env}")
+    finally:
+        for env in envs:
+            env.close()
+        if isinstance(agent, IsolatedAgent):
+            agent.close()
+        if log is not None:
+            log.close()
+    created = log.created if log is not None else run_created()
+    _outputs(args, records, agent, spec_fields["split"], mode, seeds, (spec_fields, spec_hash), width, created)
+    return 0

@@ -1,0 +1,209 @@
+"""Running an evaluation's episodes: a continuous pool for agents that answer one env at a time, lockstep batches
+for batch agents; resumable (episodes already done are skipped) and reported as each episode ends.
+
+The plan (:func:`plan`) lists every episode as a :class:`Job` ``(seed, slot, task_id)``: per seed, the tasks
+the :class:`~sapo_gym.evaluation.EvaluationMode` picks, ``slot`` being the index among them.
+:func:`run_episodes` plays the jobs not done yet and returns every record in plan order, so the result
+does not depend on which request came back first.
+
+* **Pool** (:func:`run_pool`), for an agent with ``respond(observation, info, turn_seed) -> {"output", ...}``
+  (thread-safe; :class:`agents.openai_agent.OpenAIChatAgent`, or an isolated agent whose child has one):
+  one worker thread per env keeps up to ``len(envs)`` requests in flight; the envs are reset and stepped
+  in the calling thread, and an env's next turn is sent as soon as it has stepped, whatever the others
+  do. ``turn_seed`` (:func:`turn_seed`) is a function of the episode's seed, slot, task and turn, so a
+  seeded request is the same whichever order requests are sent in.
+* **Lockstep** (:func:`run_lockstep`), for batch agents (``act`` on a batch; HF models): the envs of a
+  batch act together, as :func:`sapo_gym.evaluation.evaluate` does.
+
+A failed request (the agent raised: a server that stayed down past the retry budget) ends the run with
+:class:`EvaluationAborted`, naming the episode; the episodes that ended before it were reported already.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import zlib
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+import gymnasium as gym
+
+from sapo_gym.core import public_info
+from sapo_gym.evaluation import EVERY_TASK, EpisodeRecord, EvaluationMode, is_privileged, new_record, record_step, run_batch
+
+__all__ = ["Job", "plan", "turn_seed", "answers_one_at_a_time", "run_pool", "run_lockstep", "run_episodes", "EvaluationAborted"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One episode of the plan: the ``slot``-th episode of ``seed`` plays ``task_id``."""
+
+    seed: int
+    slot: int
+    task_id: str
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.seed, self.slot)
+
+
+class EvaluationAborted(RuntimeError):
+    """The agent failed on ``job`` (``cause``: its exception); the episodes reported before it stay done."""
+
+    def __init__(self, job: Job, cause: BaseException):
+        super().__init__(f"episode (task {job.task_id!r}, seed {job.seed}) failed: {type(cause).__name__}: {cause}")
+        self.job, self.cause = job, cause
+
+
+def plan(task_ids: Sequence[str], seeds: Iterable[int], mode: EvaluationMode = EVERY_TASK) -> list[Job]:
+    """Every episode, in (seed, slot) order."""
+    return [Job(int(seed), slot, task) for seed in seeds for slot, task in enumerate(mode.task_ids(task_ids, int(seed)))]
+
+
+def turn_seed(job: Job, turn: int) -> int:
+    """A 31-bit seed for the request of ``turn`` (0-based) of ``job``: the same in every run and resume."""
+    return zlib.crc32(f"{job.seed}|{job.slot}|{job.task_id}|{turn}".encode()) & 0x7FFFFFFF
+
+
+def answers_one_at_a_time(agent: Any) -> bool:
+    """Whether ``agent`` has the per-env path (``respond``) the pool needs."""
+    return callable(getattr(agent, "respond", None))
+
+
+def _worker(agent: Any, work: queue.Queue, results: queue.Queue, clock: Callable[[], float]) -> None:
+    while True:
+        item = work.get()
+        if item is None:
+            return
+        index, observation, info, seed = item
+        start = clock()
+        try:
+            reply = agent.respond(observation, info, seed)
+            reply = dict(reply) if isinstance(reply, dict) else {"output": reply}
+            if not isinstance(reply.get("output"), str):
+                raise TypeError(f"respond returned no 'output' string: {str(reply)[:200]}")
+            reply.setdefault("latency_s", clock() - start)
+            results.put((index, reply, None))
+        except BaseException as exc:  # handed to the calling thread, which ends the run
+            results.put((index, None, exc))
+
+
+def _next_result(results: queue.Queue) -> tuple[int, Any, BaseException | None]:
+    while True:  # a timeout keeps the calling thread responsive to Ctrl-C
+        try:
+            return results.get(timeout=0.2)
+        except queue.Empty:
+            continue
+
+
+def run_pool(agent: Any, envs: Sequence[gym.Env], jobs: Sequence[Job], on_end: Callable[[Job, EpisodeRecord], None] | None = None,
+             progress: Any = None, clock: Callable[[], float] = time.monotonic) -> dict[tuple[int, int], EpisodeRecord]:
+    """Play ``jobs`` with up to ``len(envs)`` requests in flight (see the module docstring)."""
+    shown = (lambda info: info) if is_privileged(agent) else public_info
+    work: queue.Queue = queue.Queue()
+    results: queue.Queue = queue.Queue()
+    threads = [threading.Thread(target=_worker, args=(agent, work, results, clock), daemon=True, name=f"pool-{i}")
+               for i in range(min(len(envs), len(jobs)))]
+    for thread in threads:
+        thread.start()
+    waiting, free = deque(jobs), list(range(len(threads)))[::-1]
+    state: dict[int, tuple[Job, EpisodeRecord]] = {}
+    done: dict[tuple[int, int], EpisodeRecord] = {}
+    try:
+        while waiting or state:
+            while free and waiting:
+                index, job = free.pop(), waiting.popleft()
+                obs, info = envs[index].reset(seed=job.seed, options={"task_id": job.task_id})
+                state[index] = (job, new_record(info, job.task_id, job.seed, is_privileged(agent)))
+                work.put((index, obs, shown(info), turn_seed(job, 0)))
+            if progress is not None:
+                progress.in_flight = len(state)
+            index, reply, error = _next_result(results)
+            job, rec = state[index]
+            if error is not None:
+                raise EvaluationAborted(job, error) from error
+            obs, reward, terminated, truncated, info = envs[index].step(reply["output"])
+            record_step(rec, reply["output"], reward, info, reply)
+            if progress is not None:
+                progress.turn()
+            if terminated or truncated:
+                del state[index]
+                free.append(index)
+                done[job.key] = rec
+                if on_end is not None:
+                    on_end(job, rec)
+                if progress is not None:
+                    progress.episode(rec.steps)
+            else:
+                work.put((index, obs, shown(info), turn_seed(job, rec.steps)))
+    finally:
+        for _ in threads:
+            work.put(None)
+    return done
+
+
+class _TurnsOnly:
+    """What :func:`~sapo_gym.evaluation.run_batch` reports to: turns go to the progress, episodes come via ``on_end``."""
+
+    def __init__(self, progress: Any):
+        self.progress = progress
+
+    def turn(self, n: int = 1) -> None:
+        self.progress.turn(n)
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+
+def _chunks(jobs: Sequence[Job], size: int) -> Iterable[list[Job]]:
+    """Consecutive batches of one seed, at most ``size`` jobs, none holding a task twice (agents may keep per-task memory)."""
+    batch: list[Job] = []
+    for job in jobs:
+        if batch and (len(batch) == size or job.seed != batch[0].seed or any(j.task_id == job.task_id for j in batch)):
+            yield batch
+            batch = []
+        batch.append(job)
+    if batch:
+        yield batch
+
+
+def run_lockstep(agent: Any, envs: Sequence[gym.Env], jobs: Sequence[Job], on_end: Callable[[Job, EpisodeRecord], None] | None = None,
+                 progress: Any = None, clock: Callable[[], float] = time.monotonic) -> dict[tuple[int, int], EpisodeRecord]:
+    """Play ``jobs`` in lockstep batches of ``len(envs)`` (batch agents)."""
+    done: dict[tuple[int, int], EpisodeRecord] = {}
+    for chunk in _chunks(jobs, len(envs)):
+        def ended(i: int, rec: EpisodeRecord, chunk: list[Job] = chunk) -> None:
+            done[chunk[i].key] = rec
+            if on_end is not None:
+                on_end(chunk[i], rec)
+            if progress is not None:
+                progress.episode(rec.steps)
+
+        if progress is not None:
+            progress.in_flight = len(chunk)
+        try:
+            run_batch(agent, list(envs[: len(chunk)]), [j.task_id for j in chunk], chunk[0].seed,
+                      _TurnsOnly(progress) if progress is not None else None, on_end=ended, clock=clock)
+        except Exception as exc:  # the first episode of the batch that had not ended names the failure
+            failed = next(j for j in chunk if j.key not in done)
+            raise EvaluationAborted(failed, exc) from exc
+    return done
+
+
+def run_episodes(agent: Any, envs: Sequence[gym.Env], jobs: Sequence[Job], *, done: dict[tuple[int, int], EpisodeRecord] | None = None,
+                 on_end: Callable[[Job, EpisodeRecord], None] | None = None, progress: Any = None, pool: bool | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> list[EpisodeRecord]:
+    """Every job's record in plan order: ``done`` ones as given, the others played (pool when the agent answers one
+    env at a time and ``pool`` is not False; lockstep otherwise)."""
+    done = dict(done or {})
+    pending = [job for job in jobs if job.key not in done]
+    use_pool = answers_one_at_a_time(agent) if pool is None else pool
+    if use_pool and not answers_one_at_a_time(agent):
+        raise ValueError(f"agent {getattr(agent, 'name', agent)!r} acts on batches only (no respond): it cannot run in the pool")
+    if pending:
+        runner = run_pool if use_pool else run_lockstep
+        done.update(runner(agent, envs, pending, on_end, progress, clock))
+    return [done[job.key] for job in jobs]
