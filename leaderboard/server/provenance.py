@@ -1,15 +1,14 @@
 """Who produced a submission's episodes: first-submitter ownership, oracle and live marks, reserved names.
 
-* **Ownership**: a submission's *episodes digest* is the SHA-256 of the board's spec hash and the
-  set of its episodes' work: each episode's task id and the agent's raw outputs, turn by turn,
-  exactly as sent (replay steps these strings; no Unicode normalization: another form of a text
-  parses to another think and action). Nothing replay recomputes or ignores enters it (rewards,
-  returns, scores, success, observations, parsed actions, thoughts, validity, steps, counts,
-  aggregates, agent metadata, dates, commands), nor how the JSON spells it (key order, ``0`` /
-  ``0.0`` / ``-0.0`` / ``0e0``), nor the episodes' order, nor their seeds (relabelled or copied to
-  more seeds: the same digest). The first token to submit a digest owns it; the same work from
-  another token is refused (409, naming the existing submission). Databases whose digests an older
-  definition computed are re-keyed once at start-up (:func:`migrate`).
+* **Ownership** is per episode: an episode's *work* is its task id and the agent's outputs turn by
+  turn, canonicalized (:mod:`leaderboard.server.works`: a valid output as its parsed think and action,
+  free text in NFKC, case-folded, spacing collapsed). Nothing replay recomputes or ignores enters it
+  (rewards, returns, scores, success, observations, validity, counts, aggregates, agent metadata, dates,
+  commands), nor how the JSON spells it, nor the episodes' order, nor their seeds. The first token to
+  submit a work owns it; a submission at least half of whose distinct works other tokens own is refused
+  (409, naming the submission holding most of them): a copy, a subset of another's seeds, a mix of
+  several victims' episodes, or a copy with a few episodes replayed. The owner may resubmit its own
+  work. Databases keyed by an older definition are re-keyed once at start-up (:func:`migrate`).
 * **Marks** shown on the board: ``baseline`` (seeded by the server, no token), ``privileged`` (the
   bundle says the agent saw the privileged info keys), ``live`` (the server played the episodes), and
   the harness's ``agent_process`` claim (``isolated``: ``sapo-gym evaluate`` ran the agent in a process of
@@ -23,46 +22,58 @@ import gzip
 import hashlib
 import json
 import re
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from leaderboard.server.db import EpisodeOwner, HarnessClaim, Migration, Provenance, Submission
+from leaderboard.server.works import WORKS_VERSION, episode_works, works_digest
 
-__all__ = ["EpisodesClaimed", "episodes_digest", "migrate", "check_owner", "record", "marks", "reserved_name"]
+__all__ = ["EpisodesClaimed", "works_of", "episodes_digest", "migrate", "check_owner", "record", "marks", "reserved_name"]
 
-DIGEST_VERSION = "episodes-digest-v2"
-"""The :class:`Migration` that re-keyed a database's owners with today's :func:`episodes_digest`."""
+DIGEST_VERSION = WORKS_VERSION
+"""The :class:`Migration` that re-keyed a database's owners with today's works (:mod:`leaderboard.server.works`)."""
+_CHUNK = 500
+"""Works looked up per query (a bundle may hold 40,000 episodes; SQL ``IN`` lists stay short)."""
 
 
 class EpisodesClaimed(Exception):
-    """These episodes were submitted first by another token."""
+    """At least half of these episodes' work was submitted first by another token."""
 
-    def __init__(self, submission_id: int, agent_name: str, submitter: str):
-        super().__init__(f"identical episodes were already submitted by {submitter!r} as submission {submission_id} "
-                         f"({agent_name!r}); a set of episodes belongs to the token that submitted it first")
+    def __init__(self, submission_id: int, agent_name: str, submitter: str, claimed: int = 1, total: int = 1):
+        super().__init__(f"{claimed} of the {total} distinct episodes (task and outputs) were already submitted by "
+                         f"{submitter!r} as submission {submission_id} ({agent_name!r}) or by other tokens; an episode's "
+                         "work belongs to the token that submitted it first, and a submission at least half of whose "
+                         "episodes are others' work is refused")
         self.submission_id = submission_id
 
 
+def works_of(bundle: Mapping[str, Any]) -> list[str]:
+    """The bundle's distinct episode works (:func:`leaderboard.server.works.episode_works`)."""
+    return episode_works(bundle)
+
+
 def episodes_digest(bundle: Mapping[str, Any]) -> str:
-    """SHA-256 of the board's spec hash and the sorted, de-duplicated (task id, raw outputs) of the episodes."""
-    works = {json.dumps([ep["task_id"], [turn["output"] for turn in ep["turns"]]], ensure_ascii=True, separators=(",", ":"))
-             for ep in bundle["episodes"]}  # ASCII JSON: one spelling per string (the newline below separates them)
-    h = hashlib.sha256(b"sapo-gym episodes v2\n" + str(bundle["env"]["spec_hash"]).encode())
-    for text in sorted(works):
-        h.update(b"\n" + text.encode())
-    return h.hexdigest()
+    """One digest of the bundle's whole work (the provenance record's ``episodes_digest``)."""
+    return works_digest(episode_works(bundle))
+
+
+def _owners(s: Session, works: Sequence[str]) -> dict[str, EpisodeOwner]:
+    found: dict[str, EpisodeOwner] = {}
+    for i in range(0, len(works), _CHUNK):
+        found.update((o.digest, o) for o in s.scalars(select(EpisodeOwner).where(EpisodeOwner.digest.in_(works[i:i + _CHUNK]))))
+    return found
 
 
 def migrate(session: sessionmaker) -> bool:
-    """Re-key ownership with today's :func:`episodes_digest`, once per database (False: already done).
+    """Re-key ownership with today's works, once per database (False: already done).
 
-    Every submission with provenance gets its digest recomputed from its stored bundle; each digest is
-    owned by the earliest such submission (the first submitter), so copies that older digests told
-    apart (a reward respelled) keep their rows and numbers but own nothing. One transaction: a
-    concurrent start-up waits for it, then finds it done."""
+    Every submission with provenance gets its works recomputed from its stored bundle, in submission
+    order; each work is owned by the earliest submission that has it (the first submitter), so copies
+    that an older definition told apart (a reward respelled, a think re-cased) keep their rows and
+    numbers but own nothing. One transaction: a concurrent start-up waits for it, then finds it done."""
     with session() as s:
         if s.get(Migration, DIGEST_VERSION) is not None:
             return False
@@ -71,46 +82,61 @@ def migrate(session: sessionmaker) -> bool:
             s.add(Migration(name=DIGEST_VERSION))
             s.flush()  # the claim: another process's migration holds this row until it commits
             s.execute(delete(EpisodeOwner))
-            owners: set[str] = set()
+            owned: set[str] = set()
             rows = s.execute(select(Provenance.submission_id, Submission.token_id).join(
                 Submission, Submission.id == Provenance.submission_id).order_by(Provenance.submission_id)).all()
             for sid, token_id in rows:  # one bundle in memory at a time
                 blob = s.scalar(select(Submission.bundle_gz).where(Submission.id == sid))
-                digest = episodes_digest(json.loads(gzip.decompress(blob)))
-                s.execute(update(Provenance).where(Provenance.submission_id == sid).values(episodes_digest=digest))
-                if digest not in owners:
-                    owners.add(digest)
-                    s.add(EpisodeOwner(digest=digest, token_id=token_id, submission_id=sid))
+                works = episode_works(json.loads(gzip.decompress(blob)))
+                s.execute(update(Provenance).where(Provenance.submission_id == sid).values(episodes_digest=works_digest(works)))
+                s.add_all(EpisodeOwner(digest=w, token_id=token_id, submission_id=sid) for w in works if w not in owned)
+                owned.update(works)
+                s.flush()
     except IntegrityError:  # another process migrated it meanwhile
         return False
     return True
 
 
-def check_owner(s: Session, digest: str, token_id: int | None) -> None:
-    """Raise :class:`EpisodesClaimed` when another token (or the baselines) owns ``digest``."""
-    owner = s.get(EpisodeOwner, digest)
-    if owner is None or owner.token_id == token_id:
+def check_owner(s: Session, works: Sequence[str], token_id: int | None) -> None:
+    """Raise :class:`EpisodesClaimed` when other tokens (or the baselines) own at least half of ``works``.
+
+    The seeded baselines (``token_id`` None: the server's own reference entries, never a user's claim) are
+    not refused: a user who submitted a built-in baseline's episodes first does not keep the board from
+    seeding it (the baseline then owns only the works nobody had)."""
+    if token_id is None:
         return
-    row = s.execute(select(Submission.id, Submission.agent_name, Submission.submitter)
-                    .where(Submission.id == owner.submission_id)).first()
-    raise EpisodesClaimed(owner.submission_id, row.agent_name if row else "?", row.submitter if row else "?")
+    others = [o for o in _owners(s, works).values() if o.token_id != token_id]
+    if not others or 2 * len(others) < len(works):
+        return
+    counts: dict[int, int] = {}
+    for o in others:
+        counts[o.submission_id] = counts.get(o.submission_id, 0) + 1
+    first = max(sorted(counts), key=lambda sid: counts[sid])  # the submission holding most of them (lowest id on ties)
+    row = s.execute(select(Submission.id, Submission.agent_name, Submission.submitter).where(Submission.id == first)).first()
+    raise EpisodesClaimed(first, row.agent_name if row else "?", row.submitter if row else "?", len(others), len(works))
 
 
-def record(s: Session, submission_id: int, bundle: Mapping[str, Any], digest: str, token_id: int | None,
+def _claim(s: Session, submission_id: int, works: Sequence[str], token_id: int | None) -> None:
+    """Own the works nobody owns yet (a savepoint: losing a race keeps the submission's transaction)."""
+    free = [w for w in works if w not in _owners(s, works)]
+    with s.begin_nested():
+        s.add_all(EpisodeOwner(digest=w, token_id=token_id, submission_id=submission_id) for w in free)
+
+
+def record(s: Session, submission_id: int, bundle: Mapping[str, Any], works: Sequence[str], token_id: int | None,
            live_run_id: int | None = None) -> None:
-    """Store the provenance of a new submission and, when nobody owns its digest yet, claim it."""
+    """Store the provenance of a new submission and claim the works nobody owns yet."""
     harness = bundle.get("evaluation", {}).get("harness") or {}
-    s.add(Provenance(submission_id=submission_id, episodes_digest=digest, privileged=bool(harness.get("privileged_agent")),
-                     live_run_id=live_run_id))
+    s.add(Provenance(submission_id=submission_id, episodes_digest=works_digest(works),
+                     privileged=bool(harness.get("privileged_agent")), live_run_id=live_run_id))
     if harness.get("agent_process") in ("isolated", "in-process"):  # the schema's values; older bundles lack it
         s.add(HarnessClaim(submission_id=submission_id, agent_process=harness["agent_process"]))
     s.flush()
-    if s.get(EpisodeOwner, digest) is None:
-        try:
-            with s.begin_nested():  # a savepoint: losing the race for the owner row keeps the submission's transaction
-                s.add(EpisodeOwner(digest=digest, token_id=token_id, submission_id=submission_id))
-        except IntegrityError:  # another transaction claimed these episodes first (PostgreSQL; SQLite serializes writers)
-            check_owner(s, digest, token_id)
+    try:
+        _claim(s, submission_id, works, token_id)
+    except IntegrityError:  # another transaction claimed some of them first (PostgreSQL; SQLite serializes writers)
+        check_owner(s, works, token_id)
+        _claim(s, submission_id, works, token_id)
 
 
 def marks(s: Session, rows: Iterable[Submission]) -> dict[int, dict[str, Any]]:

@@ -80,8 +80,8 @@ class Store:
     def add(self, bundle: Mapping[str, Any], board: Board, submitter: str, token_id: int | None,
             live_run_id: int | None = None) -> Added:
         """Store an admitted bundle once (by content digest), status ``pending``; raises
-        :class:`~leaderboard.server.provenance.EpisodesClaimed` when another token owns its episodes."""
-        episodes = provenance.episodes_digest(bundle)
+        :class:`~leaderboard.server.provenance.EpisodesClaimed` when other tokens own half its episodes' work or more."""
+        works = provenance.works_of(bundle)
         blob = canonical_json(bundle)
         digest = hashlib.sha256(blob).hexdigest()
         agg = bundle["aggregates"]
@@ -94,16 +94,16 @@ class Store:
         )
         try:
             with self.session.begin() as s:
-                provenance.check_owner(s, episodes, token_id)
+                provenance.check_owner(s, works, token_id)
                 s.add(row)
                 s.flush()
-                provenance.record(s, row.id, bundle, episodes, token_id, live_run_id)
+                provenance.record(s, row.id, bundle, works, token_id, live_run_id)
                 return Added(row.id, True, row.status)
         except IntegrityError:
             with self.session() as s:
                 existing = s.execute(select(Submission.id, Submission.status).where(Submission.digest == digest)).first()
                 if existing is None:  # lost a race for the episodes' owner row: who won?
-                    provenance.check_owner(s, episodes, token_id)
+                    provenance.check_owner(s, works, token_id)
             if existing is None:
                 raise
             return Added(existing.id, False, existing.status)

@@ -10,6 +10,7 @@ import pytest
 from leaderboard.bundle import AgentInfo, build_bundle, parse_bundle
 from leaderboard.seed import seed_store
 from leaderboard.server.worker import Verifier
+from sapo_gym.parsing import parse_action
 from tests.support.leaderboard import body, named, refresh, snapshot
 
 
@@ -40,10 +41,16 @@ def test_identical_episodes_from_another_token_are_409(client, store, auth, bob,
     # the owner may resubmit them (a retry is a duplicate, a new name a new entry); other episodes are bob's to submit
     assert client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).json == {**first.json, "duplicate": True}
     assert client.post("/api/v1/submissions", data=body(named(random_bundle, "renamed")), headers=auth).status_code == 201
-    other = copy.deepcopy(random_bundle)
-    turn = other["episodes"][0]["turns"][0]
-    turn["output"], turn["think"] = turn["output"].replace(turn["think"], "my own thought"), "my own thought"
-    assert client.post("/api/v1/submissions", data=body(refresh(other)), headers=bob).status_code == 201
+    assert client.post("/api/v1/submissions", data=body(_rethought(random_bundle, "my own thought")), headers=bob).status_code == 201
+
+
+def _rethought(bundle, think: str, episodes: int | None = None):  # type: ignore[no-untyped-def]
+    """``bundle`` with every turn of its first ``episodes`` episodes (None: all) thinking ``think``: other work there."""
+    out = copy.deepcopy(bundle)
+    for ep in out["episodes"][:episodes]:
+        for turn in ep["turns"]:
+            turn["output"], turn["think"] = turn["output"].replace(f"<think>{turn['think']}</think>", f"<think>{think}</think>"), think
+    return refresh(named(out, "rethought"))
 
 
 def test_the_baselines_episodes_are_not_a_users_to_submit(client, store, boards, auth) -> None:  # type: ignore[no-untyped-def]
@@ -161,25 +168,70 @@ def test_the_issues_stolen_bundle_is_409(edit, client, store, auth, bob, random_
     assert r.status_code == 409 and f"submission {sid}" in r.json["message"], r.json
 
 
-def test_other_outputs_are_other_work(client, store, auth, bob, random_bundle) -> None:  # type: ignore[no-untyped-def]
-    """An output is the agent's work as replay steps it, character for character: another output (even the
-    same text in another Unicode normal form, which replay records and parses as other text) is another submission."""
-    assert client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).status_code == 201
-    variants = []
-    for form, think in (("nfc", "caf\u00e9"), ("nfd", "cafe\u0301")):
-        other = copy.deepcopy(random_bundle)
-        turn = other["episodes"][0]["turns"][0]
-        turn["output"], turn["think"] = turn["output"].replace(turn["think"], think), think
-        variants.append(named(other, f"variant {form}"))
-    assert client.post("/api/v1/submissions", data=body(variants[0]), headers=bob).status_code == 201
-    carol = {"Authorization": f"Bearer {store.create_token('carol')[1]}"}
-    assert client.post("/api/v1/submissions", data=body(variants[1]), headers=carol).status_code == 201
-    # the task ids are part of the work: the same outputs on another task are other episodes
+def _edit_outputs(bundle, edit):  # type: ignore[no-untyped-def]
+    out = copy.deepcopy(bundle)
+    for ep in out["episodes"]:
+        for turn in ep["turns"]:
+            turn["output"] = edit(turn["output"])
+            turn["think"] = parse_action(turn["output"]).think
+    return refresh(named(out, "edited"))
+
+
+_SAME_WORK = {  # each: an edit of every output that replays to the same actions, with a think that differs in form only
+    "text after </action>": lambda o: o + "  \n",
+    "text before <think>": lambda o: "Sure! " + o,
+    "action re-cased": lambda o: o.replace("<action>press", "<action>PRESS"),
+    "spaces around the action": lambda o: o.replace("<action>", "<action>  ").replace("</action>", " </action>"),
+    "think re-cased": lambda o: o.replace("random choice", "Random Choice"),
+    "think re-spaced": lambda o: o.replace("random choice", "  random\n\tchoice "),
+    "think with a no-break space": lambda o: o.replace("random choice", "random\u00a0choice"),
+    "think fullwidth": lambda o: o.replace("random", "\uff52\uff41\uff4e\uff44\uff4f\uff4d"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(_SAME_WORK))
+def test_outputs_edited_only_where_the_parser_or_canonical_form_ignores_are_the_same_work(what, client, store, auth, bob, random_bundle) -> None:  # type: ignore[no-untyped-def]
+    sid = client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).json["id"]
+    edited = _edit_outputs(random_bundle, _SAME_WORK[what])
+    assert edited["episodes"] != random_bundle["episodes"]
+    r = client.post("/api/v1/submissions", data=body(edited), headers=bob)
+    assert r.status_code == 409 and f"submission {sid}" in r.json["message"], (what, r.json)
+
+
+def test_ownership_is_per_episode_a_minority_of_others_work_is_allowed(client, store, auth, bob, random_bundle) -> None:  # type: ignore[no-untyped-def]
+    """Half or more of the distinct episodes owned by other tokens is a 409; fewer is the submitter's own work."""
+    n = len(random_bundle["episodes"])
+    sid = client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).json["id"]
+    for mine in (0, 1, n // 2):  # n - mine episodes copied: at least half
+        r = client.post("/api/v1/submissions", data=body(_rethought(random_bundle, f"mine {mine}", mine)), headers=bob)
+        assert r.status_code == 409 and f"{n - mine} of the {n}" in r.json["message"] and f"submission {sid}" in r.json["message"], r.json
+    r = client.post("/api/v1/submissions", data=body(_rethought(random_bundle, "mostly mine", n // 2 + 1)), headers=bob)
+    assert r.status_code == 201, r.json
+    # the task ids are part of the work: outputs swapped between two tasks are other work there, a copy elsewhere
     moved = copy.deepcopy(random_bundle)
     a, b = moved["episodes"][0], moved["episodes"][1]
     a["turns"], b["turns"] = b["turns"], a["turns"]
-    r = client.post("/api/v1/submissions", data=body(refresh(named(moved, "moved"))), headers=bob)
-    assert r.status_code == 201, r.json
+    assert client.post("/api/v1/submissions", data=body(refresh(named(moved, "moved"))), headers=bob).status_code == 409
+
+
+def test_a_subset_of_seeds_or_a_mix_of_two_victims_is_refused(client, store, auth, bob, vault_board) -> None:  # type: ignore[no-untyped-def]
+    from leaderboard.seed import baseline_bundle
+
+    carol = {"Authorization": f"Bearer {store.create_token('carol')[1]}"}
+    two = named(baseline_bundle(vault_board, "random", seeds=(3, 4)), "two seeds")
+    sid = client.post("/api/v1/submissions", data=body(two), headers=auth).json["id"]
+    one = copy.deepcopy(two)
+    one["episodes"] = [ep for ep in one["episodes"] if ep["seed"] == 4]
+    one["evaluation"]["seeds"] = [4]
+    r = client.post("/api/v1/submissions", data=body(refresh(named(one, "one seed of it"))), headers=bob)
+    assert r.status_code == 409 and f"submission {sid}" in r.json["message"], r.json
+    other = named(_rethought(baseline_bundle(vault_board, "random", seeds=(4,)), "carols thought"), "carols agent")
+    assert client.post("/api/v1/submissions", data=body(other), headers=carol).status_code == 201
+    mix = copy.deepcopy(one)  # half of alice's episodes, half of carol's
+    half = len(mix["episodes"]) // 2
+    mix["episodes"] = mix["episodes"][:half] + other["episodes"][half:]
+    r = client.post("/api/v1/submissions", data=body(refresh(named(mix, "a mix"))), headers=bob)
+    assert r.status_code == 409, r.json
 
 
 def _old_digest(bundle) -> str:  # type: ignore[no-untyped-def]
@@ -233,7 +285,7 @@ def _old_database_is_migrated(url: str, monkeypatch, random_bundle) -> None:  # 
     client, store = serve()
     alice, bob, carol = ({"Authorization": f"Bearer {store.create_token(n)[1]}"} for n in ("alice", "bob", "carol"))
     with monkeypatch.context() as old_code:  # the old server: old digests, and the copy admitted under them
-        old_code.setattr(provenance, "episodes_digest", _old_digest)
+        old_code.setattr(provenance, "works_of", lambda bundle: [_old_digest(bundle)])  # one digest per whole bundle
         first = client.post("/api/v1/submissions", data=body(random_bundle), headers=alice).json["id"]
         stolen = client.get(f"/api/v1/submissions/{first}/bundle").json
         i = _zero_episode(stolen)
@@ -251,7 +303,7 @@ def _old_database_is_migrated(url: str, monkeypatch, random_bundle) -> None:  # 
     assert numbers(store) == before  # no stored submission's numbers move
     with store.session() as s:
         owners = {o.digest: o.submission_id for o in s.scalars(select(EpisodeOwner))}
-    assert owners == {provenance.episodes_digest(random_bundle): first}
+    assert owners == {work: first for work in provenance.works_of(random_bundle)}
     again = copy.deepcopy(stolen)
     again["episodes"][i]["turns"][0]["reward"] = 0
     for who in (bob, carol):
