@@ -9,18 +9,36 @@ Every request's body and headers are kept in ``requests``.
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
+import random
 import re
+import sys
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 
 def vault_reply(prompt: str) -> str:
+    """Vault: press the panel's colour. Other envs: one of the quoted admissible actions near the prompt's end,
+    picked by a hash of the prompt (a deterministic random walk)."""
     found = re.findall(r"The panel glows (\w+)\.", prompt)
-    colour = found[-1] if found else "red"
-    return f"<think>The panel glows {colour}.</think><action>press {colour}</action>"
+    if found or "vault" in prompt:
+        colour = found[-1] if found else "red"
+        return f"<think>The panel glows {colour}.</think><action>press {colour}</action>"
+    actions = re.findall(r"'([^'\n]{1,80})'", prompt[-3000:])
+    action = actions[zlib.crc32(prompt.encode()) % len(actions)] if actions else "look"
+    return f"<think>Trying something.</think><action>{action}</action>"
+
+
+def lognormal_latency(median: float, sigma: float, seed: int, n: int = 100_000) -> Callable[[int], float]:
+    """Request ``k`` waits the ``k``-th draw of a seeded lognormal (median ``median`` s, log-sd ``sigma``)."""
+    rng = random.Random(seed)
+    draws = [median * math.exp(rng.gauss(0.0, sigma)) for _ in range(n)]
+    return lambda k: draws[k % n]
 
 
 class FakeOpenAI:
@@ -80,3 +98,20 @@ class FakeOpenAI:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=10)
+
+
+def main() -> None:
+    """``python -m tests.support.fake_openai --median 0.05 --sigma 1 --seed 0``: serve until killed; prints the URL."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--median", type=float, default=0.0)
+    parser.add_argument("--sigma", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    latency = lognormal_latency(args.median, args.sigma, args.seed) if args.median > 0 else None
+    with FakeOpenAI(latency=latency) as server:
+        print(server.url, flush=True)
+        sys.stdin.read()  # until the parent closes stdin (or kills this process)
+
+
+if __name__ == "__main__":
+    main()
