@@ -101,7 +101,7 @@ def create_app(config: ServerConfig | None = None) -> Flask:
                                   "limiter": RateLimiter(config.rate_per_minute, config.rate_burst)}
     boards = app.extensions["sapo_gym"]["boards"]
     app.extensions["sapo_gym"]["live"] = LiveManager(store, boards, verifier, LiveLimits(
-        max_open=config.live_max_open, idle_seconds=config.live_idle_seconds))
+        max_open=config.live_max_open, idle_seconds=config.live_idle_seconds, max_output_bytes=int(config.max_upload_mb * (1 << 20))))
     app.register_blueprint(api)
     app.register_blueprint(live_api)
     app.register_blueprint(pages)

@@ -65,6 +65,10 @@ class LiveLimits:
     """``Retry-After`` of a start refused because the server is full."""
     hold_seconds: float = 30.0
     """A token refused while the server was full keeps its place in line while it asks again this often."""
+    max_output_bytes: int = 64 << 20
+    """Outputs (UTF-8 bytes) a run may record in all: the run's memory bound (the server's is ``max_open`` times it,
+    beside the envs). ``serve`` sets it to ``--max-upload-mb``: the largest bundle a submitter could upload instead.
+    A step past it is a 413 that costs no turn."""
 
 
 def jsonable(value: Any) -> Any:
@@ -101,12 +105,14 @@ class _Run:
     records: list[Any] = field(default_factory=list)
     last: tuple[int, int, dict[str, Any]] | None = None
     """(episode, turn, response) of the last step: a retried step gets the same answer."""
+    output_bytes: int = 0
+    """UTF-8 bytes of the outputs recorded so far (bounded by ``LiveLimits.max_output_bytes``)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def public(self) -> dict[str, Any]:
         return {"run_id": self.id, "env_id": self.board.env_id, "split": self.board.split, "spec_hash": self.board.spec_hash,
                 "seeds": len(self.seeds), "episodes": len(self.schedule), "played": self.played,
-                "in_progress": self.record is not None, "done": len(self.records)}
+                "in_progress": self.record is not None, "done": len(self.records), "output_bytes": self.output_bytes}
 
 
 class LiveManager:
@@ -198,7 +204,8 @@ class LiveManager:
             run = _Run(run_id, token.id, token.name, board, agent, sorted(drawn), schedule, env)
             self._runs[run_id] = run
             self._waitlist.opened(token.id)
-        return {**run.public(), "idle_seconds": self.limits.idle_seconds, "max_seconds": self.limits.max_seconds}
+        return {**run.public(), "idle_seconds": self.limits.idle_seconds, "max_seconds": self.limits.max_seconds,
+                "max_output_bytes": self.limits.max_output_bytes}
 
     def _run(self, run_id: int, token: Any) -> _Run:
         self.sweep()
@@ -254,8 +261,13 @@ class LiveManager:
                 raise LiveError("no episode in progress: ask for the next one first")
             if turn is not None and turn != run.record.steps:
                 raise LiveError(f"turn {turn} is not the episode's next turn ({run.record.steps})")
+            size = len(output.encode("utf-8", "surrogatepass"))
+            if run.output_bytes + size > self.limits.max_output_bytes:
+                raise LiveError(f"this run has recorded {run.output_bytes} bytes of outputs; {size} more would pass its "
+                                f"limit of {self.limits.max_output_bytes} (send a shorter output)", 413)
             obs, reward, terminated, truncated, info = run.env.step(output)
             record_step(run.record, output, reward, info)
+            run.output_bytes += size
             run.touched = time.monotonic()  # progress
             body: dict[str, Any] = {"episode": episode, "turn": run.record.steps - 1, "observation": obs, "reward": float(reward),
                                     "terminated": bool(terminated), "truncated": bool(truncated), "info": jsonable(public_info(info))}

@@ -57,3 +57,37 @@ def test_a_live_body_past_the_limit_is_413_before_it_is_parsed(live) -> None:  #
     client, auth = live
     body = json.dumps({**START, "pad": "x" * LIVE_BODY_LIMIT})
     assert client.post("/api/v1/live/runs", data=body, headers=auth).status_code == 413
+
+
+def test_a_run_records_at_most_its_output_budget_and_a_step_past_it_costs_no_turn(tmp_path: Path) -> None:
+    """A run's memory is bounded: its outputs in all may not pass ``--max-upload-mb`` (here 1 MiB), the largest
+    bundle its submitter could upload instead; the server's bound is that times its open runs."""
+    from leaderboard.server.app import ServerConfig, create_app
+    from tests.support.leaderboard import VAULT
+
+    app = create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=(VAULT,), verify=False, max_upload_mb=1))
+    store = app.extensions["sapo_gym"]["store"]
+    client, auth = app.test_client(), {"Authorization": f"Bearer {store.create_token('a')[1]}"}
+    started = client.post("/api/v1/live/runs", json={**START, "seeds": 4}, headers=auth).json
+    assert started["max_output_bytes"] == 1 << 20
+    run = f"/api/v1/live/runs/{started['run_id']}"
+    output = "\u00e9" * (ACTION_MAX_LENGTH // 2)  # 65,536 UTF-8 bytes, an unparseable output: a no-op turn each
+    recorded, refused = 0, None
+    for _ in range(4 * 16 * 4 + 1):  # bounded: more turns than the run can play (4 seeds x 16 tasks x horizon 4)
+        status = client.get(run, headers=auth).json
+        if not status["in_progress"]:
+            assert client.post(f"{run}/reset", headers=auth).status_code == 200
+            status = client.get(run, headers=auth).json
+        answer = client.post(f"{run}/step", json={"output": output}, headers=auth)
+        if answer.status_code == 413:
+            refused = answer.json
+            break
+        assert answer.status_code == 200, answer.json
+        recorded += 1
+    assert refused is not None and "limit of 1048576" in refused["message"], refused
+    assert recorded == (1 << 20) // len(output.encode())  # 16 outputs of 64 KiB fill 1 MiB exactly
+    after = client.get(run, headers=auth).json
+    assert after["output_bytes"] == recorded * len(output.encode()) and after["in_progress"] == status["in_progress"]
+    short = client.post(f"{run}/step", json={"output": "<think>x</think><action>press red</action>"}, headers=auth)
+    assert short.status_code == 413  # the budget is spent: not even a short output fits now
+    store.engine.dispose()
