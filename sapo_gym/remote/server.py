@@ -34,6 +34,7 @@ from openenv.core.env_server.types import ConcurrencyConfig, ServerMode
 
 from sapo_gym.remote.environment import SapoEnvironment
 from sapo_gym.remote.models import SapoAction, SapoObservation, SapoState
+from sapo_gym.remote.body_deadline import DEFAULT_BODY_TIMEOUT_S, BodyDeadline
 from sapo_gym.remote.websocket import FRAME_READ_LIMIT, guard_websocket_route, serving_socket
 
 __all__ = ["ServeConfig", "SapoEnvServer", "create_app", "serve", "reap_interval", "idle_sessions"]
@@ -57,12 +58,16 @@ class ServeConfig:
     """A session idle this long is closed; 0 keeps idle sessions forever."""
     public_only: bool = False
     """Leave the privileged info keys (``expert_action``, ``pddl_params``) out of every observation."""
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
+    """An HTTP request's body must arrive in full within this many seconds of its headers (else 408); 0: no deadline."""
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:
             raise ValueError(f"max_sessions must be >= 1, got {self.max_sessions}")
         if self.idle_timeout_s < 0:
             raise ValueError(f"idle_timeout_s must be >= 0, got {self.idle_timeout_s}")
+        if not self.body_timeout_s >= 0:
+            raise ValueError(f"body_timeout_s must be >= 0, got {self.body_timeout_s}")
 
 
 def reap_interval(timeout_s: float) -> float:
@@ -140,6 +145,7 @@ def create_app(config: ServeConfig) -> Any:
     server.register_routes(app, mode=ServerMode.PRODUCTION)
     guard_websocket_route(app, server, config.idle_timeout_s or None)
     register_session_routes(app, server)
+    app.add_middleware(BodyDeadline, seconds=config.body_timeout_s, limit=FRAME_READ_LIMIT)
     app.state.env_server = server
     return app
 
