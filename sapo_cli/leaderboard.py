@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--base-url", default=None,
                    help="public URL of the server's root, used for the absolute URLs in responses (default: http://HOST:PORT)")
     s.add_argument("--request-timeout", type=float, default=30.0, help="seconds a stalled client may hold a connection")
+    s.add_argument("--header-timeout", type=float, default=20.0,
+                   help="seconds a client has to send a request's line and headers, however they trickle in, and that an "
+                        "idle keep-alive connection stays open (0: only --request-timeout per read)")
     s.add_argument("--body-timeout", type=float, default=None,
                    help="seconds a client has to send a request body, however it trickles in (408 past it; default: "
                         "10 + the max upload at 1 MiB/s, 74 for 64 MiB)")
@@ -104,7 +107,7 @@ def _serve(args: argparse.Namespace) -> int:
         seed_args = argparse.Namespace(**{**vars(args), "agents": "expert,random,search", "verify": False})
         threading.Thread(target=_seed, args=(seed_args,), name="sapo-gym-seed", daemon=True).start()
     print(f"sapo-gym leaderboard on http://{args.host}:{args.port}/ (database {args.db})", flush=True)
-    run_simple(args.host, args.port, app, threaded=True, request_handler=request_handler(args.request_timeout))
+    run_simple(args.host, args.port, app, threaded=True, request_handler=request_handler(args.request_timeout, args.header_timeout))
     return 0
 
 

@@ -214,9 +214,51 @@ class RateLimiter:
         return 1.0 + body_bytes / float(1 << 20)
 
 
-def request_handler(timeout: float) -> type:
+class _HeaderDeadlineSocket:
+    """The connection's socket while a request line and its headers are read: every receive waits at most
+    until the deadline (or the per-read timeout, if sooner); past it the read times out and werkzeug drops
+    the connection, as it does for a stalled one."""
+
+    def __init__(self, sock: socket.socket, deadline: float):
+        self._sock, self.deadline = sock, deadline
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the request line and headers did not arrive in time")
+        timeout = self._sock.gettimeout()
+        self._sock.settimeout(remaining if timeout is None else min(timeout, remaining))
+        try:
+            return self._sock.recv_into(buffer, nbytes, flags)
+        finally:
+            self._sock.settimeout(timeout)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+def request_handler(timeout: float, header_timeout: float | None = None) -> type:
     """werkzeug's request handler with a socket timeout: a client that stalls (slowloris, a dead
-    link) for ``timeout`` seconds on a read or write is disconnected instead of holding a thread."""
+    link) for ``timeout`` seconds on a read or write is disconnected instead of holding a thread; and,
+    with ``header_timeout``, a deadline on each request's line and headers *in all* (a client that sends
+    a header byte every few seconds never stalls a read, but holds its thread no longer than that; an idle
+    keep-alive connection is closed after it too). The body has its own deadline (:func:`install_body_deadline`)."""
     from werkzeug.serving import WSGIRequestHandler
 
-    return type("TimeoutRequestHandler", (WSGIRequestHandler,), {"timeout": float(timeout)})
+    class TimeoutRequestHandler(WSGIRequestHandler):
+        def handle_one_request(self) -> None:
+            raw = getattr(self.rfile, "raw", None)
+            guarded = header_timeout is not None and header_timeout > 0 and isinstance(raw, socket.SocketIO)
+            if guarded:
+                raw._sock = _HeaderDeadlineSocket(self.connection, time.monotonic() + float(header_timeout))  # type: ignore[union-attr]
+            super().handle_one_request()
+
+        def parse_request(self) -> bool:
+            ok = super().parse_request()  # the headers are read: the body's reader sees the plain socket again
+            raw = getattr(self.rfile, "raw", None)
+            if isinstance(getattr(raw, "_sock", None), _HeaderDeadlineSocket):
+                raw._sock = self.connection  # type: ignore[union-attr]
+            return ok
+
+    TimeoutRequestHandler.timeout = float(timeout)
+    return TimeoutRequestHandler

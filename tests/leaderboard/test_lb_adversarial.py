@@ -192,7 +192,8 @@ def test_a_dripping_body_is_cut_off_at_the_body_deadline(tmp_path: Path, make_se
     for what, (answer, took) in results.items():
         status = answer.split(b"\r\n", 1)[0]
         assert status.startswith(b"HTTP/1.1 408"), (what, answer[:300], took)
-        assert b"did not arrive within 2 s" in answer and deadline <= took < 3 * deadline, (what, took)
+        # at the deadline, not before; the upper bound only says it came (a loaded 2-core machine may answer late)
+        assert b"did not arrive within 2 s" in answer and deadline <= took < deadline + 15, (what, took)
     # an honest body still gets in, with a length or chunked
     ok = requests.post(server.url + "/api/v1/submissions", data=body(random_bundle), headers={"Authorization": f"Bearer {token}"}, timeout=30)
     assert ok.status_code == 201, ok.text
@@ -200,3 +201,45 @@ def test_a_dripping_body_is_cut_off_at_the_body_deadline(tmp_path: Path, make_se
     live = requests.post(server.url + "/api/v1/live/runs", data=iter([start[:10], start[10:]]),
                          headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"}, timeout=30)
     assert live.status_code == 201, live.text
+
+
+@pytest.mark.slow
+def test_dripping_headers_are_cut_off_at_the_header_deadline(tmp_path: Path, make_server) -> None:
+    """A request line and headers sent a byte every ``interval`` s (no read ever stalls for the 30 s per-read
+    timeout) hold their thread only until the header deadline: the server drops the connection then."""
+    import requests
+
+    deadline = 1.5
+    interval = deadline / 6
+    server = make_server(f"sqlite:///{tmp_path / 'hdr.db'}", "--no-verify", "--header-timeout", str(deadline),
+                         "--request-timeout", "30").start()
+    head = "GET /api/v1/boards HTTP/1.1\r\nHost: 127.0.0.1\r\n" + "X-Pad: " + "a" * 400
+    sent_for: list[float] = []
+
+    def drip() -> None:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            start = time.monotonic()
+            try:
+                for ch in head:  # bounded: 400+ bytes at `interval` s would take minutes; the server cuts it first
+                    sock.sendall(ch.encode())
+                    time.sleep(interval)
+                    if time.monotonic() - start > deadline + 20:
+                        break
+                    sock.settimeout(0.001)
+                    try:
+                        if sock.recv(1) == b"":  # closed by the server
+                            break
+                    except socket.timeout:
+                        pass
+                    sock.settimeout(30)
+            except OSError:  # reset by the server
+                pass
+            sent_for.append(time.monotonic() - start)
+
+    threads = [threading.Thread(target=drip) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(sent_for) == 3 and all(deadline <= s < deadline + 20 for s in sent_for), sent_for
+    assert requests.get(server.url + "/api/v1/boards", timeout=30).status_code == 200  # honest requests still pass
