@@ -129,23 +129,25 @@ def _field_docs() -> dict[str, str]:
     return docs
 
 
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per :class:`AgentConfig` field, its docstring as the help."""
+def add_config_arguments(parser: argparse.ArgumentParser, rename: dict[str, str] | None = None) -> None:
+    """One flag per :class:`AgentConfig` field, its docstring as the help (``rename``: field → flag, where a command
+    already uses the name, e.g. ``submit --timeout``)."""
     docs = _field_docs()
+    rename = rename or {}
     group = parser.add_argument_group("agent settings (every agent kind; refused where a kind cannot honour one)")
     for f in dataclasses.fields(AgentConfig):
         text = docs.get(f.name, "").replace("%", "%%")
-        dest = f"cfg_{f.name}"
+        dest, flag = f"cfg_{f.name}", rename.get(f.name, _flag(f.name))
         if f.name == "request_seed":
-            group.add_argument(_flag(f.name), dest=dest, action=argparse.BooleanOptionalAction, default=None, help=text)
+            group.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=None, help=text)
         elif f.name in ("stop", "header"):
-            group.add_argument(_flag(f.name), dest=dest, action="append", default=None, help=text)
+            group.add_argument(flag, dest=dest, action="append", default=None, help=text)
         elif f.name == "tools":
-            group.add_argument(_flag(f.name), dest=dest, choices=TOOLS_MODES, default=None, help=text)
+            group.add_argument(flag, dest=dest, choices=TOOLS_MODES, default=None, help=text)
         else:
             kind = {"max_tokens": int, "concurrency": int, "temperature": float, "top_p": float, "timeout": float,
                     "retry_total": float}.get(f.name, str)
-            group.add_argument(_flag(f.name), dest=dest, type=kind, default=None, help=text)
+            group.add_argument(flag, dest=dest, type=kind, default=None, help=text)
 
 
 def config_from_args(args: argparse.Namespace) -> AgentConfig:

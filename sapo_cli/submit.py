@@ -23,8 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token", default=os.environ.get("SAPO_GYM_TOKEN"), help="API token (default: $SAPO_GYM_TOKEN)")
     p.add_argument("--wait", action="store_true", help="wait until the replay verification is over and print its result")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait with --wait")
+    from agents.config import add_config_arguments
     from leaderboard.agent_args import add_agent_arguments
 
+    add_config_arguments(p, rename={"timeout": "--request-timeout"})  # --live: the agent's settings, as for 'evaluate'
     add_agent_arguments(p)
     p.set_defaults(func=run)
 
@@ -40,9 +42,14 @@ def _live(args: argparse.Namespace) -> int:
         raise ValueError("--live takes --agent and --env (and no bundle file)")
     entry = ENVS.get(args.env)
     split = args.split or (entry.eval_splits[0] if entry is not None and entry.eval_splits else "test")
+    from agents.config import config_from_args
+
+    agent = load_agent(args.agent, config=config_from_args(args))
+    info = agent_info_from_args(args, args.agent)
+    if isinstance(getattr(agent, "generation", None), dict):
+        info.generation = dict(agent.generation)
     try:
-        result = play_live(load_agent(args.agent), args.server, args.token, args.env, split,
-                           agent_info_from_args(args, args.agent), seeds=args.seeds)
+        result = play_live(agent, args.server, args.token, args.env, split, info, seeds=args.seeds)
     except SubmitError as exc:
         print(f"refused: {exc}")
         return 1
