@@ -34,6 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--header-timeout", type=float, default=20.0,
                    help="seconds a client has to send a request's line and headers, however they trickle in, and that an "
                         "idle keep-alive connection stays open (0: only --request-timeout per read)")
+    s.add_argument("--max-connections", type=int, default=128,
+                   help="connections served at once (a thread each); one more is answered 503 at once")
     s.add_argument("--body-timeout", type=float, default=None,
                    help="seconds a client has to send a request body, however it trickles in (408 past it; default: "
                         "10 + the max upload at 1 MiB/s, 74 for 64 MiB)")
@@ -84,10 +86,8 @@ def _serve(args: argparse.Namespace) -> int:
     import logging
     import threading
 
-    from werkzeug.serving import run_simple
-
     from leaderboard.server.app import ServerConfig, create_app
-    from leaderboard.server.limits import request_handler
+    from leaderboard.server.serving import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     config = ServerConfig(db_url=args.db, max_upload_mb=args.max_upload_mb, boards=tuple(args.board) if args.board else None,
@@ -107,7 +107,7 @@ def _serve(args: argparse.Namespace) -> int:
         seed_args = argparse.Namespace(**{**vars(args), "agents": "expert,random,search", "verify": False})
         threading.Thread(target=_seed, args=(seed_args,), name="sapo-gym-seed", daemon=True).start()
     print(f"sapo-gym leaderboard on http://{args.host}:{args.port}/ (database {args.db})", flush=True)
-    run_simple(args.host, args.port, app, threaded=True, request_handler=request_handler(args.request_timeout, args.header_timeout))
+    serve(app, args.host, args.port, args.request_timeout, args.header_timeout, args.max_connections)
     return 0
 
 

@@ -243,3 +243,34 @@ def test_dripping_headers_are_cut_off_at_the_header_deadline(tmp_path: Path, mak
         t.join(60)
     assert len(sent_for) == 3 and all(deadline <= s < deadline + 20 for s in sent_for), sent_for
     assert requests.get(server.url + "/api/v1/boards", timeout=30).status_code == 200  # honest requests still pass
+
+
+@pytest.mark.slow
+def test_connections_past_the_limit_are_503_at_once_and_the_server_recovers(tmp_path: Path, make_server) -> None:
+    """Each connection holds a thread; past ``--max-connections`` held at once (here by idle clients inside their
+    header deadline) a new one is answered 503 with Retry-After at once, and served again once they go."""
+    import requests
+
+    server = make_server(f"sqlite:///{tmp_path / 'conn.db'}", "--no-verify", "--max-connections", "4",
+                         "--header-timeout", "60").start()
+    held = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(4)]
+    try:
+        for sock in held:
+            sock.sendall(b"GET /api/v1/boards HTTP/1.1\r\n")  # a request line, headers still to come
+        time.sleep(0.5)  # the server has accepted them (bounded wait; the assertion below does not depend on it)
+        deadline = time.monotonic() + 30
+        busy = None
+        while time.monotonic() < deadline:  # bounded: the 5th connection must be refused while the 4 are held
+            busy = requests.get(server.url + "/api/v1/boards", timeout=30)
+            if busy.status_code == 503:
+                break
+            time.sleep(0.2)
+        assert busy is not None and busy.status_code == 503 and busy.headers["Retry-After"] == "1", busy
+        assert busy.json()["error"] == "busy"
+    finally:
+        for sock in held:
+            sock.close()
+    deadline = time.monotonic() + 30
+    while (ok := requests.get(server.url + "/api/v1/boards", timeout=30)).status_code != 200 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ok.status_code == 200
