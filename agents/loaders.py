@@ -33,6 +33,9 @@ class _Stopped:
         self.name = agent.name
         self.generation = {**agent.generation, "stop": list(stop)}
 
+    def __getattr__(self, name: str) -> Any:  # constrain, privileged, ... as the wrapped agent declares them
+        return getattr(self.agent, name)
+
     def reset(self, num_envs: int) -> None:
         self.agent.reset(num_envs)
 
