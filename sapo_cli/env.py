@@ -18,6 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="gym.make keyword argument for every session's env (repeatable; JSON values: 10, true, null)")
     s.add_argument("--max-sessions", type=int, default=8, help="open sessions at most; one more is refused (503)")
     s.add_argument("--idle-timeout", type=float, default=600.0, help="seconds before an idle session is closed (0: never)")
+    s.add_argument("--max-connections", type=int, default=64,
+                   help="HTTP and WebSocket connections served at once (>= --max-sessions); past it a request gets 503")
     s.add_argument("--body-timeout", type=float, default=30.0,
                    help="seconds an HTTP request body may take to arrive in full (else 408; 0: no deadline)")
     s.add_argument("--public-only", action="store_true",
@@ -38,6 +40,6 @@ def serve(args: argparse.Namespace) -> int:
                          'pip install "sapo-gym[serve]" && pip install --no-deps openenv==0.10.0') from None
     config = ServeConfig(args.env_id, parse_env_args(args.env_arg), host=args.host, port=args.port,
                          max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout, public_only=args.public_only,
-                         body_timeout_s=args.body_timeout)
+                         body_timeout_s=args.body_timeout, max_connections=args.max_connections)
     run_server(config)
     return 0

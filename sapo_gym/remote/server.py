@@ -58,6 +58,9 @@ class ServeConfig:
     """A session idle this long is closed; 0 keeps idle sessions forever."""
     public_only: bool = False
     """Leave the privileged info keys (``expert_action``, ``pddl_params``) out of every observation."""
+    max_connections: int = 64
+    """Connections (HTTP and WebSocket) served at once; past it a request is answered 503 (uvicorn's
+    ``limit_concurrency``). At least ``max_sessions``: each session's socket is a connection."""
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
     """An HTTP request's body must arrive in full within this many seconds of its headers (else 408); 0: no deadline."""
 
@@ -66,6 +69,8 @@ class ServeConfig:
             raise ValueError(f"max_sessions must be >= 1, got {self.max_sessions}")
         if self.idle_timeout_s < 0:
             raise ValueError(f"idle_timeout_s must be >= 0, got {self.idle_timeout_s}")
+        if self.max_connections < self.max_sessions:
+            raise ValueError(f"max_connections ({self.max_connections}) must be >= max_sessions ({self.max_sessions})")
         if not self.body_timeout_s >= 0:
             raise ValueError(f"body_timeout_s must be >= 0, got {self.body_timeout_s}")
 
@@ -167,7 +172,8 @@ def serve(config: ServeConfig) -> None:
     app = create_app(config)
     sock = bind(config.host, config.port)
     host, port = sock.getsockname()[:2]
-    uv = uvicorn.Config(app, log_level="warning", ws_max_size=FRAME_READ_LIMIT, lifespan="on")
+    uv = uvicorn.Config(app, log_level="warning", ws_max_size=FRAME_READ_LIMIT, lifespan="on",
+                        limit_concurrency=config.max_connections)
     server = uvicorn.Server(uv)
     print(f"serving {config.env_id} on http://{host}:{port} (OpenEnv WebSocket: ws://{host}:{port}/ws; "
           f"max {config.max_sessions} sessions, idle timeout {config.idle_timeout_s or 'none'} s)", flush=True)

@@ -99,3 +99,39 @@ def test_the_middleware_hands_the_route_the_body_it_read() -> None:
 
     sent = asyncio.run(run())
     assert seen == [b"abc"] and sent[0]["status"] == 200
+
+
+def _status(url: str) -> int:
+    """The status of a GET (uvicorn's own 503 has a plain-text body)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            return resp.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+@pytest.mark.slow
+def test_connections_past_max_connections_are_503_and_served_again_after() -> None:
+    """Each connection costs the server; past ``--max-connections`` held at once a request is answered 503."""
+    with served("sapo/Vault-v0", "--max-sessions", "2", "--max-connections", "2", "--body-timeout", "60") as url:
+        parts = urlsplit(url)
+        held = [socket.create_connection((parts.hostname, parts.port), timeout=30) for _ in range(2)]
+        try:
+            for sock in held:  # headers in, body still to come: each holds its connection
+                sock.sendall(b"POST /sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{")
+            deadline = time.monotonic() + 30
+            status = 0
+            while time.monotonic() < deadline and status != 503:  # bounded
+                status = _status(url + "/health")
+                time.sleep(0.1)
+            assert status == 503
+        finally:
+            for sock in held:
+                sock.close()
+        deadline = time.monotonic() + 30
+        while (status := _status(url + "/health")) != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert status == 200
