@@ -42,7 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--rate-per-minute", type=float, default=60.0,
                    help="per-token rate limit: units a minute, a submission costs 1 + its MiB (<= 0: off)")
     s.add_argument("--rate-burst", type=float, default=300.0, help="per-token rate limit: bucket size (units)")
-    s.add_argument("--live-max-open", type=int, default=4, help="live evaluation: open runs at once (each holds an env in memory)")
+    s.add_argument("--live-max-open", type=int, default=4,
+                   help="live evaluation: open runs at once (each holds up to --live-max-parallel envs in memory)")
+    s.add_argument("--live-max-parallel", type=int, default=8,
+                   help="live evaluation: episodes a run may play at once, an env each (the server holds at most "
+                        "--live-max-open x this many envs)")
     s.add_argument("--live-idle-seconds", type=float, default=300.0,
                    help="live evaluation: a run without progress (a reset or a step) this long expires")
     s.add_argument("--seed", action="store_true", help="seed the expert and random baselines (in the background) when the database is empty")
@@ -93,7 +97,8 @@ def _serve(args: argparse.Namespace) -> int:
     config = ServerConfig(db_url=args.db, max_upload_mb=args.max_upload_mb, boards=tuple(args.board) if args.board else None,
                           verify=not args.no_verify, base_url=args.base_url or f"http://{args.host}:{args.port}",
                           rate_per_minute=args.rate_per_minute, rate_burst=args.rate_burst,
-                          live_max_open=args.live_max_open, live_idle_seconds=args.live_idle_seconds,
+                          live_max_open=args.live_max_open, live_max_parallel=args.live_max_parallel,
+                          live_idle_seconds=args.live_idle_seconds,
                           private_seed=activate_from_args(args), private_tasks=args.private_tasks,
                           private_envs=tuple(args.private_env) if args.private_env else None, body_seconds=args.body_timeout)
     app = create_app(config)

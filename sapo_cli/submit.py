@@ -1,7 +1,9 @@
 """``sapo-gym submit BUNDLE``: send a result bundle to a leaderboard server.
 
 ``sapo-gym submit --live --agent SPEC --env ENV_ID [--split S] [--seeds N]``: play the agent through the
-server's live evaluation instead (the server deals the tasks and seeds and records every turn).
+server's live evaluation instead (the server deals the tasks and seeds and records every turn). An agent
+that answers one env at a time plays up to ``--concurrency`` episodes at once (as many as the server allows),
+as ``sapo-gym evaluate`` does.
 """
 
 from __future__ import annotations
@@ -44,12 +46,14 @@ def _live(args: argparse.Namespace) -> int:
     split = args.split or (entry.eval_splits[0] if entry is not None and entry.eval_splits else "test")
     from agents.config import config_from_args
 
-    agent = load_agent(args.agent, config=config_from_args(args))
+    config = config_from_args(args)
+    agent = load_agent(args.agent, config=config)
     info = agent_info_from_args(args, args.agent)
     if isinstance(getattr(agent, "generation", None), dict):
         info.generation = dict(agent.generation)
     try:
-        result = play_live(agent, args.server, args.token, args.env, split, info, seeds=args.seeds)
+        result = play_live(agent, args.server, args.token, args.env, split, info, seeds=args.seeds,
+                           concurrency=config.concurrency or 1, progress=True)
     except SubmitError as exc:
         print(f"refused: {exc}")
         return 1
@@ -57,7 +61,8 @@ def _live(args: argparse.Namespace) -> int:
     if sub.get("id") is None:
         print(f"live run {result.run_id}: {result.episodes} episodes played, not admitted: {sub.get('message')}")
         return 1
-    print(f"live run {result.run_id}: {result.episodes} episodes played, submission {sub['id']} ({sub['status']}): {result.url}")
+    print(f"live run {result.run_id}: {result.episodes} episodes played ({result.parallel} at once), "
+          f"submission {sub['id']} ({sub['status']}): {result.url}")
     if args.wait:
         record = wait_for_verification(f"{args.server.rstrip('/')}/api/v1/submissions/{sub['id']}", timeout=args.timeout)
         print(f"replay verification: {record['status']}: {record['status_message']}")

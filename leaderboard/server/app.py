@@ -38,7 +38,10 @@ class ServerConfig:
     rate_burst: float = 300.0
     """Per-token bucket size (that many small submissions can arrive at once)."""
     live_max_open: int = 4
-    """Live evaluation: open runs on the server at once (each holds an env); one per token."""
+    """Live evaluation: open runs on the server at once (each holds up to ``live_max_parallel`` envs); one per token."""
+    live_max_parallel: int = 8
+    """Live evaluation: episodes a run may play at once (an env each): the server holds at most
+    ``live_max_open * live_max_parallel`` envs."""
     live_idle_seconds: float = 300.0
     """Live evaluation: a run without progress (a reset or a step) for this long expires (abandoned)."""
     body_seconds: float | None = None
@@ -101,7 +104,8 @@ def create_app(config: ServerConfig | None = None) -> Flask:
                                   "limiter": RateLimiter(config.rate_per_minute, config.rate_burst)}
     boards = app.extensions["sapo_gym"]["boards"]
     app.extensions["sapo_gym"]["live"] = LiveManager(store, boards, verifier, LiveLimits(
-        max_open=config.live_max_open, idle_seconds=config.live_idle_seconds, max_output_bytes=int(config.max_upload_mb * (1 << 20))))
+        max_open=config.live_max_open, max_parallel=config.live_max_parallel, idle_seconds=config.live_idle_seconds,
+        max_output_bytes=int(config.max_upload_mb * (1 << 20))))
     app.register_blueprint(api)
     app.register_blueprint(live_api)
     app.register_blueprint(pages)

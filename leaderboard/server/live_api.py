@@ -1,10 +1,13 @@
 """The live-evaluation endpoints (bearer token on every request; see :mod:`leaderboard.server.live`).
 
-``POST /api/v1/live/runs`` ``{"env_id", "split", "seeds": 1, "agent": {"name", ...}}`` → the run ·
+``GET /api/v1/live/limits`` → ``{"max_parallel", "max_seeds", ...}`` (no token needed) ·
+``POST /api/v1/live/runs`` ``{"env_id", "split", "seeds": 1, "parallel": 1, "agent": {"name", ...}}`` → the run ·
 ``GET /api/v1/live/runs/<id>`` · ``POST /api/v1/live/runs/<id>/reset`` (the server deals the next
-(task, seed); naming one already played is a 409) → ``{"episode", "task_id", "seed", "observation", "info"}`` ·
-``POST /api/v1/live/runs/<id>/step`` ``{"output", "turn"}`` → ``{"observation", "reward", "terminated",
-"truncated", "info"}``, plus ``"submission"`` after the run's last step.
+(task, seed) into a free slot; naming one already played, or ``parallel`` episodes in progress, is a 409)
+→ ``{"episode", "task_id", "seed", "slot", "observation", "info"}`` ·
+``POST /api/v1/live/runs/<id>/step`` ``{"output", "turn", "episode"}`` (``episode`` may be left out while one episode
+is in progress) → ``{"episode", "turn", "observation", "reward", "terminated", "truncated", "info"}``, plus
+``"submission"`` after the run's last step.
 """
 
 from __future__ import annotations
@@ -99,15 +102,22 @@ def start() -> Response:
         board = current_app.extensions["sapo_gym"]["boards"].find(str(body.get("env_id", "")), str(body.get("split", "")))
         if board is None:
             raise LiveError(f"no board for env {body.get('env_id')!r} split {body.get('split')!r}", 404)
-        seeds = body.get("seeds", 1)
+        seeds, parallel = body.get("seeds", 1), body.get("parallel", 1)
         if type(seeds) is not int:
             raise LiveError("seeds is an integer (how many passes over the split; the server draws their values)", 400)
-        return _manager().start(token, board, validate_agent(body.get("agent")), seeds)
+        if type(parallel) is not int:
+            raise LiveError("parallel is an integer (how many episodes may be in progress at once)", 400)
+        return _manager().start(token, board, validate_agent(body.get("agent")), seeds, parallel)
 
     response = _handle(go)
     if response.status_code == 200:
         response.status_code = 201
     return response
+
+
+@live_api.get("/limits")
+def limits() -> Response:
+    return _handle(lambda: _manager().limits_public())
 
 
 @live_api.get("/runs/<int:run_id>")
@@ -136,11 +146,12 @@ def step(run_id: int) -> Response:
 
     def go() -> dict[str, Any]:
         body = _json()
-        output, turn = body.get("output"), body.get("turn")
-        if not isinstance(output, str) or (turn is not None and type(turn) is not int):
-            raise LiveError("send {\"output\": the agent's raw text, \"turn\": the turn index}", 400)
+        output, turn, episode = body.get("output"), body.get("turn"), body.get("episode")
+        if not isinstance(output, str) or any(v is not None and type(v) is not int for v in (turn, episode)):
+            raise LiveError("send {\"output\": the agent's raw text, \"turn\": the turn index, \"episode\": the "
+                            "episode's index}", 400)
         if len(output) > ACTION_MAX_LENGTH:  # the env's action space: what no env step accepts is no turn
             raise LiveError(f"the output has {len(output)} characters; the action space allows {ACTION_MAX_LENGTH}", 413)
-        return _manager().step(run_id, token, output, turn)
+        return _manager().step(run_id, token, output, turn, episode)
 
     return _handle(go)

@@ -1,0 +1,206 @@
+"""Live runs with several episodes in progress at once (``parallel``), and the client's pool that plays them."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from sapo_gym.core import ACTION_MAX_LENGTH
+from tests.support.fake_openai import vault_reply
+
+START = {"env_id": "sapo/Vault-v0", "split": "test", "agent": {"name": "x"}}
+
+
+def _app(tmp_path: Path, **config: Any):  # type: ignore[no-untyped-def]
+    from leaderboard.server.app import ServerConfig, create_app
+    from tests.support.leaderboard import VAULT
+
+    return create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=(VAULT,), **{"verify": False, **config}))
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[tuple[Any, dict[str, str], Any]]:
+    app = _app(tmp_path)
+    store = app.extensions["sapo_gym"]["store"]
+    yield app.test_client(), {"Authorization": f"Bearer {store.create_token('a')[1]}"}, app.extensions["sapo_gym"]["live"]
+    store.engine.dispose()
+
+
+class SeededVaultAgent:
+    """Deterministic in (observation, turn_seed) only: the right button, or a wrong one when the seed says so; it
+    counts the requests in flight at once."""
+
+    name = "seeded vault"
+
+    def __init__(self, delay: float = 0.0):
+        self.delay, self.lock = delay, threading.Lock()
+        self.in_flight = self.most = 0
+
+    def respond(self, observation: str, info: dict[str, Any], turn_seed: int | None = None) -> dict[str, Any]:
+        with self.lock:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+        time.sleep(self.delay)
+        with self.lock:
+            self.in_flight -= 1
+        reply = vault_reply(observation)
+        return {"output": reply if (turn_seed or 0) % 3 == 0 else "<think>guess</think><action>press nothing</action>"}
+
+
+def _serve(app: Any) -> tuple[str, Any]:
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_port}", server
+
+
+@pytest.mark.slow
+def test_a_parallel_run_is_verified_and_its_bundle_is_the_sequential_runs(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import requests
+
+    from leaderboard.bundle import AgentInfo
+    from leaderboard.client import wait_for_verification
+    from leaderboard.live_client import play_live
+    from leaderboard.server import live as live_module
+
+    app = _app(tmp_path, verify=True)
+    store = app.extensions["sapo_gym"]["store"]
+    token = store.create_token("a")[1]
+    url, server = _serve(app)
+    bundles, agents = [], []
+    try:
+        for concurrency in (4, 1):
+            monkeypatch.setattr(live_module, "_rng", random.Random(7))  # the same draw: seeds and order
+            agent = SeededVaultAgent(delay=0.01)
+            result = play_live(agent, url, token, "sapo/Vault-v0", "test", AgentInfo(name="pooled"), seeds=2,
+                               concurrency=concurrency)
+            assert result.episodes == 32 and result.parallel == concurrency and result.submission["id"] is not None
+            record = wait_for_verification(f"{url}/api/v1/submissions/{result.submission['id']}", timeout=120, poll=0.2)
+            assert record["status"] == "verified" and record["marks"]["live"], record
+            bundles.append(requests.get(f"{url}/api/v1/submissions/{result.submission['id']}/bundle", timeout=10).json())
+            agents.append(agent)
+    finally:
+        server.shutdown()
+        store.engine.dispose()
+    assert agents[0].most > 1 and agents[1].most == 1  # the pool overlapped episodes; the sequential run did not
+    parallel, sequential = bundles
+    assert parallel["evaluation"].pop("command") != sequential["evaluation"].pop("command")  # "live run <id>"
+    parallel.pop("created"), sequential.pop("created")
+    assert parallel["episodes"] == sequential["episodes"] and parallel == sequential  # everything else is the same
+    assert 0 < sum(e["success"] for e in parallel["episodes"]) < 32  # the seeds chose some wrong buttons: not trivial
+
+
+def test_a_reset_past_parallel_and_a_step_without_its_episode_are_refused(live) -> None:  # type: ignore[no-untyped-def]
+    client, auth, _manager = live
+    run = client.post("/api/v1/live/runs", json={**START, "parallel": 2}, headers=auth)
+    assert run.status_code == 201 and run.json["parallel"] == 2, run.json
+    base = f"/api/v1/live/runs/{run.json['run_id']}"
+    dealt = [client.post(f"{base}/reset", headers=auth).json for _ in range(2)]
+    assert [d["episode"] for d in dealt] == [0, 1] and len({(d["task_id"], d["seed"]) for d in dealt}) == 2
+    third = client.post(f"{base}/reset", headers=auth)
+    assert third.status_code == 409 and "in progress" in third.json["message"] and "2 at once" in third.json["message"]
+    unnamed = client.post(f"{base}/step", json={"output": "x", "turn": 0}, headers=auth)
+    assert unnamed.status_code == 409 and '"episode"' in unnamed.json["message"]
+    assert client.get(base, headers=auth).json["in_progress_episodes"] == [0, 1]
+    assert client.post(f"{base}/step", json={"output": "x", "turn": 0, "episode": 5}, headers=auth).status_code == 409
+    bad = client.post(f"{base}/step", json={"output": "x", "turn": 0, "episode": True}, headers=auth)
+    assert bad.status_code == 400
+    # play episode 1 to its end: a slot is free again, and the next reset deals episode 2
+    turn, answer = 0, {}
+    while not (answer.get("terminated") or answer.get("truncated")):
+        answer = client.post(f"{base}/step", json={"output": "<action>press red</action>", "turn": turn, "episode": 1},
+                             headers=auth).json
+        turn += 1
+    assert client.post(f"{base}/reset", headers=auth).json["episode"] == 2
+
+
+def test_a_retried_step_is_answered_again_per_episode_and_steps_no_env_twice(live) -> None:  # type: ignore[no-untyped-def]
+    client, auth, manager = live
+    run_id = client.post("/api/v1/live/runs", json={**START, "parallel": 3}, headers=auth).json["run_id"]
+    base = f"/api/v1/live/runs/{run_id}"
+    for _ in range(3):
+        assert client.post(f"{base}/reset", headers=auth).status_code == 200
+    first = {i: client.post(f"{base}/step", json={"output": f"<action>look {i}</action>", "turn": 0, "episode": i},
+                            headers=auth).json for i in (0, 1, 2)}
+    steps = [ep.record.steps for ep in manager._runs[run_id].active.values()]
+    for i in (2, 0, 1):  # retried out of order, with other outputs: each episode's own answer, no env stepped
+        again = client.post(f"{base}/step", json={"output": "<action>press red</action>", "turn": 0, "episode": i},
+                            headers=auth).json
+        assert again == first[i] and again["episode"] == i
+    assert [ep.record.steps for ep in manager._runs[run_id].active.values()] == steps == [1, 1, 1]
+    assert client.get(base, headers=auth).json["output_bytes"] == sum(len(f"<action>look {i}</action>") for i in range(3))
+    # an ended episode's last step is still answered while the others play on
+    turn, answer = 1, first[0]
+    while not (answer["terminated"] or answer["truncated"]):
+        answer = client.post(f"{base}/step", json={"output": "<action>look</action>", "turn": turn, "episode": 0},
+                             headers=auth).json
+        turn += 1
+    retried = client.post(f"{base}/step", json={"output": "other", "turn": answer["turn"], "episode": 0}, headers=auth)
+    assert retried.status_code == 200 and retried.json == answer and 0 not in manager._runs[run_id].active
+
+
+@pytest.mark.parametrize("parallel", [0, 9, True, 1.5, "2", None, -1])
+def test_a_bad_parallel_is_400(live, parallel: Any) -> None:  # type: ignore[no-untyped-def]
+    client, auth, _manager = live
+    refused = client.post("/api/v1/live/runs", json={**START, "parallel": parallel}, headers=auth)
+    assert refused.status_code == 400 and "parallel" in refused.json["message"], refused.json
+    assert client.get("/api/v1/live/limits").json["max_parallel"] == 8
+    assert client.post("/api/v1/live/runs", json={**START, "parallel": 8}, headers=auth).status_code == 201  # nothing opened
+
+
+def test_the_output_budget_is_the_runs_across_its_parallel_episodes(tmp_path: Path) -> None:
+    app = _app(tmp_path, max_upload_mb=1)
+    store = app.extensions["sapo_gym"]["store"]
+    client, auth = app.test_client(), {"Authorization": f"Bearer {store.create_token('a')[1]}"}
+    base = f"/api/v1/live/runs/{client.post('/api/v1/live/runs', json={**START, 'seeds': 4, 'parallel': 4}, headers=auth).json['run_id']}"
+    output = "\u00e9" * (ACTION_MAX_LENGTH // 2)  # 65,536 UTF-8 bytes, an unparseable output: a no-op turn each
+    turns: dict[int, int] = {}
+    recorded, refused = 0, None
+    for _ in range(4 * 16 * 4 + 1):
+        for _ in range(4 - len(turns)):  # keep 4 episodes in progress
+            dealt = client.post(f"{base}/reset", headers=auth).json
+            turns[dealt["episode"]] = 0
+        episode = sorted(turns)[recorded % len(turns)]  # round robin over the episodes in progress
+        answer = client.post(f"{base}/step", json={"output": output, "turn": turns[episode], "episode": episode}, headers=auth)
+        if answer.status_code == 413:
+            refused = answer.json
+            break
+        assert answer.status_code == 200, answer.json
+        recorded += 1
+        turns[episode] += 1
+        if answer.json["terminated"] or answer.json["truncated"]:
+            del turns[episode]
+    assert refused is not None and "limit of 1048576" in refused["message"], refused
+    assert recorded == 16 and client.get(base, headers=auth).json["output_bytes"] == 1 << 20
+    store.engine.dispose()
+
+
+def test_a_parallel_run_expires_when_no_episode_progresses_and_closes_its_envs(tmp_path: Path) -> None:
+    app = _app(tmp_path, live_idle_seconds=1.5)
+    store, manager = app.extensions["sapo_gym"]["store"], app.extensions["sapo_gym"]["live"]
+    client, auth = app.test_client(), {"Authorization": f"Bearer {store.create_token('a')[1]}"}
+    run_id = client.post("/api/v1/live/runs", json={**START, "parallel": 3}, headers=auth).json["run_id"]
+    base = f"/api/v1/live/runs/{run_id}"
+    for _ in range(2):
+        assert client.post(f"{base}/reset", headers=auth).status_code == 200
+    run = manager._runs[run_id]
+    assert len(run.envs) == 2  # built as episodes were dealt, not all at start
+    closed: list[int] = []
+    for i, env in enumerate(run.envs):
+        real = env.close
+        env.close = lambda real=real, i=i: (closed.append(i), real())
+    for turn in range(3):  # progress on episode 1 alone keeps the run open past the idle time; episode 0 waits
+        time.sleep(0.75)
+        answer = client.post(f"{base}/step", json={"output": "<action>look</action>", "turn": turn, "episode": 1}, headers=auth)
+        assert answer.status_code == 200, answer.json
+    time.sleep(1.8)
+    gone = client.post(f"{base}/step", json={"output": "<action>look</action>", "turn": 0, "episode": 0}, headers=auth)
+    assert gone.status_code == 404 and "expired" in gone.json["message"]
+    assert sorted(closed) == [0, 1] and run_id not in manager._runs
+    store.engine.dispose()
