@@ -2,8 +2,8 @@
 
 ``sapo-gym submit --live --agent SPEC --env ENV_ID [--split S] [--seeds N]``: play the agent through the
 server's live evaluation instead (the server deals the tasks and seeds and records every turn). An agent
-that answers one env at a time plays up to ``--concurrency`` episodes at once (as many as the server allows),
-as ``sapo-gym evaluate`` does.
+that answers one env at a time plays up to ``--concurrency`` (8) episodes at once (as many as the server
+allows), as ``sapo-gym evaluate`` does.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _live(args: argparse.Namespace) -> int:
         info.generation = dict(agent.generation)
     try:
         result = play_live(agent, args.server, args.token, args.env, split, info, seeds=args.seeds,
-                           concurrency=config.concurrency or 1, progress=True)
+                           concurrency=config.concurrency or 8, progress=True)
     except SubmitError as exc:
         print(f"refused: {exc}")
         return 1

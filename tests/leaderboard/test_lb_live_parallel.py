@@ -204,3 +204,55 @@ def test_a_parallel_run_expires_when_no_episode_progresses_and_closes_its_envs(t
     assert gone.status_code == 404 and "expired" in gone.json["message"]
     assert sorted(closed) == [0, 1] and run_id not in manager._runs
     store.engine.dispose()
+
+
+def test_submit_live_plays_an_openai_agent_with_concurrency_episodes_at_once(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from sapo_cli import main
+    from tests.support.fake_openai import FakeOpenAI, lognormal_latency
+
+    app = _app(tmp_path)
+    store = app.extensions["sapo_gym"]["store"]
+    token = store.create_token("a")[1]
+    url, server = _serve(app)
+    try:
+        with FakeOpenAI(latency=lognormal_latency(0.01, 0.5, 0)) as model:
+            rc = main(["submit", "--live", "--agent", f"openai:{model.url}#m", "--env", "sapo/Vault-v0", "--server", url,
+                       "--token", token, "--agent-name", "pooled cli", "--concurrency", "4"])
+            out, err = capsys.readouterr()
+            assert rc == 0 and "16 episodes played (4 at once)" in out, out + err
+            assert "live run 1: 16/16 episodes, 32 turns" in err  # the evaluate progress line, per turn
+            assert len(model.requests) == 32 and all("seed" in r["body"] for r in model.requests)
+    finally:
+        server.shutdown()
+        store.engine.dispose()
+
+
+def test_a_failing_worker_stops_the_pool_and_leaves_the_run_to_expire(tmp_path: Path) -> None:
+    from leaderboard.bundle import AgentInfo
+    from leaderboard.client import SubmitError
+    from leaderboard.live_client import play_live
+
+    class FailsOnce(SeededVaultAgent):
+        def respond(self, observation: str, info: dict[str, Any], turn_seed: int | None = None) -> dict[str, Any]:
+            with self.lock:
+                self.calls = getattr(self, "calls", 0) + 1
+                if self.calls == 6:
+                    raise RuntimeError("the model server went away")
+            return super().respond(observation, info, turn_seed)
+
+    app = _app(tmp_path)
+    store, manager = app.extensions["sapo_gym"]["store"], app.extensions["sapo_gym"]["live"]
+    token = store.create_token("a")[1]
+    url, server = _serve(app)
+    agent = FailsOnce(delay=0.01)
+    try:
+        with pytest.raises(SubmitError, match="RuntimeError: the model server went away; the run is left to expire"):
+            play_live(agent, url, token, "sapo/Vault-v0", "test", AgentInfo(name="fails"), concurrency=3)
+        calls = agent.calls
+        time.sleep(0.3)
+        assert agent.calls == calls <= 6 + 2  # the others stopped after their request in flight
+        (run,) = manager._runs.values()  # still open on the server, until its idle time passes
+        assert run.parallel == 3 and run.played >= 3 and len(run.records) < 16
+    finally:
+        server.shutdown()
+        store.engine.dispose()
