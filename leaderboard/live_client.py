@@ -247,5 +247,8 @@ def play_live(agent: Any, server: str, token: str, env_id: str, split: str, agen
                           f"episodes: {what}; the run is left to expire on the server",
                           getattr(exc, "status", None)) from exc
     submission = tally.submission
+    if not submission:  # every episode was played here, yet the server did not finish the run (one is still dealt)
+        raise SubmitError(f"live run {run['run_id']}: {tally.finished} episodes played and no submission came back "
+                          "(an episode dealt by a reset whose answer was lost is still open); the run is left to expire")
     url = f"{session.server}/submission/{submission['id']}" if submission.get("id") is not None else None
     return LiveResult(run["run_id"], run["episodes"], submission, url, width)
