@@ -157,7 +157,10 @@ def test_value_logits_are_read_where_a_forward_pass_reads_them_and_change_no_dra
         assert [len(o.token_ids) for o in read] == [min(42 - len(p), budget) for p in prompts]
         assert [o.truncated for o in read].count(True) == 1  # two rows stop at different steps, one is cut
         for prompt, a, b in zip(prompts, plain, read):
-            assert a.value_logits is None and a.token_ids == b.token_ids and a.log_probs == b.log_probs
+            assert a.value_logits is None and a.token_ids == b.token_ids
+            # a finished row stays in the batch one more pass to read Q: the other rows decode at other shapes, so
+            # their log-probs may differ by rounding (1 ulp seen with AMX kernels): RECOMPUTE_ATOL's derivation, 1e-4
+            torch.testing.assert_close(torch.tensor(b.log_probs), torch.tensor(a.log_probs), atol=1e-4, rtol=1e-4)
             ids = torch.tensor([prompt + b.token_ids])
             z = tiny_policy.logits(ids, torch.ones_like(ids))[0][:, [plus, minus]]
             # raw logits from the cached decode vs a full forward: as for the log-probs above, 1e-4 (+ 1e-4·|z|)
