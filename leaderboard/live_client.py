@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -96,7 +97,8 @@ class LiveSession:
     def reset(self, task_id: str | None = None, seed: int | None = None) -> tuple[str, dict[str, Any], dict[str, Any]]:
         """The next episode the server deals: (observation, info, the whole answer)."""
         assert self.run is not None, "start() first"
-        body = {k: v for k, v in (("task_id", task_id), ("seed", seed)) if v is not None}
+        body: dict[str, Any] = {k: v for k, v in (("task_id", task_id), ("seed", seed)) if v is not None}
+        body["request_id"] = uuid.uuid4().hex  # a retry of this reset (its answer lost) gets the same episode back
         answer = self._post(f"{self.base}/{self.run['run_id']}/reset", body)
         return answer["observation"], _info(answer["info"]), answer
 

@@ -185,24 +185,30 @@ class LiveManager:
     def status(self, run_id: int, token: Any) -> dict[str, Any]:
         return self._run(run_id, token).public()
 
-    def reset(self, run_id: int, token: Any, task_id: str | None = None, seed: int | None = None) -> dict[str, Any]:
+    def reset(self, run_id: int, token: Any, task_id: str | None = None, seed: int | None = None,
+              request_id: str | None = None) -> dict[str, Any]:
         """Deal the run's next (task, seed) into a free slot; past ``parallel`` episodes in progress, asking for another
-        pair, or for one already played, is refused."""
+        pair, or for one already played, is refused. A retried reset (the same ``request_id``) whose episode is still
+        in progress gets its answer again, not a second deal."""
         from sapo_gym.core import public_info
         from sapo_gym.evaluation import new_record
 
         run = self._run(run_id, token)
         with run.lock:
+            again = run.redealt(request_id)
+            if again is not None:
+                return again
             run.check_deal(task_id, seed)
             task, episode_seed = run.schedule[run.played]
             env = run.free_env()
             obs, info = env.reset(seed=episode_seed, options={"task_id": task})
             index = run.played
-            run.active[index] = Episode(index, env, new_record(info, task, episode_seed))
+            answer = {"episode": index, "task_id": task, "seed": episode_seed, "slot": run.board.task_ids.index(task),
+                      "observation": obs, "info": jsonable(public_info(info))}
+            run.active[index] = Episode(index, env, new_record(info, task, episode_seed), request_id=request_id, dealt=answer)
             run.played += 1
             run.touched = time.monotonic()  # progress
-            return {"episode": index, "task_id": task, "seed": episode_seed, "slot": run.board.task_ids.index(task),
-                    "observation": obs, "info": jsonable(public_info(info))}
+            return answer
 
     def _answered_before(self, run_id: int, token: Any, episode: int | None, turn: int | None) -> dict[str, Any] | None:
         """A closed run's answer to a retried step (its latest ended episodes' last steps, the run's last one included)."""

@@ -13,6 +13,7 @@ is in progress) → ``{"episode", "turn", "observation", "reward", "terminated",
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify
@@ -126,16 +127,22 @@ def status(run_id: int) -> Response:
     return _handle(lambda: _manager().status(run_id, token))
 
 
+_REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""A reset's idempotency key: a retry with the same key gets the same episode while it is in progress."""
+
+
 @live_api.post("/runs/<int:run_id>/reset")
 def reset(run_id: int) -> Response:
     token = _token()
 
     def go() -> dict[str, Any]:
         body = _json()
-        task_id, seed = body.get("task_id"), body.get("seed")
+        task_id, seed, request_id = body.get("task_id"), body.get("seed"), body.get("request_id")
         if (task_id is not None and not isinstance(task_id, str)) or (seed is not None and type(seed) is not int):
             raise LiveError("task_id is a string and seed an integer (or leave both out)", 400)
-        return _manager().reset(run_id, token, task_id, seed)
+        if request_id is not None and not (isinstance(request_id, str) and _REQUEST_ID.fullmatch(request_id)):
+            raise LiveError("request_id is 1 to 64 letters, digits, '-' or '_' (the client's key for retrying a reset)", 400)
+        return _manager().reset(run_id, token, task_id, seed, request_id)
 
     return _handle(go)
 

@@ -61,6 +61,10 @@ class Episode:
     record: Any
     """Its EpisodeRecord."""
     last: Answer | None = None
+    request_id: str | None = None
+    """The reset request that dealt it (the client's idempotency key), and :attr:`dealt` its answer: a retried
+    reset whose answer was lost gets the same episode back instead of a second deal."""
+    dealt: dict[str, Any] | None = None
 
 
 @dataclass
@@ -105,6 +109,12 @@ class Run:
         env = self.make_env()
         self.envs.append(env)
         return env
+
+    def redealt(self, request_id: str | None) -> dict[str, Any] | None:
+        """The answer of the reset ``request_id`` dealt an episode still in progress with, if it did."""
+        if request_id is None:
+            return None
+        return next((ep.dealt for ep in self.active.values() if ep.request_id == request_id), None)
 
     def check_deal(self, task_id: str | None, seed: int | None) -> None:
         """Refuse a reset past ``parallel`` episodes in progress, past the schedule, or naming another pair."""

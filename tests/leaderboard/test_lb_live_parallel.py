@@ -256,3 +256,19 @@ def test_a_failing_worker_stops_the_pool_and_leaves_the_run_to_expire(tmp_path: 
     finally:
         server.shutdown()
         store.engine.dispose()
+
+
+def test_a_retried_reset_gets_its_episode_back_not_a_second_deal(live) -> None:  # type: ignore[no-untyped-def]
+    """A reset whose answer was lost is retried with the same request_id: the same episode, nothing dealt twice,
+    so a parallel run never strands an episode nobody plays; another key deals the next one; a bad key is a 400."""
+    client, auth, _manager = live
+    base = f"/api/v1/live/runs/{client.post('/api/v1/live/runs', json={**START, 'parallel': 2}, headers=auth).json['run_id']}"
+    first = client.post(f"{base}/reset", json={"request_id": "k-1"}, headers=auth).json
+    again = client.post(f"{base}/reset", json={"request_id": "k-1"}, headers=auth).json
+    assert again == first and client.get(base, headers=auth).json["in_progress_episodes"] == [first["episode"]]
+    second = client.post(f"{base}/reset", json={"request_id": "k-2"}, headers=auth).json
+    assert second["episode"] == first["episode"] + 1
+    assert client.post(f"{base}/reset", json={"request_id": "k-2"}, headers=auth).json == second
+    for bad in ("", "x" * 65, "a b", 7, True):
+        r = client.post(f"{base}/reset", json={"request_id": bad}, headers=auth)
+        assert r.status_code == 400 and "request_id" in r.json["message"], (bad, r.json)
