@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import re
 from typing import Any, Iterable, Mapping, Sequence

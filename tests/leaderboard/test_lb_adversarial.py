@@ -9,29 +9,13 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from sqlalchemy import update
 
-from leaderboard.server.db import Submission
-from tests.support.leaderboard import VAULT, body
+from tests.support.leaderboard import VAULT, body, bulk_verified
 
 
 # --- item 8: the board pages its verified rows ---------------------------------------------------------------------
-def _bulk_verified(store, template_row_id: int, n: int) -> None:  # type: ignore[no-untyped-def]
-    """``n`` verified rows copied from one stored row, success rising with the name's number."""
-    with store.session.begin() as s:
-        base = s.get(Submission, template_row_id)
-        for i in range(n):
-            s.add(Submission(digest=f"{i:064x}", token_id=base.token_id, submitter=base.submitter, env_id=base.env_id,
-                             split=base.split, spec_hash=base.spec_hash, agent_name=f"agent {i:03d}",
-                             agent_json=json.dumps({"name": f"agent {i:03d}"}), episodes=base.episodes, success=i / n,
-                             score=i / n, aggregates_json=base.aggregates_json, status="verified", status_message="ok",
-                             bundle_gz=base.bundle_gz))
-        s.execute(update(Submission).where(Submission.id == template_row_id).values(status="failed"))
-
-
 def _rows(page: str) -> list[tuple[int, str]]:
     table = page.split('<table id="board"', 1)[1].split("</table>", 1)[0]
     return [(int(rank), name) for rank, name in re.findall(
@@ -42,7 +26,7 @@ def test_the_board_pages_every_verified_row(client, auth, store, vault_board, ra
     from leaderboard.server.pages import BOARD_PAGE
 
     n = BOARD_PAGE + 10  # the issue's 510
-    _bulk_verified(store, client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).json["id"], n)
+    bulk_verified(store, client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).json["id"], n)
     url = f"/board/{vault_board.spec_hash}"
     first = client.get(url).text
     assert len(_rows(first)) == BOARD_PAGE and f"Showing 1–{BOARD_PAGE} of {n}" in first

@@ -3,14 +3,10 @@ ones only on their own page; ranks count every verified row of the board; task t
 
 from __future__ import annotations
 
-import json
 import re
 
-from sqlalchemy import update
-
-from leaderboard.server.db import Submission
 from leaderboard.server.worker import Verifier
-from tests.support.leaderboard import body, named, refresh, snapshot
+from tests.support.leaderboard import body, bulk_verified, named, refresh, snapshot
 
 
 def _forged_winner(bundle):  # type: ignore[no-untyped-def]
@@ -52,23 +48,10 @@ def test_failed_submissions_are_not_ranked_anywhere_and_pending_ones_are_apart(c
     assert client.get(f"/api/v1/submissions/{honest}").json["rank"] == 1
 
 
-def _bulk_verified(store, template_row_id: int, n: int) -> None:  # type: ignore[no-untyped-def]
-    """``n`` verified rows copied from one stored row, success rising with the name's number."""
-    with store.session.begin() as s:
-        base = s.get(Submission, template_row_id)
-        for i in range(n):
-            s.add(Submission(digest=f"{i:064x}", token_id=base.token_id, submitter=base.submitter, env_id=base.env_id,
-                             split=base.split, spec_hash=base.spec_hash, agent_name=f"agent {i:03d}",
-                             agent_json=json.dumps({"name": f"agent {i:03d}"}),
-                             episodes=base.episodes, success=i / n, score=i / n, aggregates_json=base.aggregates_json,
-                             status="verified", status_message="ok", bundle_gz=base.bundle_gz))
-        s.execute(update(Submission).where(Submission.id == template_row_id).values(status="failed"))
-
-
 def test_ranks_count_every_verified_row_not_only_the_loaded_ones(client, auth, store, vault_board, random_bundle) -> None:  # type: ignore[no-untyped-def]
     first = client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).json["id"]
     n = 600
-    _bulk_verified(store, first, n)
+    bulk_verified(store, first, n)
     listing = client.get("/api/v1/submissions?sort=agent&order=asc&limit=3").json["submissions"]
     assert [(s["agent"]["name"], s["rank"]) for s in listing] == [("agent 000", n), ("agent 001", n - 1), ("agent 002", n - 2)]
     page = client.get(f"/board/{vault_board.spec_hash}?sort=agent&order=asc").text
