@@ -122,6 +122,12 @@ def wait_closed(ws: ClientConnection, bound_s: float, keep_alive: Optional[Clien
     return None
 
 
+SLACK_BEFORE_S = 0.25
+"""The server's idle timer starts once it has sent its answer, a loopback transit before the client notes the time."""
+LATE_BY_S = 10.0
+"""Only says the close came (a loaded 2-core machine may deliver it late); the old server never closed the socket."""
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_idle_sockets_are_closed_and_free_their_sessions_so_max_sessions_is_not_held() -> None:
@@ -141,7 +147,7 @@ def test_idle_sockets_are_closed_and_free_their_sessions_so_max_sessions_is_not_
             idle_s = time.monotonic() - idle_since
             assert closed is not None, f"the idle attached socket is still open after {idle_s:.1f} s"
             assert closed.code == IDLE_CLOSE_CODE and "idle" in closed.reason
-            assert timeout_s <= idle_s <= expiry_s, idle_s
+            assert timeout_s - SLACK_BEFORE_S <= idle_s < timeout_s + LATE_BY_S, idle_s
             # its HTTP session went with it: the slot is free again
             assert http("POST", f"{url}/sessions/{sid}/reset", "{}")[0] == 404
             status, body = http("POST", f"{url}/sessions")
@@ -155,7 +161,7 @@ def test_idle_sockets_are_closed_and_free_their_sessions_so_max_sessions_is_not_
             closed = wait_closed(own, 4 * expiry_s)
             idle_s = time.monotonic() - idle_since
             assert closed is not None and closed.code == IDLE_CLOSE_CODE, f"still open after {idle_s:.1f} s"
-            assert timeout_s <= idle_s <= expiry_s, idle_s
+            assert timeout_s - SLACK_BEFORE_S <= idle_s < timeout_s + LATE_BY_S, idle_s
         deadline = time.monotonic() + 4 * expiry_s  # the new HTTP session expires too (no socket): nothing is held
         while http("GET", f"{url}/sessions")[1]["active_sessions"] and time.monotonic() < deadline:
             time.sleep(reap_interval(timeout_s) / 4)
