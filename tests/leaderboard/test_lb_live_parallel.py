@@ -181,8 +181,10 @@ def test_the_output_budget_is_the_runs_across_its_parallel_episodes(tmp_path: Pa
     store.engine.dispose()
 
 
+@pytest.mark.slow
 def test_a_parallel_run_expires_when_no_episode_progresses_and_closes_its_envs(tmp_path: Path) -> None:
-    app = _app(tmp_path, live_idle_seconds=1.5)
+    idle = 3.0  # a step every idle / 3 keeps the run open with 2 s to spare on a loaded machine
+    app = _app(tmp_path, live_idle_seconds=idle)
     store, manager = app.extensions["sapo_gym"]["store"], app.extensions["sapo_gym"]["live"]
     client, auth = app.test_client(), {"Authorization": f"Bearer {store.create_token('a')[1]}"}
     run_id = client.post("/api/v1/live/runs", json={**START, "parallel": 3}, headers=auth).json["run_id"]
@@ -196,10 +198,10 @@ def test_a_parallel_run_expires_when_no_episode_progresses_and_closes_its_envs(t
         real = env.close
         env.close = lambda real=real, i=i: (closed.append(i), real())
     for turn in range(3):  # progress on episode 1 alone keeps the run open past the idle time; episode 0 waits
-        time.sleep(0.75)
+        time.sleep(idle / 3)
         answer = client.post(f"{base}/step", json={"output": "<action>look</action>", "turn": turn, "episode": 1}, headers=auth)
         assert answer.status_code == 200, answer.json
-    time.sleep(1.8)
+    time.sleep(idle + 0.3)  # no progress for longer than idle: the next request's sweep expires the run
     gone = client.post(f"{base}/step", json={"output": "<action>look</action>", "turn": 0, "episode": 0}, headers=auth)
     assert gone.status_code == 404 and "expired" in gone.json["message"]
     assert sorted(closed) == [0, 1] and run_id not in manager._runs

@@ -68,7 +68,7 @@ def test_pool_records_match_lockstep_in_plan_order_whatever_the_completion_order
             assert t["prompt_tokens"] is not None and t["finish_reason"] == "stop"
             t.update(prompt_tokens=None, completion_tokens=None, finish_reason=None)
     assert pooled_dicts == _strip(batched)
-    assert agent.most == 4  # never more than the pool's width
+    assert 1 < agent.most <= 4  # requests overlapped, never more than the pool's width (how many at once: the scheduler's)
     expected = sorted(turn_seed(j, k) for j, r in zip(jobs, pooled) for k in range(r.steps))
     assert sorted(agent.seeds) == expected  # a seed per (episode, turn): independent of the order
 
