@@ -49,11 +49,13 @@ def body_seconds(max_upload_bytes: int) -> float:
 
 
 class _DeadlineSocket:
-    """The connection's socket as the body's reader sees it: a receive waits at most until the deadline
-    (or the server's per-read timeout, if sooner, which raises as before); past the deadline the body ends."""
+    """The connection's socket as a reader sees it: a receive waits at most until the deadline (or the server's
+    per-read timeout, if sooner, which raises as before). Past the deadline the stream ends (the body's reader
+    stops, and read_body answers 408), or with ``raise_at_deadline`` the read times out (werkzeug then drops
+    the connection, as it does for a stalled one: the request line and headers)."""
 
-    def __init__(self, sock: socket.socket, deadline: float):
-        self._sock, self.deadline, self.expired = sock, deadline, False
+    def __init__(self, sock: socket.socket, deadline: float, raise_at_deadline: bool = False):
+        self._sock, self.deadline, self.expired, self.raise_at_deadline = sock, deadline, False, raise_at_deadline
 
     def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
         remaining = self.deadline - time.monotonic()
@@ -68,7 +70,9 @@ class _DeadlineSocket:
             finally:
                 self._sock.settimeout(timeout)
         self.expired = True
-        return 0  # end of stream: the reader stops, and read_body answers 408
+        if self.raise_at_deadline:
+            raise TimeoutError("the deadline passed")
+        return 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sock, name)
@@ -214,29 +218,6 @@ class RateLimiter:
         return 1.0 + body_bytes / float(1 << 20)
 
 
-class _HeaderDeadlineSocket:
-    """The connection's socket while a request line and its headers are read: every receive waits at most
-    until the deadline (or the per-read timeout, if sooner); past it the read times out and werkzeug drops
-    the connection, as it does for a stalled one."""
-
-    def __init__(self, sock: socket.socket, deadline: float):
-        self._sock, self.deadline = sock, deadline
-
-    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("the request line and headers did not arrive in time")
-        timeout = self._sock.gettimeout()
-        self._sock.settimeout(remaining if timeout is None else min(timeout, remaining))
-        try:
-            return self._sock.recv_into(buffer, nbytes, flags)
-        finally:
-            self._sock.settimeout(timeout)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sock, name)
-
-
 def request_handler(timeout: float, header_timeout: float | None = None) -> type:
     """werkzeug's request handler with a socket timeout: a client that stalls (slowloris, a dead
     link) for ``timeout`` seconds on a read or write is disconnected instead of holding a thread; and,
@@ -250,13 +231,13 @@ def request_handler(timeout: float, header_timeout: float | None = None) -> type
             raw = getattr(self.rfile, "raw", None)
             guarded = header_timeout is not None and header_timeout > 0 and isinstance(raw, socket.SocketIO)
             if guarded:
-                raw._sock = _HeaderDeadlineSocket(self.connection, time.monotonic() + float(header_timeout))  # type: ignore[union-attr]
+                raw._sock = _DeadlineSocket(self.connection, time.monotonic() + float(header_timeout), raise_at_deadline=True)  # type: ignore[union-attr]
             super().handle_one_request()
 
         def parse_request(self) -> bool:
             ok = super().parse_request()  # the headers are read: the body's reader sees the plain socket again
             raw = getattr(self.rfile, "raw", None)
-            if isinstance(getattr(raw, "_sock", None), _HeaderDeadlineSocket):
+            if isinstance(getattr(raw, "_sock", None), _DeadlineSocket):
                 raw._sock = self.connection  # type: ignore[union-attr]
             return ok
 
