@@ -166,17 +166,14 @@ class _Tally:
 
 
 def _play_episode(agent: Any, session: LiveSession, tally: _Tally, name_episode: bool) -> None:
-    from sapo_gym.pool import Job, turn_seed
+    from sapo_gym.pool import Job, as_reply, turn_seed
 
     obs, info, dealt = session.reset()
     job = Job(int(dealt["seed"]), int(dealt.get("slot", 0)), str(dealt["task_id"]))
     episode = dealt["episode"] if name_episode else None
     turn = 0
     while not tally.stop.is_set():
-        reply = agent.respond(obs, info, turn_seed(job, turn))
-        output = reply.get("output") if isinstance(reply, dict) else reply
-        if not isinstance(output, str):
-            raise TypeError(f"respond returned no 'output' string: {str(reply)[:200]}")
+        output = as_reply(agent.respond(obs, info, turn_seed(job, turn)))["output"]
         answer = session.step(output, turn, episode)
         turn += 1
         if tally.turn(answer, turn):

@@ -60,14 +60,14 @@ def _open_log(args: argparse.Namespace, run: dict[str, Any]) -> Any:
     return EpisodeLog.open(path, run, resume=args.resume)
 
 
-def _resume_hint(log: Any, done: int, total: int) -> str:
+def _resume_hint(log: Any, total: int) -> str:
     if log is None:
         return "nothing was saved (no --episodes-log, --out or --json)"
     command = recorded_command(sys.argv) or "the same sapo-gym evaluate command"
-    return f"{done} of {total} episodes are saved in {log.path}; continue with: {command} --resume"
+    return f"{len(log.done)} of {total} episodes are saved in {log.path}; continue with: {command} --resume"
 
 
-def _play(agent: Any, envs: list, jobs: list, log: Any, config: AgentConfig, label: str) -> list:
+def _play(agent: Any, envs: list, jobs: list, log: Any, label: str) -> list:
     from sapo_gym.accounting import Progress
     from sapo_gym.pool import EvaluationAborted, run_episodes
 
@@ -79,10 +79,10 @@ def _play(agent: Any, envs: list, jobs: list, log: Any, config: AgentConfig, lab
     except EvaluationAborted as exc:
         if log is not None:
             log.error(exc.job.seed, exc.job.slot, exc.job.task_id, str(exc.cause))
-        print(f"\nerror: {exc}\n{_resume_hint(log, len(log.done) if log else 0, len(jobs))}", file=sys.stderr)
+        print(f"\nerror: {exc}\n{_resume_hint(log, len(jobs))}", file=sys.stderr)
         raise SystemExit(1) from None
     except KeyboardInterrupt:
-        print(f"\n{_resume_hint(log, len(log.done) if log else 0, len(jobs))}", file=sys.stderr)
+        print(f"\n{_resume_hint(log, len(jobs))}", file=sys.stderr)
         raise
     finally:
         progress.close()
@@ -153,7 +153,7 @@ def run_evaluation(args: argparse.Namespace, env_kwargs: dict[str, Any]) -> int:
         agent = load_for_harness(args.agent, seed=seeds[0] if seeds else 0, process=args.agent_process, config=config)
         lockstep = None if answers_one_at_a_time(agent) else width
         log = _open_log(args, run_identity(args, env_kwargs, config, spec_fields, spec_hash, ids, seeds, mode, lockstep))
-        records = _play(agent, envs, plan(ids, seeds, mode), log, config, f"evaluate {args.env}")
+        records = _play(agent, envs, plan(ids, seeds, mode), log, f"evaluate {args.env}")
     finally:
         for env in envs:
             env.close()

@@ -21,6 +21,7 @@ A failed request (the agent raised: a server that stayed down past the retry bud
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 import time
@@ -32,9 +33,9 @@ from typing import Any, Callable, Iterable, Sequence
 import gymnasium as gym
 
 from sapo_gym.core import public_info
-from sapo_gym.evaluation import EVERY_TASK, EpisodeRecord, EvaluationMode, is_privileged, new_record, record_step, run_batch
+from sapo_gym.evaluation import EVERY_TASK, EpisodeRecord, EvaluationMode, batches, is_privileged, new_record, record_step, run_batch
 
-__all__ = ["Job", "plan", "turn_seed", "answers_one_at_a_time", "run_pool", "run_lockstep", "run_episodes", "EvaluationAborted"]
+__all__ = ["Job", "plan", "turn_seed", "answers_one_at_a_time", "as_reply", "run_pool", "run_lockstep", "run_episodes", "EvaluationAborted"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,14 @@ def answers_one_at_a_time(agent: Any) -> bool:
     return callable(getattr(agent, "respond", None))
 
 
+def as_reply(reply: Any) -> dict[str, Any]:
+    """``respond``'s answer as a dict (a bare string is its ``output``); TypeError without an ``output`` string."""
+    reply = dict(reply) if isinstance(reply, dict) else {"output": reply}
+    if not isinstance(reply.get("output"), str):
+        raise TypeError(f"respond returned no 'output' string: {str(reply)[:200]}")
+    return reply
+
+
 def _worker(agent: Any, work: queue.Queue, results: queue.Queue, clock: Callable[[], float]) -> None:
     while True:
         item = work.get()
@@ -81,10 +90,7 @@ def _worker(agent: Any, work: queue.Queue, results: queue.Queue, clock: Callable
         index, observation, info, seed = item
         start = clock()
         try:
-            reply = agent.respond(observation, info, seed)
-            reply = dict(reply) if isinstance(reply, dict) else {"output": reply}
-            if not isinstance(reply.get("output"), str):
-                raise TypeError(f"respond returned no 'output' string: {str(reply)[:200]}")
+            reply = as_reply(agent.respond(observation, info, seed))
             reply.setdefault("latency_s", clock() - start)
             results.put((index, reply, None))
         except BaseException as exc:  # handed to the calling thread, which ends the run
@@ -159,15 +165,12 @@ class _TurnsOnly:
 
 
 def _chunks(jobs: Sequence[Job], size: int) -> Iterable[list[Job]]:
-    """Consecutive batches of one seed, at most ``size`` jobs, none holding a task twice (agents may keep per-task memory)."""
-    batch: list[Job] = []
-    for job in jobs:
-        if batch and (len(batch) == size or job.seed != batch[0].seed or any(j.task_id == job.task_id for j in batch)):
-            yield batch
-            batch = []
-        batch.append(job)
-    if batch:
-        yield batch
+    """Consecutive batches of one seed, as :func:`~sapo_gym.evaluation.batches` cuts that seed's tasks."""
+    for _, group in itertools.groupby(jobs, key=lambda job: job.seed):
+        rest = list(group)
+        for batch in batches([job.task_id for job in rest], size):
+            chunk, rest = rest[: len(batch)], rest[len(batch):]
+            yield chunk
 
 
 def run_lockstep(agent: Any, envs: Sequence[gym.Env], jobs: Sequence[Job], on_end: Callable[[Job, EpisodeRecord], None] | None = None,

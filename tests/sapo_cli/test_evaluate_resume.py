@@ -74,14 +74,26 @@ def _assert_same(ref: Path, cut: Path) -> None:
     assert (cut / "b.json.episodes.jsonl").read_bytes().endswith(b"\n")
 
 
+def _cut(tmp_path: Path) -> Path:
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    return cut
+
+
+def _resume_matches(ref: Path, cut: Path, agent: str) -> None:
+    """Resume the run in ``cut`` to its end: the same outputs as the uninterrupted run in ``ref``."""
+    final = _run(cut, agent, "--resume")
+    assert final.returncode == 0, final.stderr
+    _assert_same(ref, cut)
+
+
 @pytest.mark.slow
 def test_sigkill_at_seeded_points_then_resume_equals_an_uninterrupted_run(tmp_path: Path) -> None:
     ref = _reference(tmp_path, POOL_AGENT)
     bundle = json.loads((ref / "b.json").read_text())
     assert 0 < bundle["aggregates"]["all"]["success"] < 1  # the scripted agent wins some, loses some
     assert bundle["created"] == "2026-01-01T00:00:00+00:00" and "--resume" not in bundle["evaluation"]["command"]
-    cut = tmp_path / "cut"
-    cut.mkdir()
+    cut = _cut(tmp_path)
     rng = random.Random(26)
     points = sorted(rng.sample(range(2, 33), 4))  # 32 episodes + the header: kill after 1 .. 31 episodes
     for n, lines in enumerate(points):
@@ -90,9 +102,7 @@ def test_sigkill_at_seeded_points_then_resume_equals_an_uninterrupted_run(tmp_pa
         assert not (cut / "b.json").exists()
     with (cut / "b.json.episodes.jsonl").open("ab") as fh:  # a kill in the middle of a write leaves a torn line
         fh.write(b'{"seed": 1, "slot": 15, "task_id": "vault-te')
-    final = _run(cut, POOL_AGENT, "--resume")
-    assert final.returncode == 0, final.stderr
-    _assert_same(ref, cut)
+    _resume_matches(ref, cut, POOL_AGENT)
     records = [json.loads(line) for line in (cut / "b.json.episodes.jsonl").read_text().splitlines()[1:]]
     assert len({(r["seed"], r["slot"]) for r in records}) == len(records) == 32  # nothing played twice
 
@@ -100,29 +110,23 @@ def test_sigkill_at_seeded_points_then_resume_equals_an_uninterrupted_run(tmp_pa
 @pytest.mark.slow
 def test_ctrl_c_leaves_a_consistent_log_and_exits_130_then_resume_finishes(tmp_path: Path) -> None:
     ref = _reference(tmp_path, POOL_AGENT)
-    cut = tmp_path / "cut"
-    cut.mkdir()
+    cut = _cut(tmp_path)
     proc = _start_and_stop(cut, POOL_AGENT, 6, signal.SIGINT, resume=False)
     stderr = proc.stderr.read()
     assert proc.returncode == 130, stderr
     assert "--resume" in stderr and "episodes are saved in" in stderr
     data = (cut / "b.json.episodes.jsonl").read_bytes()
     assert data.endswith(b"\n") and all(json.loads(line) for line in data.splitlines())
-    final = _run(cut, POOL_AGENT, "--resume")
-    assert final.returncode == 0, final.stderr
-    _assert_same(ref, cut)
+    _resume_matches(ref, cut, POOL_AGENT)
 
 
 @pytest.mark.slow
 def test_a_batch_agent_killed_in_lockstep_resumes_to_the_same_bundle(tmp_path: Path) -> None:
     ref = _reference(tmp_path, BATCH_AGENT)
-    cut = tmp_path / "cut"
-    cut.mkdir()
+    cut = _cut(tmp_path)
     proc = _start_and_stop(cut, BATCH_AGENT, 9, signal.SIGKILL, resume=False)
     assert proc.returncode == -signal.SIGKILL
-    final = _run(cut, BATCH_AGENT, "--resume")
-    assert final.returncode == 0, final.stderr
-    _assert_same(ref, cut)
+    _resume_matches(ref, cut, BATCH_AGENT)
 
 
 def test_resume_refuses_a_log_of_another_run_naming_the_difference(tmp_path: Path) -> None:
