@@ -23,7 +23,7 @@ from typing import Any
 
 from sapo_gym.alfworld import TASK_TYPES
 from sapo_gym.alfworld.catalog import EMBEDDED_MINI, EMBEDDED_MINI_SET, EMBEDDED_SET, Catalog, GameRecord
-from sapo_gym.private import check_seed, derive
+from sapo_gym.private import derive
 
 __all__ = ["DEFAULT_PRIVATE_GAMES", "MINI_LIMITS", "game_key", "private_catalog", "private_games", "public_game_keys"]
 
@@ -56,7 +56,7 @@ def private_games(seed: str, n_games: int, mini: bool = True, workers: int = 1) 
     if n_games < 1:
         raise ValueError("private_games must be >= 1")
     k, d = MINI_LIMITS if mini else (None, None)
-    rng_seed = "private-" + derive(check_seed(seed), "alfworld-mini" if mini else "alfworld")
+    rng_seed = "private-" + derive(seed, "alfworld-mini" if mini else "alfworld")
     public = public_game_keys()
     games = [g for g in generate({_SCENES: n_games}, seed=rng_seed, workers=workers, max_receptacles=k, max_distractors=d)
              if game_key(g) not in public]

@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Awaitable, Callable
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["BodyDeadline", "DEFAULT_BODY_TIMEOUT_S"]
 
 DEFAULT_BODY_TIMEOUT_S = 30.0
 """The largest body the server reads (``FRAME_READ_LIMIT``, 3.25 MiB) at 128 KiB/s takes 26 s: a slow honest
 link fits, a client dripping bytes is cut off within half a minute."""
-
-Message = dict[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 
 
 class _TooLarge(Exception):
@@ -39,10 +37,10 @@ class BodyDeadline:
     """ASGI middleware: an HTTP request body must arrive within ``seconds`` of its headers, and be at most
     ``limit`` bytes (see the module docstring); ``seconds`` None or 0 turns the deadline off."""
 
-    def __init__(self, app: Any, seconds: float | None, limit: int):
+    def __init__(self, app: ASGIApp, seconds: float | None, limit: int):
         self.app, self.seconds, self.limit = app, seconds or None, limit
 
-    async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

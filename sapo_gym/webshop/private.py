@@ -18,7 +18,7 @@ import json
 import random
 from dataclasses import replace
 
-from sapo_gym.private import check_seed, derive
+from sapo_gym.private import derive
 from sapo_gym.webshop.catalog import SHUFFLE_SEED, Catalog, Goal, GoalSplit, _price_cap
 from sapo_gym.webshop.generate import PRODUCT_TYPES, _instruction
 
@@ -40,8 +40,10 @@ def _text(goal: Goal) -> str:
     return goal.instruction_text.split(", and price lower than")[0].strip(" .").lower()
 
 
-def public_goal_keys(num_products: int | None, catalog_seed: int) -> tuple[set, set[str]]:
-    """(keys, instruction texts) of every public goal of the generated catalog (human and synthetic goal sets)."""
+@functools.lru_cache(maxsize=2)
+def public_goal_keys(num_products: int | None, catalog_seed: int) -> tuple[frozenset, frozenset[str]]:
+    """(keys, instruction texts) of every public goal of the generated catalog (human and synthetic goal sets),
+    computed once per process and catalog."""
     from sapo_gym.webshop.catalog import GOAL_SPLITS
     from sapo_gym.webshop.dataset import load_catalog
 
@@ -52,7 +54,7 @@ def public_goal_keys(num_products: int | None, catalog_seed: int) -> tuple[set, 
                               goal_seed=spec[1])
         keys |= {goal_key(g) for g in public.goals}
         texts |= {_text(g) for g in public.goals}
-    return keys, texts
+    return frozenset(keys), frozenset(texts)
 
 
 def _draw(rng: random.Random, shop: Catalog) -> Goal:
@@ -74,9 +76,10 @@ def private_catalog(seed: str, n_goals: int = DEFAULT_PRIVATE_GOALS, num_product
 
     if n_goals < 1:
         raise ValueError("private_goals must be >= 1")
+    rng = random.Random(derive(seed, f"webshop:{num_products}:{catalog_seed}"))  # derive checks the seed
     shop = load_catalog(None, num_products=num_products, human_goals=True, seed=catalog_seed, goal_seed=SHUFFLE_SEED)
-    taken, texts = public_goal_keys(num_products, catalog_seed)
-    rng = random.Random(derive(check_seed(seed), f"webshop:{num_products}:{catalog_seed}"))
+    public_keys, public_texts = public_goal_keys(num_products, catalog_seed)
+    taken, texts = set(public_keys), set(public_texts)
     goals: list[Goal] = []
     for _ in range(n_goals):
         for _ in range(_MAX_DRAWS):
