@@ -159,8 +159,9 @@ def detail(submission_id: int) -> Response:
 def bundle(submission_id: int) -> Response:
     # the stored canonical JSON as it is: no parse and re-serialization of a bundle of up to 64 MiB
     row = _row(submission_id)
-    if private.withheld(row.split):
-        return _error(403, private.withheld(row.split) or "", "withheld")
+    withheld = private.withheld(row.split)
+    if withheld:
+        return _error(403, withheld, "withheld")
     return Response(gzip.decompress(row.bundle_gz), mimetype="application/json")
 
 

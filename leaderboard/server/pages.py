@@ -77,9 +77,10 @@ def board(spec_hash: str) -> Any:
 @pages.get("/submission/<int:submission_id>")
 def submission(submission_id: int) -> Any:
     row, bundle = _submission(submission_id)
-    if private.withheld(row.split):  # unseen games: aggregates only, no episode list, no comparison
+    withheld = private.withheld(row.split)
+    if withheld:  # unseen games: aggregates only, no episode list, no comparison
         bundle = {**bundle, "episodes": []}
-    others = [r for r in _ctx()["store"].submissions(row.spec_hash) if r.id != row.id and not private.withheld(row.split)]
+    others = [] if withheld else [r for r in _ctx()["store"].submissions(row.spec_hash) if r.id != row.id]
     marks = _ctx()["store"].marks([row])[row.id]
     live_runs = _ctx()["live"].counts(row.token_id, row.spec_hash) if marks["live"] and row.token_id is not None else None
     pages_total = max(1, -(-len(bundle["episodes"]) // summaries.PAGE))
@@ -88,7 +89,7 @@ def submission(submission_id: int) -> Any:
     return render_template("submission.html", row=row, bundle=bundle, chart=category_bars(bundle["aggregates"]),
                            score_chart=category_bars(bundle["aggregates"], "score"), others=others,
                            episodes=bundle["episodes"][first:first + summaries.PAGE], first=first, page=page, pages=pages_total,
-                           marks=marks, live_runs=live_runs, withheld=private.withheld(row.split))
+                           marks=marks, live_runs=live_runs, withheld=withheld)
 
 
 @pages.get("/submission/<int:submission_id>/episode/<int:index>")

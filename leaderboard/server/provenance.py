@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from leaderboard.server.db import EpisodeOwner, HarnessClaim, Migration, Provenance, Submission
 from leaderboard.server.works import WORKS_VERSION, episode_works, works_digest
 
-__all__ = ["EpisodesClaimed", "works_of", "episodes_digest", "migrate", "check_owner", "record", "marks", "reserved_name"]
+__all__ = ["EpisodesClaimed", "works_of", "migrate", "check_owner", "record", "marks", "reserved_name"]
 
 DIGEST_VERSION = WORKS_VERSION
 """The :class:`Migration` that re-keyed a database's owners with today's works (:mod:`leaderboard.server.works`)."""
@@ -52,11 +52,6 @@ class EpisodesClaimed(Exception):
 def works_of(bundle: Mapping[str, Any]) -> list[str]:
     """The bundle's distinct episode works (:func:`leaderboard.server.works.episode_works`)."""
     return episode_works(bundle)
-
-
-def episodes_digest(bundle: Mapping[str, Any]) -> str:
-    """One digest of the bundle's whole work (the provenance record's ``episodes_digest``)."""
-    return works_digest(episode_works(bundle))
 
 
 def _owners(s: Session, works: Sequence[str]) -> dict[str, EpisodeOwner]:
@@ -117,7 +112,8 @@ def check_owner(s: Session, works: Sequence[str], token_id: int | None) -> None:
 
 def _claim(s: Session, submission_id: int, works: Sequence[str], token_id: int | None) -> None:
     """Own the works nobody owns yet (a savepoint: losing a race keeps the submission's transaction)."""
-    free = [w for w in works if w not in _owners(s, works)]
+    owned = _owners(s, works)  # once: not one lookup of every work per work
+    free = [w for w in works if w not in owned]
     with s.begin_nested():
         s.add_all(EpisodeOwner(digest=w, token_id=token_id, submission_id=submission_id) for w in free)
 
