@@ -64,9 +64,12 @@ def test_polling_tokens_cannot_keep_every_live_slot(tmp_path: Path) -> None:
     store, client, live = app.extensions["sapo_gym"]["store"], app.test_client(), app.extensions["sapo_gym"]["live"]
     auth = [{"Authorization": f"Bearer {store.create_token(f'token {k}')[1]}"} for k in range(5)]
     start = {"env_id": "sapo/Vault-v0", "split": "test", "agent": {"name": "x"}}
+    # a run's idle clock starts when it is opened, so no run can expire sooner than `idle` after `began` (taken before
+    # the first is opened; CI once took it after all four and measured 1.998 s); the rest only bounds the wait
+    # (a loaded 2-core machine); the old server refused forever
+    began = time.monotonic()
     runs = {k: client.post("/api/v1/live/runs", json=start, headers=auth[k]).json["run_id"] for k in range(4)}
-    # expiry comes after `idle`; the rest only bounds the wait (a loaded 2-core machine); the old server refused forever
-    began, deadline = time.monotonic(), time.monotonic() + idle + 15
+    deadline = time.monotonic() + idle + 15
     refusals = 0
     while True:
         assert time.monotonic() < deadline, f"the fifth token was refused {refusals} times in {idle + 15} s"
