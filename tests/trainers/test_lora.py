@@ -140,15 +140,29 @@ def test_merged_weights_are_a_plain_model_computing_the_same(tied, tmp_path):
         torch.testing.assert_close(plain.logits(ids, mask), policy.logits(ids, mask), rtol=0, atol=1e-5)
 
 
-def test_full_state_dict_and_export_are_merged(make_trainer, tmp_path):
+def test_full_state_dict_and_export_are_merged(make_trainer, tmp_path, monkeypatch):
+    """The export and the vLLM push (``strategy.full_state_dict``) write the same merged tensors, bit for bit."""
     from agents.policy import PolicyModel
     from trainers.export import export_policy
+    from trainers.lora import base_model, merged_state_dict
 
     trainer = make_trainer("sapo", lr=1e-2, **LORA)
     trainer.run_iteration()
     weights = trainer.strategy.full_state_dict(trainer.actor)  # what a vLLM push receives
     assert not any("lora_" in k or "base_layer" in k for k in weights)
+    base = type(base_model(trainer.policy.model))
+    written: dict[str, torch.Tensor] = {}
+    save = base.save_pretrained
+
+    def spy(self, path, **kwargs):  # the state dict the export hands to save_pretrained
+        written.update(kwargs["state_dict"])
+        return save(self, path, **kwargs)
+
+    monkeypatch.setattr(base, "save_pretrained", spy)
     export_policy(trainer, tmp_path / "final")
+    assert written.keys() == weights.keys() and all(torch.equal(written[k], weights[k]) for k in weights)  # one merge
+    merged = merged_state_dict(trainer.policy.model)
+    assert merged.keys() == weights.keys() and all(torch.equal(merged[k], weights[k]) for k in weights)
     assert not (tmp_path / "final" / "adapter_config.json").exists()
     loaded = PolicyModel.from_pretrained(tmp_path / "final")
     ids = torch.randint(0, 2000, (2, 9))
