@@ -12,6 +12,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from agents.logits import mask_value_tokens  # noqa: E402
+from tests.support import core_algos_reference as ref  # noqa: E402
 from trainers import core_algos as ca  # noqa: E402
 
 T, F = True, False
@@ -84,7 +85,7 @@ def test_turn_gae_hand_computed():
     #         d0 = 0 + 0.9*0.4 - 0.2 = 0.16      A0 = 0.16 + 0.45*(-0.4) = -0.02
     adv = ca.turn_gae(REWARDS, VALUES, DONES, MASK, gamma=0.9, lam=0.5)
     assert close(adv, [[0.1345, 0.21, 0.2], [-0.02, -0.4, 0.0]])
-    assert close(ca.turn_gae_loop(REWARDS, VALUES, DONES, MASK, 0.9, 0.5), adv)
+    assert close(ref.turn_gae_loop(REWARDS, VALUES, DONES, MASK, 0.9, 0.5), adv)
 
 
 def test_gae_done_stops_bootstrap_and_lambda_one_is_monte_carlo():
@@ -103,7 +104,7 @@ def test_sarsa_targets_hand_computed():
     # traj 1 (truncated): y1 = 0 + 0.9*0 = 0, y0 = 0.9*0.4 = 0.36
     y = ca.sarsa_targets(REWARDS, QS, DONES, MASK, gamma=0.9)
     assert close(y, [[0.63, 0.81, 1.0], [0.36, 0.0, 0.0]])
-    assert close(ca.sarsa_targets_loop(REWARDS, QS, DONES, MASK, 0.9), y)
+    assert close(ref.sarsa_targets_loop(REWARDS, QS, DONES, MASK, 0.9), y)
 
 
 def _random_grid(seed: int, n: int, h: int):
@@ -128,9 +129,9 @@ def test_gae_and_sarsa_loop_equals_vectorized(seed, n, h, gamma, lam):
     # (hypothesis draws new grids each run: the bound is per grid, not a constant that held on the ones seen)
     scale = float((rewards.abs() + 2 * values.abs()).sum(1).max())
     assert torch.allclose(ca.turn_gae(rewards, values, dones, mask, gamma, lam),
-                          ca.turn_gae_loop(rewards, values, dones, mask, gamma, lam), rtol=0, atol=(4 + 2 * h) * U * scale)
+                          ref.turn_gae_loop(rewards, values, dones, mask, gamma, lam), rtol=0, atol=(4 + 2 * h) * U * scale)
     assert torch.allclose(ca.sarsa_targets(rewards, values, dones, mask, gamma),
-                          ca.sarsa_targets_loop(rewards, values, dones, mask, gamma), rtol=0,
+                          ref.sarsa_targets_loop(rewards, values, dones, mask, gamma), rtol=0,
                           atol=4 * U * float(rewards.abs().max() + values.abs().max()))
 
 
@@ -210,7 +211,7 @@ def test_rloo_advantages_hand_computed():
     groups = torch.tensor([0, 0, 0, 7, 7, 7, 7, 9])
     want = [0.5, -1.0, 0.5, 4 / 3, -2 / 3, -2 / 3, 0.0, 0.3]
     assert close(ca.rloo_advantages(returns, groups), want)
-    assert close(ca.rloo_advantages_loop(returns, groups), want)
+    assert close(ref.rloo_advantages_loop(returns, groups), want)
     # leave-one-out = G/(G-1) times the mean-centred return: [1, 0, 1] centred [1/3, -2/3, 1/3] * 3/2
     assert close(ca.rloo_advantages(returns[:3], groups[:3]), ca.grpo_advantages(returns[:3], groups[:3], scale_by_std=False) * 1.5)
 
@@ -234,7 +235,7 @@ def test_gigpo_step_returns_hand_computed():
     r, traj, turn, _, _ = _grid()
     want = [0.25, 0.0, 1.0, 0.5, 0.0, 1.0, 0.0, 0.5, 1.0, 0.0, 0.0]  # row order of GRID
     assert close(ca.discounted_returns(r, traj, turn, 0.5), want)
-    assert close(ca.discounted_returns_loop(r, traj, turn, 0.5), want)
+    assert close(ref.discounted_returns_loop(r, traj, turn, 0.5), want)
 
 
 def test_gigpo_advantages_hand_computed_mean_norm():
@@ -248,7 +249,7 @@ def test_gigpo_advantages_hand_computed_mean_norm():
     #   C0 1/3 + 0.3125 = 0.645833, C1 1/3 + 0.25 = 0.583333; D0 1/2 + 2/3 = 1.166667; E0 = E1 = -1/2 - 1/3 = -0.833333
     args = _grid()
     want = [0.395833, -0.854167, 0.583333, 0.083333, -0.854167, 1 / 3, -2 / 3, 0.645833, 7 / 6, -5 / 6, -5 / 6]
-    for fn in (ca.gigpo_advantages, ca.gigpo_advantages_loop):
+    for fn in (ca.gigpo_advantages, ref.gigpo_advantages_loop):
         assert close(fn(*args, gamma=0.5, step_weight=1.0, scale_by_std=False, stats_across_steps=False), want, tol=1e-5)
     # omega = 0 is GRPO's mean-only advantage broadcast to the turns
     episode = [1 / 3, -2 / 3, 1 / 3, 1 / 3, -2 / 3, 1 / 3, -2 / 3, 1 / 3, 0.5, -0.5, -0.5]
@@ -267,7 +268,7 @@ def test_gigpo_advantages_hand_computed_mean_std_norm():
     args = _grid()
     want = [0.838467, -1.938050, 1.284457, -0.129757, -1.938050, 0.577350, -1.154701, 1.882933, 1.861807, -1.284457,
             -1.284457]
-    for fn in (ca.gigpo_advantages, ca.gigpo_advantages_loop):
+    for fn in (ca.gigpo_advantages, ref.gigpo_advantages_loop):
         assert close(fn(*args, gamma=0.5, step_weight=1.0, scale_by_std=True, eps=0.0, stats_across_steps=False), want, tol=1e-5)
     # omega scales the step term only: A0 with omega 0.5 = 0.577350 + 0.5·0.261116
     assert close(ca.gigpo_advantages(*args, gamma=0.5, step_weight=0.5, scale_by_std=True, eps=0.0,
@@ -279,7 +280,7 @@ def test_gigpo_episode_statistics_across_steps():
     # group 1: [1 (D), 0, 0 (E)]: mean 1/3 -> D 2/3, E -1/3. omega 0 leaves the episode term alone.
     args = _grid()
     want = [3 / 8, -5 / 8, 3 / 8, 3 / 8, -5 / 8, 3 / 8, -5 / 8, 3 / 8, 2 / 3, -1 / 3, -1 / 3]
-    for fn in (ca.gigpo_advantages, ca.gigpo_advantages_loop):
+    for fn in (ca.gigpo_advantages, ref.gigpo_advantages_loop):
         assert close(fn(*args, step_weight=0.0, stats_across_steps=True), want)
 
 
@@ -312,11 +313,11 @@ def test_group_terms_see_the_penalty_before_their_statistics():
     #   = [6.766667, 6.766667, -6.966667, -6.566667]; group 1 [10, -0.3]: mean 4.85, n 2 -> 2·(s - 4.85) = [10.3, -10.3]
     want = [6.766667, 6.766667, -6.966667, -6.566667, 10.3, -10.3]
     entries = ca.group_entries(traj, turn, True)
-    for fn in (ca.rloo_advantages, ca.rloo_advantages_loop):
+    for fn in (ca.rloo_advantages, ref.rloo_advantages_loop):
         assert close(fn(scores, group, weights=entries), want, tol=1e-5)
     # per trajectory: group 0 entries are the first turns [10, -0.3]: mean 4.85, n 2 -> 2·(s - 4.85) on every row
     want = [10.3, 10.3, -10.3, -9.7, 10.3, -10.3]
-    for fn in (ca.rloo_advantages, ca.rloo_advantages_loop):
+    for fn in (ca.rloo_advantages, ref.rloo_advantages_loop):
         assert close(fn(scores, group, weights=ca.group_entries(traj, turn, False)), want, tol=1e-5)
     # GRPO across steps, group 0: deviations [5.075, 5.075, -5.225, -4.925], squares sum 103.0675, /3 -> std 5.861385
     adv = ca.grpo_advantages(scores, group, eps=0.0, weights=entries)
@@ -327,7 +328,7 @@ def test_group_terms_see_the_penalty_before_their_statistics():
     #   anchor {traj 0 turn 0, traj 1 turn 0}: [5, -0.3], mean 2.35 -> [2.65, -2.65]; singletons -> 0
     anchor = torch.tensor([0, 1, 0, 2, 0, 0]) + torch.tensor([0, 0, 0, 0, 10, 20])
     want = [5.075 + 2.65, 5.075, -5.225 - 2.65, -4.925, 5.15, -5.15]
-    for fn in (ca.gigpo_advantages, ca.gigpo_advantages_loop):
+    for fn in (ca.gigpo_advantages, ref.gigpo_advantages_loop):
         assert close(fn(r, traj, turn, group, anchor, gamma=0.5, penalty=pen), want, tol=1e-5)
 
 
@@ -359,9 +360,9 @@ def test_gigpo_and_rloo_loop_equals_vectorized(seed, n, groups, anchors, gamma, 
     # Same formulas in the same precision, summed in other orders: with B <= 60 rows and S = 1 + sum|r| bounding
     # every return, mean and deviation (gamma <= 1), each sum is within B·u·S of the other's (u = 2^-53), so the
     # mean-only terms agree to ~4·B·u·S·(1 + omega). The std mode divides deviations (error ~B·u·S, magnitude
-    # <= sqrt(B)·std) by std + 1e-6 whose own error is ~B·u·S: at most ~B·u·S·(1 + sqrt(B))/1e-6 per term. (In
-    # float32 a group of equal returns would leave deviations of rounding size over a std of rounding size: O(1)
-    # apart; in float64 those are ~1e-16·S over the 1e-6 floor.)
+    # <= sqrt(B)·std) by std + 1e-6 whose own error is ~B·u·S: at most ~B·u·S·(1 + sqrt(B))/1e-6 per term. (A
+    # group of equal returns is exactly 0 in the package, group_stats; the loop's float64 residue is ~1e-16·S over
+    # the 1e-6 floor.)
     penalty = 0.1 * (torch.rand(len(r), generator=torch.Generator().manual_seed(seed)) < 0.3).double()  # c_inv·m_t
     # the penalty enters scores and step returns: S = 1 + sum|r| + sum(penalty) still bounds every one of them
     b, s = len(r), 1.0 + float(r.abs().sum()) + float(penalty.sum())
@@ -369,12 +370,12 @@ def test_gigpo_and_rloo_loop_equals_vectorized(seed, n, groups, anchors, gamma, 
     tol = 4 * b * u64 * s * (1 + omega) * ((1 + math.sqrt(b)) / 1e-6 if std else 1.0)
     kwargs = dict(gamma=gamma, step_weight=omega, scale_by_std=std, stats_across_steps=across, penalty=penalty)
     vec = ca.gigpo_advantages(r, traj, turn, group, anchor, **kwargs)
-    ref = ca.gigpo_advantages_loop(r, traj, turn, group, anchor, **kwargs)
-    assert vec.dtype == torch.float64 and torch.allclose(vec, ref, rtol=0, atol=tol), (vec - ref).abs().max()
+    want = ref.gigpo_advantages_loop(r, traj, turn, group, anchor, **kwargs)
+    assert vec.dtype == torch.float64 and torch.allclose(vec, want, rtol=0, atol=tol), (vec - want).abs().max()
     scores, entries = ca.turn_scores(r, traj, penalty), ca.group_entries(traj, turn, across)
     # n/(n-1) <= 2 scales the centred score: twice the mean-only bound
     assert torch.allclose(ca.rloo_advantages(scores, group, weights=entries),
-                          ca.rloo_advantages_loop(scores, group, weights=entries), rtol=0, atol=8 * b * u64 * s)
+                          ref.rloo_advantages_loop(scores, group, weights=entries), rtol=0, atol=8 * b * u64 * s)
 
 
 def test_gigpo_advantages_invariant_to_row_order():

@@ -1,8 +1,12 @@
-"""Group baselines beside GRPO's: RLOO's leave-one-out baseline and GiGPO's anchor-state step advantage.
+"""The group estimators, which need no value model: GRPO, RLOO and GiGPO, with the scores and entries they share.
 
-Both need no value model: each trajectory is compared with the other rollouts of its task group (``G``
-rollouts of one task, ``group_ids``), as in :func:`~trainers.core_algos.advantages.grpo_advantages`.
+Each trajectory is compared with the other rollouts of its task group (``G`` rollouts of one task, ``group_ids``);
+every statistic comes from :func:`~trainers.core_algos.masked.group_stats` (one helper, exact for a group whose
+entries are all equal: such a group carries no signal and gets advantage exactly 0).
 
+* **GRPO** (Shao et al. 2024; verl's ``compute_grpo_outcome_advantage``): ``A_i = (s_i − mean_G)/(std_G + ε)``, std
+  Bessel-corrected, ε = 1e-6; ``scale_by_std=False`` keeps only ``s_i − mean_G`` (Dr. GRPO / ``mean_norm``). A group
+  whose statistics rest on one entry gets mean 0, std 1 (verl's convention): it keeps its raw score.
 * **RLOO** (REINFORCE leave-one-out; Kool et al. 2019, "Buy 4 REINFORCE samples, get a baseline for free!";
   Ahmadian et al. 2024, "Back to Basics"): ``A_i = R_i − (1/(G−1))·Σ_{j≠i} R_j``, the mean return of the
   *other* members of the group as baseline; no scaling. A group of one keeps its raw return (baseline 0, verl's
@@ -23,23 +27,25 @@ GiGPO's step returns alike). Group statistics are taken over *entries* (:func:`g
 (verl-agent's default ``compute_mean_std_cross_steps=True``), or one row per trajectory, its first turn (the row
 verl-agent's ``seen_pairs`` rule keeps when that flag is off). Every row's own score is then compared with them.
 
-Shapes: ``B`` turn rows, ``N`` trajectories. The ``*_loop`` functions are plain-Python references for the
-equivalence tests only.
+Shapes: ``B`` turn rows, ``N`` trajectories. Plain-Python references of these functions, for the equivalence
+tests, are in ``tests/support/core_algos_reference.py`` (not part of the package).
 """
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
-
 import torch
 from torch import Tensor
 
-from trainers.core_algos.advantages import grpo_advantages, trajectory_returns
-from trainers.core_algos.masked import gather_turns, scatter_turns
+from trainers.core_algos.masked import gather_turns, group_index, group_stats, group_sum, scatter_turns
 
-__all__ = ["turn_scores", "group_entries", "rloo_advantages", "rloo_advantages_loop", "discounted_returns", "discounted_returns_loop",
-           "anchor_advantages", "gigpo_advantages", "gigpo_advantages_loop"]
+__all__ = ["trajectory_returns", "turn_scores", "group_entries", "grpo_advantages", "rloo_advantages",
+           "discounted_returns", "anchor_advantages", "gigpo_advantages"]
+
+
+def trajectory_returns(rewards: Tensor, traj_ids: Tensor) -> Tensor:
+    """``(B,)`` turn rewards -> ``(B,)`` undiscounted return of each row's trajectory (broadcast back)."""
+    traj_of_row, n = group_index(traj_ids)
+    return group_sum(rewards, traj_of_row, n)[traj_of_row]
 
 
 def turn_scores(rewards: Tensor, traj_ids: Tensor, penalty: Tensor | None = None) -> Tensor:
@@ -62,20 +68,38 @@ def group_entries(traj_ids: Tensor, turn_idx: Tensor, across_steps: bool) -> Ten
     """
     if across_steps:
         return torch.ones(traj_ids.shape, dtype=torch.float32, device=traj_ids.device)
-    _, traj_of_row = torch.unique(traj_ids, return_inverse=True)
-    n = int(traj_of_row.max()) + 1 if traj_of_row.numel() else 0
+    traj_of_row, n = group_index(traj_ids)
     first = torch.full((n,), torch.iinfo(torch.long).max, dtype=torch.long, device=traj_ids.device)
     first = first.scatter_reduce(0, traj_of_row, turn_idx.to(torch.long), reduce="amin")
     return (turn_idx.to(torch.long) == first[traj_of_row]).float()
 
 
-def _first_rows(traj: list[int], turn: list[int]) -> set[int]:
-    """Row index of each trajectory's smallest turn (the loop references' per-trajectory entries)."""
-    best: dict[int, int] = {}
-    for i, t in enumerate(traj):
-        if t not in best or turn[i] < turn[best[t]]:
-            best[t] = i
-    return set(best.values())
+def grpo_advantages(
+    returns: Tensor,
+    group_ids: Tensor,
+    eps: float = 1e-6,
+    weights: Tensor | None = None,
+    scale_by_std: bool = True,
+) -> Tensor:
+    """Group-relative advantage ``(R − mean_G)/(std_G + ε)`` (std Bessel-corrected, as in verl).
+
+    Args:
+        returns: ``(N,)`` one score per entry (a trajectory's return, or a turn row's score).
+        group_ids: ``(N,)`` long, entries that played the same task share an id.
+        weights: ``(N,)`` optional counts. ``None`` gives the trajectory-level statistics of GRPO;
+            0/1 from :func:`group_entries` picks the rows of the statistics (every row gets an advantage);
+            each trajectory's number of turns gives verl-agent's "statistics across steps"
+            (``compute_mean_std_cross_steps=True``: every turn row enters the group's mean/std).
+        scale_by_std: ``False`` keeps only the mean subtraction (Dr. GRPO / verl-agent ``mean_norm``).
+
+    A group whose statistics rest on one entry gets mean 0, std 1 (verl's convention), so a singleton
+    trajectory keeps its raw return as advantage; a group of equal entries gets exactly 0 (:func:`group_stats`).
+    Returns ``(N,)``; the caller broadcasts to turns/tokens.
+    """
+    stats = group_stats(returns, group_ids, weights)
+    mean = torch.where(stats.count <= 1, torch.zeros_like(stats.mean), stats.mean)
+    centered = returns - mean
+    return centered / (stats.std + eps) if scale_by_std else centered
 
 
 def rloo_advantages(returns: Tensor, group_ids: Tensor, weights: Tensor | None = None) -> Tensor:
@@ -88,33 +112,13 @@ def rloo_advantages(returns: Tensor, group_ids: Tensor, weights: Tensor | None =
             ``compute_rloo_outcome_advantage`` over :func:`group_entries`); every entry gets an advantage.
 
     Returns ``(N,)``; a group of one entry keeps the raw score (baseline 0, verl's convention). Without weights
-    the advantages of a group sum to 0 (``Σ_i R_i − Σ_i (S − R_i)/(G−1) = S − S``).
+    the advantages of a group sum to 0 (``Σ_i R_i − Σ_i (S − R_i)/(G−1) = S − S``); a group of equal entries gets
+    exactly 0 (:func:`group_stats`).
     """
-    w = torch.ones_like(returns) if weights is None else weights.to(device=returns.device, dtype=returns.dtype)
-    _, g = torch.unique(group_ids.to(returns.device), return_inverse=True)
-    num_groups = int(g.max()) + 1 if g.numel() else 0
-    count = torch.zeros(num_groups, dtype=returns.dtype, device=returns.device).index_add_(0, g, w)
-    total = torch.zeros(num_groups, dtype=returns.dtype, device=returns.device).index_add_(0, g, w * returns)
-    n = count[g]
-    centred = returns - total[g] / n.clamp_min(1)
+    stats = group_stats(returns, group_ids, weights)
+    n = stats.count
+    centred = returns - stats.mean
     return torch.where(n > 1, centred * n / (n - 1).clamp_min(1), returns)
-
-
-def rloo_advantages_loop(returns: Tensor, group_ids: Tensor, weights: Tensor | None = None) -> Tensor:
-    """Reference RLOO in plain Python (for the equivalence test only)."""
-    members: dict[int, list[int]] = defaultdict(list)
-    entries: dict[int, list[float]] = defaultdict(list)
-    values = [float(r) for r in returns]
-    for i, g in enumerate(group_ids.tolist()):
-        members[g].append(i)
-        if weights is None or float(weights[i]) > 0:
-            entries[g].append(values[i])
-    out = [0.0] * len(returns)
-    for g, rows in members.items():
-        n = len(entries[g])
-        for i in rows:
-            out[i] = (values[i] - sum(entries[g]) / n) * n / (n - 1) if n > 1 else values[i]
-    return torch.tensor(out, dtype=returns.dtype)
 
 
 def discounted_returns(rewards: Tensor, traj_ids: Tensor, turn_idx: Tensor, gamma: float) -> Tensor:
@@ -134,20 +138,6 @@ def discounted_returns(rewards: Tensor, traj_ids: Tensor, turn_idx: Tensor, gamm
     return gather_turns(out, traj_ids, turn_idx)
 
 
-def discounted_returns_loop(rewards: Tensor, traj_ids: Tensor, turn_idx: Tensor, gamma: float) -> Tensor:
-    """Reference discounted returns in plain Python (for the equivalence test only)."""
-    rows: dict[int, list[int]] = defaultdict(list)
-    for i, traj in enumerate(traj_ids.tolist()):
-        rows[traj].append(i)
-    out = [0.0] * len(rewards)
-    for members in rows.values():
-        running = 0.0
-        for i in sorted(members, key=lambda j: int(turn_idx[j]), reverse=True):
-            running = float(rewards[i]) + gamma * running
-            out[i] = running
-    return torch.tensor(out, dtype=rewards.dtype)
-
-
 def anchor_advantages(values: Tensor, group_ids: Tensor, anchor_ids: Tensor, eps: float = 1e-6,
                       scale_by_std: bool = False) -> Tensor:
     """GiGPO's step term: ``values`` normalized within each anchor group (same ``group_ids`` and ``anchor_ids``).
@@ -160,21 +150,13 @@ def anchor_advantages(values: Tensor, group_ids: Tensor, anchor_ids: Tensor, eps
         scale_by_std: ``False``: ``v − mean`` (``mean_norm``); ``True``: ``(v − mean)/(std + ε)``
             (``mean_std_norm``; std Bessel-corrected).
 
-    Returns ``(B,)``; a turn alone in its anchor group gets 0 (its own mean, std 1).
+    Returns ``(B,)``; a turn alone in its anchor group, or in one whose values are all equal, gets exactly 0
+    (:func:`group_stats`: its own mean, std 1).
     """
     keys = torch.stack([group_ids.to(torch.long), anchor_ids.to(torch.long)], dim=1)
-    _, a = torch.unique(keys, dim=0, return_inverse=True)
-    num = int(a.max()) + 1 if a.numel() else 0
-
-    def anchor_sum(x: Tensor) -> Tensor:
-        return torch.zeros(num, dtype=values.dtype, device=values.device).index_add_(0, a, x)
-
-    count = anchor_sum(torch.ones_like(values))
-    mean = anchor_sum(values) / count
-    var = anchor_sum((values - mean[a]) ** 2) / (count - 1).clamp_min(1)
-    std = torch.where(count <= 1, torch.ones_like(var), var.sqrt())
-    centered = values - mean[a]
-    return centered / (std[a] + eps) if scale_by_std else centered
+    stats = group_stats(values, keys)
+    centered = values - stats.mean
+    return centered / (stats.std + eps) if scale_by_std else centered
 
 
 def gigpo_advantages(
@@ -212,55 +194,3 @@ def gigpo_advantages(
         step_returns = step_returns - penalty.to(step_returns.dtype)
     step = anchor_advantages(step_returns, group_ids, anchor_ids, eps=eps, scale_by_std=scale_by_std)
     return episode + step_weight * step
-
-
-def _normalized(values: list[float], scale_by_std: bool, eps: float) -> list[float]:
-    """``values`` centred on their mean (a group of one: its own value, std 1) and, if asked, over std + ε."""
-    if len(values) == 1:
-        mean, std = values[0], 1.0
-    else:
-        mean = sum(values) / len(values)
-        std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    return [(v - mean) / (std + eps) if scale_by_std else v - mean for v in values]
-
-
-def _episode_term_loop(score: list[float], traj: list[int], turn: list[int], group: list[int], across: bool,
-                       scale_by_std: bool, eps: float) -> list[float]:
-    """The episode term row by row: each row's score against its group's entries (mean 0, std 1 for one entry)."""
-    first = _first_rows(traj, turn)
-    entries: dict[int, list[float]] = defaultdict(list)
-    for i, g in enumerate(group):
-        if across or i in first:
-            entries[g].append(score[i])
-    out = []
-    for i, g in enumerate(group):
-        values = entries[g]
-        if len(values) == 1:
-            mean, std = 0.0, 1.0
-        else:
-            mean = sum(values) / len(values)
-            std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-        out.append((score[i] - mean) / (std + eps) if scale_by_std else score[i] - mean)
-    return out
-
-
-def gigpo_advantages_loop(rewards: Tensor, traj_ids: Tensor, turn_idx: Tensor, group_ids: Tensor, anchor_ids: Tensor,
-                          gamma: float = 0.95, step_weight: float = 1.0, scale_by_std: bool = False, eps: float = 1e-6,
-                          stats_across_steps: bool = True, penalty: Tensor | None = None) -> Tensor:
-    """Reference GiGPO in plain Python: dictionaries of rows per group (for the equivalence test only)."""
-    traj, turn, group, anchor = traj_ids.tolist(), turn_idx.tolist(), group_ids.tolist(), anchor_ids.tolist()
-    pen = [0.0] * len(traj) if penalty is None else [float(p) for p in penalty]
-    ret: dict[int, float] = defaultdict(float)
-    for i, t in enumerate(traj):
-        ret[t] += float(rewards[i])
-    score = [ret[t] - pen[i] for i, t in enumerate(traj)]
-    episode = _episode_term_loop(score, traj, turn, group, stats_across_steps, scale_by_std, eps)
-    step_returns = [g - p for g, p in zip(discounted_returns_loop(rewards, traj_ids, turn_idx, gamma).tolist(), pen)]
-    anchors: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for i in range(len(traj)):
-        anchors[(group[i], anchor[i])].append(i)
-    step = [0.0] * len(traj)
-    for rows in anchors.values():
-        for i, a in zip(rows, _normalized([step_returns[i] for i in rows], scale_by_std, eps)):
-            step[i] = a
-    return torch.tensor([episode[i] + step_weight * step[i] for i in range(len(traj))], dtype=rewards.dtype)
