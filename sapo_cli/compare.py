@@ -1,4 +1,5 @@
-"""``sapo-gym compare``: SAPO, PPO and GRPO (and GiGPO, RLOO) under identical settings and budget (every config field is a flag).
+"""``sapo-gym compare``: the registered methods (SAPO, PPO and GRPO by default) under identical settings and budget
+(every config field is a flag; ``--algos`` picks the methods, :data:`trainers.methods.registry.METHODS` lists them).
 
 With no flags it runs the CPU default (tiny model on the embedded ALFWorld set, shared
 behaviour-cloning warm start, under 15 minutes on two cores; docs/compare.md has a measured run).
@@ -18,10 +19,12 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     from trainers.compare.config import PER_RUN, PRESETS, CompareConfig, CompareSettings
     from trainers.config import TrainConfig, add_arguments
+    from trainers.methods.registry import METHODS
 
     p = sub.add_parser(
         "compare",
-        help="compare SAPO, PPO, GRPO (default), GiGPO, RLOO (methods x seeds, same budget): tables, plots, leaderboard bundles",
+        help=f"compare {', '.join(e.label for e in METHODS.values())} (default: {CompareSettings.algos}; methods x seeds, "
+        "same budget): tables, plots, leaderboard bundles",
         description=(CompareSettings.__doc__ or "") + " Writes OUT/results.md, OUT/results.json, OUT/plots/*.png|svg and "
         "OUT/bundles/*.json; rerun the same command to continue an interrupted comparison.",
     )

@@ -1,4 +1,5 @@
-"""``sapo-gym train``: SAPO, PPO, GRPO, GiGPO or RLOO on a registered env (every config field is a flag)."""
+"""``sapo-gym train``: one registered method (:data:`trainers.methods.registry.METHODS`) on a registered env (every
+config field is a flag)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     from trainers.config import TrainConfig, add_arguments
+    from trainers.methods.registry import METHODS
 
     p = sub.add_parser(
         "train",
-        help="train an LLM agent with SAPO, PPO, GRPO, GiGPO or RLOO",
+        help="train an LLM agent with " + ", ".join(e.label for e in METHODS.values()),
         description=(TrainConfig.__doc__ or "") + " Metrics go to OUT_DIR/metrics.jsonl, checkpoints to "
         "OUT_DIR/checkpoints, the final model to OUT_DIR/final; the run ends with an evaluation on the test split. "
         "Several processes: `torchrun --nproc_per_node N -m sapo_cli train --strategy deepspeed ...` (docs/scale_out.md).",

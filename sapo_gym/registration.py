@@ -3,7 +3,7 @@
 Each id's factory builds the backend, checks its keyword arguments (unknown ones are an error
 that lists the valid choices) and wraps it in :class:`~sapo_gym.prompts.HistoryPrompt`; gymnasium
 adds ``TimeLimit`` from ``max_episode_steps``. Pass ``prompt=None`` to get raw observations, a shipped
-template's name (:data:`sapo_gym.prompts.PROMPTS`) or a :class:`~sapo_gym.prompts.PromptTemplate` of your own;
+template's name (:data:`sapo_gym.prompts.PROMPTS`) or alias (:data:`PROMPT_ALIASES`) or a :class:`~sapo_gym.prompts.PromptTemplate` of your own;
 the env's ``spec_fields()["prompt"]`` records the template's name (the registered default's when raw).
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["EnvEntry", "ENVS", "register_all", "build", "keyword_parameters", "parse_env_args"]
+__all__ = ["EnvEntry", "ENVS", "PROMPT_ALIASES", "register_all", "build", "keyword_parameters", "named_prompt", "parse_env_args"]
 
 
 @dataclass(frozen=True)
@@ -176,6 +176,22 @@ def build_remote(**kwargs: Any) -> gym.Env:
     return RemoteEnv(**kwargs)
 
 
+PROMPT_ALIASES: dict[str, str] = {"plain": "plain-v1"}
+"""Short names ``prompt=`` takes beside ``"default"`` (the id's registered template) and the shipped templates' own
+(:data:`sapo_gym.prompts.PROMPTS`): ``"plain"`` is :data:`~sapo_gym.prompts.PLAIN_PROMPT` (``sapo-gym train --prompt plain``)."""
+
+
+def named_prompt(name: str) -> Any:
+    """The shipped :class:`~sapo_gym.prompts.PromptTemplate` named ``name`` or by its alias (:data:`PROMPT_ALIASES`);
+    an unknown name is a ValueError listing the valid ones."""
+    from sapo_gym.prompts import PROMPTS, get_prompt
+
+    try:
+        return get_prompt(PROMPT_ALIASES.get(name, name))
+    except ValueError:
+        raise ValueError(f"unknown prompt {name!r}; valid choices: {sorted({*PROMPTS, *PROMPT_ALIASES})}") from None
+
+
 def build(env_id: str, prompt: Any = "default", history_length: int = 2, **kwargs: Any) -> gym.Env:
     """Factory behind every registered id (gymnasium calls it through the entry point)."""
     entry = ENVS[env_id]
@@ -190,12 +206,12 @@ def build(env_id: str, prompt: Any = "default", history_length: int = 2, **kwarg
     env = cls(**{**dict(entry.defaults), **kwargs})
     if entry.ragged_infos:
         env.observation_space.gym_vector_refusal = _gym_vector_refusal(env_id)
-    from sapo_gym.prompts import HistoryPrompt, get_prompt, tool_call_prompt
+    from sapo_gym.prompts import HistoryPrompt, tool_call_prompt
 
     if prompt is None or prompt == "default":
         template = _load(entry.prompt)
     else:
-        template = get_prompt(prompt) if isinstance(prompt, str) else prompt
+        template = named_prompt(prompt) if isinstance(prompt, str) else prompt
     if env.protocol.action_format == "tool-call":  # the prompt asks for a tool call, not <think>/<action> tags
         template = tool_call_prompt(template)
     # The spec records the prompt results are produced under; a raw env (boards, replay) the default one.

@@ -2,12 +2,13 @@
 
 Defaults mirror the paper and verl-agent where they print them (lr 1e-6, KL 0.01, clip 0.2,
 history 2, max response 512, temperature 1.0 train / 0.4 eval, c_inv 0.1, one rollout per task
-for SAPO/PPO and 8 for GRPO, GiGPO and RLOO, equal env interactions per iteration). γ, λ, τ_v, c_V, c_Q, ε_V and
+for SAPO/PPO and 8 for the group methods (GRPO, GiGPO, RLOO), equal env interactions per iteration). γ, λ, τ_v, c_V, c_Q, ε_V and
 ε_Q are *not* printed in the paper: their defaults here are our choices and say so.
 
 :func:`add_arguments` / :func:`from_args` turn the dataclass into argparse flags and back
 (``lr`` → ``--lr``, ``max_response_tokens`` → ``--max-response-tokens``); the field docstrings
-are read from this file's source, so the help text and the code cannot drift apart.
+are read from this file's source, so the help text and the code cannot drift apart. The methods (``--algo``'s
+choices and help, :data:`ALGOS`, :data:`GROUP_ALGOS`) come from :data:`trainers.methods.registry.METHODS`.
 """
 
 from __future__ import annotations
@@ -22,18 +23,34 @@ from functools import lru_cache
 from typing import Any, ClassVar
 
 from agents.constraint import CONSTRAINTS as CONSTRAIN  # torch-free, like this module
+from trainers.methods.registry import METHODS, describe_methods  # torch-free too: entry points load lazily
 
-__all__ = ["TrainConfig", "ALGOS", "GROUP_ALGOS", "GIGPO_MODES", "ENV_WORKERS", "add_arguments", "from_args", "field_docs"]
+__all__ = ["TrainConfig", "ALGOS", "GROUP_ALGOS", "GIGPO_MODES", "ENV_WORKERS", "CHOICES", "RESULT_NEUTRAL",
+           "add_arguments", "from_args", "field_docs"]
 
-ALGOS = ("sapo", "ppo", "grpo", "gigpo", "rloo")
-GROUP_ALGOS = ("grpo", "gigpo", "rloo")
-"""The methods that play G rollouts per task and baseline each against its group (8 by default, as GRPO)."""
+ALGOS = tuple(METHODS)
+"""Every registered method's ``--algo`` name (:data:`trainers.methods.registry.METHODS`)."""
+GROUP_ALGOS = tuple(name for name, entry in METHODS.items() if entry.group)
+"""The methods that play G rollouts per task and baseline each against its group (registry entries with ``group``;
+G = :data:`~trainers.methods.registry.GROUP_SIZE` by default)."""
 GIGPO_MODES = ("mean_norm", "mean_std_norm")
 STRATEGIES = ("torch", "deepspeed")
 GENERATORS = ("hf", "vllm")
 OLD_LOG_PROBS = ("recompute", "rollout")
 ENV_WORKERS = ("sync", "ray")
 """Where the rollout's env members live (``--env-workers``): in this process, or one Ray actor each."""
+REFERENCE_DTYPES = ("float32", "bfloat16", "auto")
+CHOICES: dict[str, tuple[str, ...]] = {
+    "algo": ALGOS, "strategy": STRATEGIES, "generator": GENERATORS, "old_log_probs": OLD_LOG_PROBS, "constrain": CONSTRAIN,
+    "gigpo_mode": GIGPO_MODES, "env_workers": ENV_WORKERS, "reference_dtype": REFERENCE_DTYPES,
+}
+"""The values of each choice field of :class:`TrainConfig`: what it accepts and what argparse offers."""
+RESULT_NEUTRAL = ("resume", "out_dir", "progress", "tensorboard", "checkpoint_every", "device", "micro_batch_size",
+                  "env_workers", "ray_address")
+"""The :class:`TrainConfig` fields that say where, how visibly and in what pieces a run goes, not what it learns: a
+resumed run may change them (:attr:`TrainConfig.RESUME_FREE`) and compare's fingerprint leaves them out
+(:meth:`trainers.compare.config.CompareConfig.fingerprint`). ``micro_batch_size`` is here as a memory bound, though its
+micro-batches' token means, weighted by rows, can move the numbers a little."""
 
 
 @dataclass
@@ -42,8 +59,7 @@ class TrainConfig:
 
     # ------------------------------------------------------------------ run
     algo: str = "sapo"
-    """Method: sapo (value readout from the policy's own logits), ppo (separate critic), grpo (group baseline), gigpo
-    (GRPO's episode term plus an anchor-state step term) or rloo (leave-one-out group baseline)."""
+    """Method (trainers/methods/registry.py): {methods}."""
     env: str = "sapo/ALFWorld-v0"
     """Registered env id to train on."""
     env_arg: list[str] = field(default_factory=list)
@@ -72,9 +88,9 @@ class TrainConfig:
     """Show a progress bar."""
     # ------------------------------------------------------------------ rollout
     episodes_per_iteration: int = 16
-    """Episodes per iteration, equal for every method (GRPO, GiGPO and RLOO play episodes_per_iteration / group_size tasks)."""
+    """Episodes per iteration, equal for every method (the group methods play episodes_per_iteration / group_size tasks)."""
     group_size: int = 0
-    """Rollouts per task; 0 = the method's default (1 for SAPO and PPO, 8 for GRPO, GiGPO and RLOO, as in the paper)."""
+    """Rollouts per task; 0 = the method's default, as in the paper: 8 for the group methods ({group_methods}), 1 for the others."""
     history_length: int = 2
     """Past (observation, action) pairs shown in the prompt (paper: 2)."""
     prompt: str = "default"
@@ -196,10 +212,7 @@ class TrainConfig:
     """Learning rate of the warm start."""
 
     def __post_init__(self) -> None:
-        if self.algo not in ALGOS:
-            raise ValueError(f"unknown algo {self.algo!r}; valid choices: {list(ALGOS)}")
-        for name, valid in (("strategy", STRATEGIES), ("generator", GENERATORS), ("old_log_probs", OLD_LOG_PROBS),
-                            ("constrain", CONSTRAIN), ("gigpo_mode", GIGPO_MODES), ("env_workers", ENV_WORKERS)):
+        for name, valid in CHOICES.items():
             if getattr(self, name) not in valid:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid choices: {list(valid)}")
         if self.old_log_probs == "rollout" and self.generator != "hf":
@@ -208,12 +221,10 @@ class TrainConfig:
         self._check_lora()
         if not 0 <= self.zero_stage <= 3:
             raise ValueError(f"zero_stage must be 0-3, got {self.zero_stage}")
-        if self.reference_dtype not in ("float32", "bfloat16", "auto"):
-            raise ValueError(f"reference_dtype must be 'float32', 'bfloat16' or 'auto', got {self.reference_dtype!r}")
-        if self.prompt not in ("default", "plain"):
-            from sapo_gym.prompts import get_prompt
+        if self.prompt != "default":
+            from sapo_gym.registration import named_prompt
 
-            get_prompt(self.prompt)  # an unknown name fails here, listing the valid ones
+            named_prompt(self.prompt)  # an unknown name fails here, listing the valid ones
         if self.episodes_per_iteration % self.rollouts_per_task:
             raise ValueError(
                 f"episodes_per_iteration ({self.episodes_per_iteration}) must be a multiple of the group size "
@@ -234,25 +245,22 @@ class TrainConfig:
 
     @property
     def rollouts_per_task(self) -> int:
-        """G: the explicit ``group_size``, else 8 for the group methods (GRPO, GiGPO, RLOO) and 1 for SAPO/PPO."""
-        return self.group_size or (8 if self.algo in GROUP_ALGOS else 1)
+        """G: the explicit ``group_size``, else the method's default (8 for the group methods, 1 for SAPO/PPO)."""
+        return self.group_size or METHODS[self.algo].default_group_size
 
     @property
     def num_tasks(self) -> int:
         """Tasks per iteration (the vector env's groups)."""
         return self.episodes_per_iteration // self.rollouts_per_task
 
-    def env_make_kwargs(self) -> dict[str, Any]:
-        """Everything ``gym.make`` / ``make_vec`` get: the prompt template, the history length, ``env_arg``."""
-        from sapo_gym.prompts import PLAIN_PROMPT
+    def gym_make_kwargs(self) -> dict[str, Any]:
+        """Everything ``gym.make`` / ``make_vec`` get: the prompt (a name, resolved by the env's factory), the
+        history length, then the parsed ``--env-arg`` entries (:meth:`parsed_env_args`)."""
+        return {"prompt": self.prompt, "history_length": self.history_length, **self.parsed_env_args()}
 
-        prompt = PLAIN_PROMPT if self.prompt == "plain" else self.prompt  # "default" or a shipped template's name
-        return {"prompt": prompt, "history_length": self.history_length, **self.env_kwargs()}
-
-    RESUME_FREE: ClassVar[tuple[str, ...]] = ("resume", "iterations", "progress", "device", "checkpoint_every",
-                                               "tensorboard", "generator", "vllm_gpu_memory_utilization",
-                                               "env_workers", "ray_address")
-    """Fields a resumed run may change: how long, where and how it runs, not what it learns."""
+    RESUME_FREE: ClassVar[tuple[str, ...]] = (*RESULT_NEUTRAL, "iterations", "generator", "vllm_gpu_memory_utilization")
+    """Fields a resumed run may change: :data:`RESULT_NEUTRAL`, and how long it runs and which sampler generates
+    (these change the numbers, so compare's fingerprint keeps them: vLLM's memory share sets its batching)."""
 
     def resume_conflicts(self, saved: dict[str, Any]) -> list[str]:
         """The fields (sorted) in which a checkpoint's config ``saved`` differs from this one, except
@@ -260,7 +268,7 @@ class TrainConfig:
         mine = dataclasses.asdict(self)
         return sorted(k for k, v in saved.items() if k not in self.RESUME_FREE and v != mine.get(k))
 
-    def env_kwargs(self) -> dict[str, Any]:
+    def parsed_env_args(self) -> dict[str, Any]:
         """``env_arg`` entries as keyword arguments for ``gym.make`` / ``make_vec`` (:func:`sapo_gym.registration.parse_env_args`)."""
         from sapo_gym.registration import parse_env_args
 
@@ -280,8 +288,17 @@ def field_docs(cls: type = TrainConfig) -> dict[str, str]:
     return docs
 
 
-_CHOICES = {"algo": list(ALGOS), "strategy": list(STRATEGIES), "generator": list(GENERATORS),
-            "old_log_probs": list(OLD_LOG_PROBS), "gigpo_mode": list(GIGPO_MODES), "env_workers": list(ENV_WORKERS)}
+HELP_VALUES: dict[str, Any] = {"methods": describe_methods, "method_names": lambda: ", ".join(ALGOS),
+                               "group_methods": lambda: ", ".join(METHODS[a].label for a in GROUP_ALGOS)}
+"""``{name}`` in a field's docstring: filled in the help text from the method registry (never hand-listed)."""
+
+
+def field_help(cls: type, name: str) -> str:
+    """A field's docstring with its ``{name}`` placeholders (:data:`HELP_VALUES`) filled in."""
+    doc = field_docs(cls).get(name, "")
+    for key, value in HELP_VALUES.items():
+        doc = doc.replace("{" + key + "}", value())
+    return doc
 
 
 def _flag(name: str) -> str:
@@ -292,7 +309,7 @@ def add_arguments(parser: argparse.ArgumentParser | Any, cls: type = TrainConfig
                   shown: Any = None) -> list[str]:
     """One flag per dataclass field but ``skip``, its docstring as help and its default shown (``shown``: an
     instance whose values are the defaults, e.g. compare's CPU-default TrainConfig); the field names added."""
-    docs, names = field_docs(cls), []
+    names = []
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue
@@ -301,14 +318,14 @@ def add_arguments(parser: argparse.ArgumentParser | Any, cls: type = TrainConfig
             default = getattr(shown, f.name)
         else:
             default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default  # type: ignore[misc]
-        help_text = f"{docs.get(f.name, '')} (default: {default!r})".replace("%", "%%")
+        help_text = f"{field_help(cls, f.name)} (default: {default!r})".replace("%", "%%")
         if f.type in ("bool", bool):
             parser.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, default=default, help=help_text)
         elif f.type in ("list[str]",):
             parser.add_argument(_flag(f.name), action="append", default=None, metavar="KEY=VALUE", help=help_text)
         else:
             kind = {"int": int, "float": float, "str": str}[str(f.type)]
-            choices = _CHOICES.get(f.name) if cls is TrainConfig else None
+            choices = list(CHOICES[f.name]) if cls is TrainConfig and f.name in CHOICES else None
             parser.add_argument(_flag(f.name), type=kind, default=default, choices=choices, help=help_text)
     return names
 

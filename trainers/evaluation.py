@@ -21,7 +21,7 @@ def evaluation_records(trainer: Any, split: str = "test", seeds: tuple[int, ...]
     cfg = trainer.cfg
     temp = cfg.eval_temperature if temperature is None else temperature
     agent = build_agent(trainer.rollout_policy, cfg, temp, trainer.agent.generator)
-    return play(agent, cfg.env, split=split, seeds=seeds, batch_size=batch_size, env_kwargs=cfg.env_make_kwargs(),
+    return play(agent, cfg.env, split=split, seeds=seeds, batch_size=batch_size, env_kwargs=cfg.gym_make_kwargs(),
                 progress=cfg.progress)
 
 

@@ -47,7 +47,7 @@ from trainers.lora import adapters_disabled, apply_lora
 from trainers.methods import make_method
 from trainers.methods.base import pad_to
 from trainers.metrics import MetricsLogger, rollout_metrics
-from trainers.models import build_agent, build_generator, build_policy, turn_samples
+from trainers.models import build_agent, build_generator, build_policy
 from trainers.profiling import MemoryMeter, PhaseTimer
 from trainers.rollout import Rollout, collect, make_train_vec
 from trainers.strategy import StrategyConfig, Trainable, TrainingDiverged, make_strategy
@@ -107,7 +107,7 @@ class Trainer:
         self.last_checkpoint: Path | None = None
         groups = rank_groups(cfg.num_tasks, self.rank, self.world) if self.world > 1 else None
         self.vec = make_train_vec(cfg.env, cfg.num_tasks, cfg.rollouts_per_task, cfg.seed, groups,
-                                  env_workers=cfg.env_workers, ray_address=cfg.ray_address, **self.env_kwargs())
+                                  env_workers=cfg.env_workers, ray_address=cfg.ray_address, **cfg.gym_make_kwargs())
         if self.world > 1:
             torch.manual_seed(cfg.seed + 1_000_003 * (self.rank + 1))  # each rank samples its own random stream
         if cfg.resume and latest_checkpoint(self.out_dir) is not None:
@@ -142,10 +142,6 @@ class Trainer:
         start = time.perf_counter()
         self.agent.generator.push_weights(self.strategy.full_state_dict(self.actor))
         return time.perf_counter() - start
-
-    def env_kwargs(self) -> dict[str, Any]:
-        """The env's prompt and history settings plus the ``--env-arg`` entries."""
-        return self.cfg.env_make_kwargs()
 
     # ------------------------------------------------------------------ one iteration
     def start_reinforcement(self) -> None:
@@ -186,7 +182,7 @@ class Trainer:
         timer.add("reward", rollout.env_s)
         if not rollout.turns:
             return rollout, None
-        return rollout, Experience.collate(turn_samples(rollout), self.policy.pad_token_id).to(self.device)
+        return rollout, Experience.collate(rollout.turns, self.policy.pad_token_id).to(self.device)
 
     def learn(self, exp: Experience, timer: PhaseTimer, memory: MemoryMeter) -> dict[str, float]:
         """The six learning phases on one batch (the order every method follows)."""
@@ -269,7 +265,7 @@ class Trainer:
         if self.iteration == 0 and self.last_checkpoint is None and cfg.sft_episodes > 0:
             from trainers.sft import warm_start
 
-            warm_start(self.policy, cfg, self.env_kwargs())
+            warm_start(self.policy, cfg, cfg.gym_make_kwargs())
             self.start_reinforcement()
             self.save()
         logger = MetricsLogger(self.out_dir, self.iteration, cfg.tensorboard) if self.is_main else None

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from trainers.config import TrainConfig, add_arguments, field_docs, from_args
+from trainers.config import ALGOS, TrainConfig, add_arguments, field_docs, field_help, from_args
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -22,7 +22,7 @@ def test_every_field_has_a_docstring_and_appears_in_help():
     for f in dataclasses.fields(TrainConfig):
         assert docs.get(f.name), f"field {f.name} has no docstring"
         assert "--" + f.name.replace("_", "-") in help_text
-        assert " ".join(docs[f.name].split()[:4]) in help_text
+        assert " ".join(field_help(TrainConfig, f.name).split()[:4]) in help_text
 
 
 def test_defaults_round_trip():
@@ -39,7 +39,7 @@ def test_non_default_values_round_trip():
             "--prompt", "plain"]
     got = from_args(_parser().parse_args(argv))
     assert got == want
-    assert got.env_kwargs() == {"code_length": 3, "show_hints": False}
+    assert got.parsed_env_args() == {"code_length": 3, "show_hints": False}
     assert got.num_tasks == 2 and got.rollouts_per_task == 4
 
 
@@ -51,8 +51,7 @@ def test_paper_defaults():
     assert TrainConfig(algo="grpo").rollouts_per_task == 8
     assert TrainConfig(algo="gigpo").rollouts_per_task == 8 and TrainConfig(algo="rloo").rollouts_per_task == 8
     # equal env interactions per iteration: same number of episodes for every method
-    algos = ("sapo", "ppo", "grpo", "gigpo", "rloo")
-    assert {TrainConfig(algo=a).num_tasks * TrainConfig(algo=a).rollouts_per_task for a in algos} == {16}
+    assert {TrainConfig(algo=a).num_tasks * TrainConfig(algo=a).rollouts_per_task for a in ALGOS} == {16}
     for name in ("gamma", "lam", "tau_v", "value_coef", "q_coef", "value_clip", "q_clip"):
         assert "not printed in the paper" in field_docs(TrainConfig)[name]
 
@@ -81,7 +80,7 @@ def test_bad_algo_flag_is_an_argparse_error():
 
 def test_env_arg_must_be_key_value():
     with pytest.raises(ValueError, match="KEY=VALUE"):
-        TrainConfig(env_arg=["code_length"]).env_kwargs()
+        TrainConfig(env_arg=["code_length"]).parsed_env_args()
 
 
 def test_prompt_takes_a_shipped_template_by_name():
@@ -90,9 +89,24 @@ def test_prompt_takes_a_shipped_template_by_name():
     import sapo_gym  # noqa: F401
 
     cfg = TrainConfig(prompt="alfworld/verl-agent@796ed31")
-    env = gym.make("sapo/ALFWorld-Mini-v0", **cfg.env_make_kwargs())
+    env = gym.make("sapo/ALFWorld-Mini-v0", **cfg.gym_make_kwargs())
     try:
         assert env.unwrapped.spec_fields()["prompt"] == "alfworld/verl-agent@796ed31"
     finally:
         env.close()
-    assert TrainConfig().env_make_kwargs()["prompt"] == "default"
+    assert TrainConfig().gym_make_kwargs()["prompt"] == "default"
+
+
+def test_prompt_plain_is_an_alias_the_env_resolves():
+    import gymnasium as gym
+
+    import sapo_gym  # noqa: F401
+    from sapo_gym.prompts import PLAIN_PROMPT
+
+    env = gym.make("sapo/ALFWorld-Mini-v0", **TrainConfig(prompt="plain").gym_make_kwargs())  # its default: ALFWorld's
+    try:
+        assert env.unwrapped.spec_fields()["prompt"] == PLAIN_PROMPT.name
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="valid choices: .*'plain'"):
+        TrainConfig(prompt="plane")

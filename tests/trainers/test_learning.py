@@ -94,7 +94,7 @@ def test_rl_lifts_success_on_alfworld_games(algo, tmp_path):
                       checkpoint_every=0, progress=False)
     trainer = Trainer(cfg)
     demos = dataclasses.replace(cfg, env_arg=[f"data_dir={warm_games}", "max_episode_steps=25"])
-    warm_start(trainer.policy, demos, demos.env_make_kwargs())
+    warm_start(trainer.policy, demos, demos.gym_make_kwargs())
     trainer.start_reinforcement()
     before = _success(trainer)
     history = [trainer.run_iteration()["rollout/success"] for _ in range(BUDGET[algo])]

@@ -54,7 +54,7 @@ def test_deal_gives_each_micro_batch_to_one_rank_and_pads_with_zero_weight_passe
 
 
 def test_rank_vec_members_play_what_they_play_in_the_full_env():
-    kwargs = TrainConfig(prompt="plain", history_length=0).env_make_kwargs()
+    kwargs = TrainConfig(prompt="plain", history_length=0).gym_make_kwargs()
     full = make_train_vec("sapo/Vault-v0", 4, 2, 7, **kwargs)
     part = make_train_vec("sapo/Vault-v0", 4, 2, 7, [2, 3], **kwargs)
     try:

@@ -26,9 +26,10 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from trainers.config import ALGOS, GROUP_ALGOS, TrainConfig
+from trainers.config import ALGOS, GROUP_ALGOS, RESULT_NEUTRAL, TrainConfig
+from trainers.methods.registry import method_label
 
 __all__ = ["PER_RUN", "PRESETS", "CompareConfig", "CompareSettings", "Preset", "cpu_train", "run_key", "label"]
 
@@ -37,12 +38,9 @@ PER_RUN: tuple[str, ...] = ("algo", "seed", "out_dir", "resume", "checkpoint_eve
 ``progress`` from compare's own flag): not ``compare`` flags, not part of the shared ``train``."""
 
 
-LABELS = {"sapo": "SAPO", "ppo": "PPO", "grpo": "GRPO", "gigpo": "GiGPO", "rloo": "RLOO"}
-
-
 def label(algo: str) -> str:
-    """A method's name in tables and figures (``GiGPO``, not ``GIGPO``)."""
-    return LABELS.get(algo, algo.upper())
+    """A method's name in tables, figures and bundles (``GiGPO``, not ``GIGPO``): its registry entry's label."""
+    return method_label(algo)
 
 
 def run_key(algo: str, seed: int) -> str:
@@ -66,13 +64,18 @@ def cpu_train() -> TrainConfig:
 class CompareSettings:
     """A controlled comparison: methods × seeds under identical settings and budget."""
 
+    RESULT_NEUTRAL: ClassVar[tuple[str, ...]] = ("out", "max_runs", "progress", "eval_batch_size", "workers")
+    """Compare's fields that say where, how far and how fast a comparison goes, not its numbers (each run is seeded
+    on its own): :meth:`CompareConfig.fingerprint` leaves them out, with TrainConfig's
+    (:data:`trainers.config.RESULT_NEUTRAL`)."""
+
     # ------------------------------------------------------------------ what is compared
     algos: str = "sapo,ppo,grpo"
-    """Comma-separated methods to compare (any of sapo, ppo, grpo, gigpo, rloo)."""
+    """Comma-separated methods to compare (any of {method_names})."""
     seeds: int = 3
     """Seeds per method (0..seeds-1): RL sampling, minibatch order and task schedule; the warm start is shared."""
     grpo_group_size: int = 4
-    """Rollouts per task G of the group methods GRPO, GiGPO and RLOO (paper: 8); SAPO and PPO play one rollout per task
+    """Rollouts per task G of the group methods ({group_methods}; paper: 8); the others play one rollout per task
     (every method plays the same episodes per iteration)."""
     horizon: int = 0
     """Maximum turns per episode, training and evaluation (0 = the env's registered horizon, the paper's:
@@ -185,10 +188,10 @@ class CompareConfig(CompareSettings):
     def fingerprint(self) -> str:
         """Hash of every field that changes results (a resumed compare must match it): compare's fields and the
         runs' TrainConfig, the trainer's defaults this config does not set included (a code change of, e.g., c_V
-        is another comparison), less where, how fast and how visibly runs go."""
-        volatile = {"out", "max_runs", "progress", "eval_batch_size", "workers"}
-        fields = {k: v for k, v in dataclasses.asdict(self).items() if k not in volatile and k != "train"}
-        per_run = {*PER_RUN, "device", "micro_batch_size", "tensorboard", "env_workers", "ray_address"}
+        is another comparison), less where, how fast and how visibly runs go (:attr:`RESULT_NEUTRAL` and
+        :data:`trainers.config.RESULT_NEUTRAL`) and the per-run fields (:data:`PER_RUN`)."""
+        fields = {k: v for k, v in dataclasses.asdict(self).items() if k not in self.RESULT_NEUTRAL and k != "train"}
+        per_run = {*PER_RUN, *RESULT_NEUTRAL}
         train = {k: v for k, v in dataclasses.asdict(self.train_config("sapo", 0)).items() if k not in per_run}
         return hashlib.sha256(json.dumps({"compare": fields, "train": train}, sort_keys=True).encode()).hexdigest()[:16]
 

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from trainers.compare.config import label
+from trainers.methods.registry import METHODS
 from trainers.profiling import PHASES
 
 __all__ = ["COLOURS", "write_plots"]
 
-COLOURS = {"sapo": "#1f77b4", "ppo": "#d62728", "grpo": "#2ca02c", "gigpo": "#9467bd", "rloo": "#ff7f0e", "start": "#7f7f7f"}
-"""One colour per method, the same in every figure."""
+COLOURS = {**{name: e.colour for name, e in METHODS.items() if e.colour}, "start": "#7f7f7f"}
+"""One colour per method (its registry entry's), the same in every figure; "start" is the warm start's."""
 
 
 def _pyplot() -> Any:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainers.compare.config import CompareConfig, run_key
+from trainers.compare.config import CompareConfig, label, run_key
 
 __all__ = ["CompareState", "RunResult", "evaluate_policy", "first_seed_success", "held_out_curve", "prepare_warm_start",
            "read_result", "run_compare", "run_one"]
@@ -161,7 +161,7 @@ def _write_bundle(cfg: CompareConfig, name: str, records: list[Any], env_kwargs:
     params = sum(p.numel() for p in policy.model.parameters())
     agent = AgentInfo(
         name=f"{name} {Path(cfg.train.model).name or cfg.train.model} (sapo-gym compare)", model=cfg.train.model, parameters=int(params),
-        algorithm=algo.upper() if algo else "behaviour cloning", training_budget=budget,
+        algorithm=label(algo) if algo else "behaviour cloning", training_budget=budget,
         description=f"sapo-gym compare run {name}; config fingerprint {cfg.fingerprint()}", decoding=cfg.train.constrain,
     )
     command = "sapo-gym " + shlex.join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith(("sapo-gym", "__main__.py")) else None
@@ -192,16 +192,16 @@ def prepare_warm_start(cfg: CompareConfig, state: CompareState) -> tuple[str, Ru
     trainer = Trainer(tcfg)
     t0, losses = time.perf_counter(), []
     if cfg.train.sft_episodes > 0:
-        losses = warm_start(trainer.policy, tcfg, trainer.env_kwargs())
+        losses = warm_start(trainer.policy, tcfg, tcfg.gym_make_kwargs())
     if saved:
         trainer.policy.save_pretrained(model_path)
     train_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    records = evaluate_policy(trainer.policy, tcfg, cfg, trainer.env_kwargs())
+    records = evaluate_policy(trainer.policy, tcfg, cfg, tcfg.gym_make_kwargs())
     eval_s = time.perf_counter() - t0
     budget = (f"behaviour cloning on {cfg.train.sft_episodes} {cfg.train.sft_agent} episodes x {cfg.train.sft_epochs} epochs"
               if cfg.train.sft_episodes else "none (base model)")
-    bundle = _write_bundle(cfg, "warm-start", records, trainer.env_kwargs(), trainer.policy, None, budget)
+    bundle = _write_bundle(cfg, "warm-start", records, tcfg.gym_make_kwargs(), trainer.policy, None, budget)
     trainer.vec.close()
     result = RunResult("warm-start", None, None, summarize(records), [], train_s, eval_s, bundle,
                        {"sft_loss": losses, "first_seed_success": first_seed_success(records, cfg)})
@@ -221,15 +221,15 @@ def run_one(cfg: CompareConfig, algo: str, seed: int, model_path: str) -> RunRes
     tcfg = dataclasses.replace(cfg.train_config(algo, seed), model=model_path, sft_episodes=0)
     trainer = Trainer(tcfg)
     t0 = time.perf_counter()
-    trainer.train(after_iteration=held_out_curve(cfg, trainer.env_kwargs()))
+    trainer.train(after_iteration=held_out_curve(cfg, tcfg.gym_make_kwargs()))
     train_s = time.perf_counter() - t0
     trainer.vec.close()
     t0 = time.perf_counter()
-    records = evaluate_policy(trainer.policy, tcfg, cfg, trainer.env_kwargs())
+    records = evaluate_policy(trainer.policy, tcfg, cfg, tcfg.gym_make_kwargs())
     eval_s = time.perf_counter() - t0
     budget = (f"{cfg.train.iterations} iterations x {cfg.train.episodes_per_iteration} episodes (horizon {cfg.horizon or 'as registered'})"
               + (f" after behaviour cloning on {cfg.train.sft_episodes} {cfg.train.sft_agent} episodes" if cfg.train.sft_episodes else ""))
-    bundle = _write_bundle(cfg, name, records, trainer.env_kwargs(), trainer.policy, algo, budget)
+    bundle = _write_bundle(cfg, name, records, tcfg.gym_make_kwargs(), trainer.policy, algo, budget)
     metrics = read_metrics(Path(tcfg.out_dir) / "metrics.jsonl")
     result = RunResult(name, algo, seed, summarize(records), metrics, train_s, eval_s, bundle,
                        {"first_seed_success": first_seed_success(records, cfg)})
