@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from leaderboard.stats import clustered_mean_interval, clustered_rate_interval, per_seed_range
-from leaderboard.validation import check_unicode, make_validator, strict_int
+from leaderboard.validation import BundleError, check_unicode, make_validator, strict_int
 
 __all__ = ["BUNDLE_FORMAT", "BUNDLE_VERSION", "AgentInfo", "BundleError", "build_bundle", "aggregate", "parse_bundle", "check_bundle", "load_schema",
            "evaluation_mode_name"]
@@ -30,14 +30,6 @@ BUNDLE_VERSION = 1
 _TOLERANCE = 1e-9
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 """Where the shipped JSON Schema files live."""
-
-
-class BundleError(ValueError):
-    """A bundle that cannot be accepted; ``status`` is the HTTP status a server answers with."""
-
-    def __init__(self, message: str, status: int = 422):
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass

@@ -1,4 +1,7 @@
-"""Strictness the JSON parser and JSON Schema leave out, used by :mod:`leaderboard.bundle`.
+"""Strictness the JSON parser and JSON Schema leave out, used by :mod:`leaderboard.bundle`, and the error it raises.
+
+:class:`BundleError` lives here, below the bundle module that re-exports it (``from leaderboard.bundle import
+BundleError`` stays the way callers take it), so the checks raise it without importing their caller.
 
 * integer literals are at most :data:`MAX_INT_DIGITS` digits (Python refuses > 4,300 with a bare
   ``ValueError``; nothing in a bundle needs more than 20);
@@ -18,7 +21,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["MAX_INT_DIGITS", "strict_int", "check_unicode", "is_rfc3339", "make_validator"]
+__all__ = ["BundleError", "MAX_INT_DIGITS", "strict_int", "check_unicode", "is_rfc3339", "make_validator"]
 
 MAX_INT_DIGITS = 64
 """Longest integer literal accepted (digits, sign excluded)."""
@@ -27,10 +30,16 @@ _RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
+class BundleError(ValueError):
+    """A bundle that cannot be accepted; ``status`` is the HTTP status a server answers with."""
+
+    def __init__(self, message: str, status: int = 422):
+        super().__init__(message)
+        self.status = status
+
+
 def strict_int(text: str) -> int:
     """``parse_int`` for :func:`json.loads`: refuse absurdly long literals with a clear message."""
-    from leaderboard.bundle import BundleError
-
     digits = len(text.lstrip("-"))
     if digits > MAX_INT_DIGITS:
         raise BundleError(f"invalid number: an integer literal of {digits} digits (at most {MAX_INT_DIGITS})", status=400)
@@ -43,8 +52,6 @@ def check_unicode(text: str, obj: Any) -> None:
     Only escapes (``\\udXXX``) can produce one from UTF-8 input, so the full check (an encode of
     the whole document) runs only when the raw ``text`` contains such an escape.
     """
-    from leaderboard.bundle import BundleError
-
     if not _SURROGATE_ESCAPE.search(text):
         return
     try:

@@ -21,8 +21,8 @@ env's own solution or hidden game state. An evaluation harness hands an agent
 baselines) get the full info, and their results are labelled as such.
 
 ``terminated`` is True on success or a terminal failure, ``truncated`` comes from ``TimeLimit``
-(registration sets the horizon). Rewards are the backend's own (e.g. ``success_reward`` on a
-win); the invalid-action penalty is *not* applied here — see
+(registration sets the horizon, and hands it to the env: :attr:`TextEnv.horizon`). Rewards are the
+backend's own (e.g. ``success_reward`` on a win); the invalid-action penalty is *not* applied here — see
 :class:`sapo_gym.wrappers.InvalidActionPenalty`. **A terminated episode is frozen**: a step after a
 win or a terminal failure reaches no backend and returns the final turn again (observation,
 admissible actions, ``won``, ``score``, ``step``) with reward 0 and ``terminated`` True, as
@@ -52,10 +52,10 @@ import gymnasium as gym
 import numpy as np
 
 from sapo_gym.parsing import Protocol, get_protocol
-from sapo_gym.registration import ENVS
 from sapo_gym.spaces import UnicodeText
 
-__all__ = ["Turn", "TextEnv", "ENV_REVISION", "UNHASHED_SPEC_FIELDS", "OBSERVATION_MAX_LENGTH", "ACTION_MAX_LENGTH", "PRIVILEGED_INFO_KEYS", "public_info"]
+__all__ = ["Turn", "TextEnv", "ENV_REVISION", "UNHASHED_SPEC_FIELDS", "OBSERVATION_MAX_LENGTH", "ACTION_MAX_LENGTH", "PRIVILEGED_INFO_KEYS",
+           "INFO_KEYS", "STEP_INFO_KEYS", "public_info"]
 
 ENV_REVISION = 2
 """Behaviour revision of every env id (``spec_fields()["revision"]``). 1: unrecorded (bundles before it
@@ -71,6 +71,14 @@ PRIVILEGED_INFO_KEYS: frozenset[str] = frozenset({"expert_action", "pddl_params"
 """``info`` keys an evaluated agent must not see: the oracle's next action (Vault, WebShop, ALFWorld)
 and ALFWorld's PDDL goal parameters (the game's hidden problem file; the task sentence states the goal
 in words). Every other documented key is public."""
+INFO_KEYS: tuple[str, ...] = (
+    "raw_observation", "task", "task_id", "task_type", "dataset", "admissible_actions", "action_mask", "step", "won",
+    "score",
+)
+"""The stable ``info`` keys of every reset and step, in the order :class:`TextEnv` writes them (backend extras and
+``expert_action`` follow)."""
+STEP_INFO_KEYS: tuple[str, ...] = ("action", "think", "is_action_valid", "is_action_admissible", "parse_reason")
+"""The keys every step adds after them: the parse of the action."""
 
 
 def public_info(info: dict[str, Any]) -> dict[str, Any]:
@@ -113,6 +121,9 @@ class TextEnv(gym.Env[str, str]):
     fallback_chars: ClassVar[int] = 30
     prompt_name: str | None = None
     """Name of the prompt template the env is played under (set by registration; in ``spec_fields``)."""
+    horizon: int | None = None
+    """The id's registered ``max_episode_steps``, handed in by registration's factory (gymnasium keeps it off the
+    unwrapped env's ``spec``); None for an env built without it. In ``spec_fields``."""
 
     def __init__(self, *, protocol: str = "verl-agent-v1", split: str = "train", render_mode: str | None = None):
         self.protocol: Protocol = get_protocol(protocol)
@@ -159,16 +170,15 @@ class TextEnv(gym.Env[str, str]):
         """What pins the results of this env; hashed by :meth:`spec_hash`."""
         spec = self.spec
         env_id = spec.id if spec is not None else f"sapo/{self.env_name}-{self.version}"
-        entry = ENVS.get(env_id)
         return {
             "id": env_id,
             "version": self.version,
             "revision": ENV_REVISION,
             "protocol": self.protocol.name,
             "prompt": self.prompt_name,
-            # gymnasium keeps max_episode_steps off the unwrapped env's spec: pin the registered horizon
-            # (results run with an overridden max_episode_steps are not comparable and not accepted).
-            "horizon": entry.horizon if entry is not None else None,
+            # the registered horizon, not the run's max_episode_steps (results run with an overridden one are not
+            # comparable and not accepted)
+            "horizon": self.horizon,
             "split": self.split,
             "dataset": self._dataset_name(),
             "backend": self.backend_versions(),

@@ -1,7 +1,7 @@
 """The turn as OpenAI chat messages: ``info["messages"]``, and the way back to the prompt string.
 
-:class:`~sapo_gym.prompts.HistoryPrompt` puts the turn into ``info["messages"]`` beside the prompt
-string; both come from the same state, and :func:`render_prompt` turns the messages back into the
+:func:`attach_chat`, the chat hook registration hands to :class:`~sapo_gym.prompts.HistoryPrompt`, puts the
+turn into ``info["messages"]`` beside the prompt string; both come from the same state, and :func:`render_prompt` turns the messages back into the
 prompt exactly (``render_prompt(info["messages"], template) == obs``, tested over whole episodes).
 The messages hold what the prompt holds, as a chat API expects it:
 
@@ -31,6 +31,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
+from sapo_gym.prompts import PromptTemplate, render
 from sapo_gym.tools import ARGUMENT, assistant_tool_message, tool_schema
 
 __all__ = ["ChatTurn", "chat_messages", "parse_messages", "render_prompt", "attach_chat", "tool_result", "FRAMING"]
@@ -154,21 +155,21 @@ def parse_messages(messages: Sequence[dict[str, Any]]) -> ChatTurn:
     return ChatTurn(task, current - 1, tuple(history), observation, tuple(json.loads(admissible)), formats[0])
 
 
-def render_prompt(messages: Sequence[dict[str, Any]], template: Any) -> str:
+def render_prompt(messages: Sequence[dict[str, Any]], template: PromptTemplate) -> str:
     """The prompt string ``template`` (a :class:`~sapo_gym.prompts.PromptTemplate`) renders for these messages.
 
     It runs the wrapper's own :func:`sapo_gym.prompts.render` on the fields read back from the messages, so
     the template's own wording (history lines included) is never restated here.
     """
-    from sapo_gym.prompts import render
-
     turn = parse_messages(messages)
     info = {"task": turn.task, "raw_observation": turn.observation, "admissible_actions": list(turn.admissible_actions)}
     return render(template, info, list(turn.history), turn.steps, len(turn.history))
 
 
-def attach_chat(info: dict[str, Any], prompt: str, template: Any, history: Sequence[tuple[str, str]], steps: int, env: Any) -> None:
-    """Add ``messages`` (and ``tools`` under a tool-call protocol) to ``info``: the hook HistoryPrompt calls.
+def attach_chat(info: dict[str, Any], prompt: str, template: PromptTemplate, history: Sequence[tuple[str, str]], steps: int,
+                env: Any) -> None:
+    """Add ``messages`` (and ``tools`` under a tool-call protocol) to ``info``: the ``chat`` hook (:data:`sapo_gym.prompts.ChatHook`)
+    registration hands to HistoryPrompt.
 
     ``history`` is what the wrapper keeps for the prompt. When the prompt is the one the template
     renders without any history (WebShop's length budget, a template without ``{action_history}``),
@@ -177,8 +178,6 @@ def attach_chat(info: dict[str, Any], prompt: str, template: Any, history: Seque
     action_format = getattr(getattr(env, "protocol", None), "action_format", "text")
     turn = ChatTurn(info["task"], steps, tuple(history), info["raw_observation"], tuple(info["admissible_actions"]), action_format)
     if turn.history:
-        from sapo_gym.prompts import render
-
         if render(template, info, [], steps, 0) == prompt:  # the prompt does not show the history: nor do the messages
             turn = replace(turn, history=())
     info["messages"] = chat_messages(turn)

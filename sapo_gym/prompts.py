@@ -38,7 +38,6 @@ from typing import Any, Callable
 
 import gymnasium as gym
 
-from sapo_gym.messages import attach_chat
 from sapo_gym.tools import ARGUMENT, TOOL_NAME
 
 __all__ = [
@@ -244,19 +243,29 @@ def history_block(entries: list[tuple[str, str]], first_step: int, lead: str = "
     return lead + "\n".join(lines)
 
 
+ChatHook = Callable[[dict[str, Any], str, PromptTemplate, list[tuple[str, str]], int, gym.Env], None]
+"""``chat(info, prompt, template, history, steps, env)``: what :class:`HistoryPrompt` calls each turn to add a chat
+view of the turn to ``info`` (:func:`sapo_gym.messages.attach_chat`)."""
+
+
 class HistoryPrompt(gym.Wrapper[str, str, str, str]):
     """Observation wrapper: raw observation → the prompt the model sees, with recent history.
 
     ``info["raw_observation"]`` keeps the backend's text. The history is the last
     ``history_length`` pairs of (observation shown *before* the action, parsed action).
+    ``chat``, when given, is called each turn as ``chat(info, prompt, template, history, steps, env)`` to add a view
+    of the same turn to ``info``: registration hands in :func:`sapo_gym.messages.attach_chat` (``info["messages"]``),
+    which renders through this module, so this module knows nothing of it.
     """
 
-    def __init__(self, env: gym.Env[str, str], template: PromptTemplate, history_length: int = 2):
+    def __init__(self, env: gym.Env[str, str], template: PromptTemplate, history_length: int = 2,
+                 chat: ChatHook | None = None):
         super().__init__(env)
         if history_length < 0:
             raise ValueError(f"history_length must be >= 0, got {history_length}")
         self.template = template
         self.history_length = history_length
+        self.chat = chat
         self._history: deque[tuple[str, str]] = deque(maxlen=max(history_length, 1))
         self._last_obs = ""
         self._steps = 0
@@ -277,8 +286,9 @@ class HistoryPrompt(gym.Wrapper[str, str, str, str]):
         return self._with_chat(self.render_prompt(info), info), reward, terminated, truncated, info
 
     def _with_chat(self, prompt: str, info: dict[str, Any]) -> str:
-        """Put this turn's chat messages into ``info`` (:func:`sapo_gym.messages.attach_chat`); return ``prompt``."""
-        attach_chat(info, prompt, self.template, list(self._history), self._steps, self.unwrapped)
+        """Let the ``chat`` hook add this turn's view to ``info`` (registration's: the chat messages); return ``prompt``."""
+        if self.chat is not None:
+            self.chat(info, prompt, self.template, list(self._history), self._steps, self.unwrapped)
         return prompt
 
     def render_prompt(self, info: dict[str, Any]) -> str:

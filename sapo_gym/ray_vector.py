@@ -33,7 +33,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from sapo_gym.ray_connect import connect
-from sapo_gym.vector import MemberResult, _make_member, _RaggedInfo
+from sapo_gym.members import MemberResult, RaggedInfo, make_member
 
 __all__ = ["RayWorkers", "RayVectorEnv", "EnvWorker", "WorkerInfo"]
 
@@ -87,9 +87,7 @@ class EnvWorker:
 
     def __init__(self, env_id: str, worker: int, group_size: int, num_groups: int, schedule_seed: int,
                  env_kwargs: dict[str, Any]):
-        import sapo_gym  # noqa: F401  (registers the ids in the worker's process)
-
-        self.env = _make_member(env_id, worker, group_size, num_groups, schedule_seed, env_kwargs)
+        self.env = make_member(env_id, worker, group_size, num_groups, schedule_seed, env_kwargs)
 
     def describe(self) -> WorkerInfo:
         import ray
@@ -99,11 +97,10 @@ class EnvWorker:
                           env.action_space, dict(env.metadata))
 
     def reset(self, seed: int | None, options: dict[str, Any] | None, episode: int) -> tuple[str, dict[str, Any]]:
-        """Reset onto ``options``' task, else the one the schedule assigns to the member's ``episode``-th episode."""
-        options = dict(options or {})
-        if "task_id" not in options and "task_index" not in options:
-            options["task_index"] = self.env.task_index(episode)
-        return self.env.reset(seed=seed, options=options)
+        """Reset onto ``options``' task, else the one the schedule assigns to the member's ``episode``-th episode
+        (:meth:`~sapo_gym.wrappers.TaskSchedule.reset_episode`: the vector env counts the episodes, as a replacement
+        worker starts afresh)."""
+        return self.env.reset_episode(episode, seed=seed, options=options)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         return self.env.step(action)
@@ -136,7 +133,7 @@ def _seeds(seed: int | Sequence[int | None] | None, n: int) -> list[int | None]:
     return list(seed)
 
 
-class RayVectorEnv(_RaggedInfo, VectorEnv):
+class RayVectorEnv(RaggedInfo, VectorEnv):
     """A vector env whose members are Ray actors (see the module docstring); built by ``make_vec(..., "ray")``."""
 
     def __init__(self, env_id: str, members: Sequence[int], group_size: int, num_groups: int, schedule_seed: int,

@@ -216,9 +216,12 @@ def build(env_id: str, prompt: Any = "default", history_length: int = 2, **kwarg
         template = tool_call_prompt(template)
     # The spec records the prompt results are produced under; a raw env (boards, replay) the default one.
     env.prompt_name = template.name
+    env.horizon = entry.horizon  # the registered max_episode_steps, which gymnasium keeps off the unwrapped env's spec
     if prompt is None:
         return env
-    return HistoryPrompt(env, template, history_length=history_length)
+    from sapo_gym.messages import attach_chat
+
+    return HistoryPrompt(env, template, history_length=history_length, chat=attach_chat)
 
 
 def _gym_vector_refusal(env_id: str) -> str:

@@ -1,68 +1,26 @@
-"""Vector environments with task groups (GRPO) and a shared seeded task schedule."""
+"""Vector environments with task groups (GRPO) and a shared seeded task schedule.
+
+The members, their per-member answers and the ragged info batching are :mod:`sapo_gym.members`' (the Ray vector
+env's too); ``RAGGED_INFO_KEYS`` and ``MemberResult`` are re-exported here, where they were first defined.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 import gymnasium as gym
-import numpy as np
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 
-from sapo_gym.spaces import ragged_info_batching
-from sapo_gym.wrappers import TaskSchedule
+from sapo_gym.members import RAGGED_INFO_KEYS, MemberResult, RaggedInfo, make_member
 
 if TYPE_CHECKING:
     from sapo_gym.ray_vector import RayWorkers
 
 __all__ = ["make_vec", "gym_vector_env", "RAGGED_INFO_KEYS", "MemberResult", "RaggedSyncVectorEnv", "RaggedAsyncVectorEnv"]
 
-RAGGED_INFO_KEYS = ("action_mask",)
-"""Array-valued info entries whose length differs between envs (one entry per admissible action)."""
 
-
-class _RaggedInfo:
-    """Batch ragged array infos as an object array of per-env arrays.
-
-    gymnasium stacks an ``np.ndarray`` info into one fixed-shape array sized by the first env,
-    which fails as soon as two envs have different numbers of admissible actions.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        with ragged_info_batching():  # the observation space's refusal of gymnasium's own vector envs is not for us
-            super().__init__(*args, **kwargs)  # type: ignore[call-arg]
-
-    def _add_info(self, vector_infos: dict[str, Any], env_info: dict[str, Any], env_num: int) -> dict[str, Any]:
-        ragged = {k: env_info[k] for k in RAGGED_INFO_KEYS if k in env_info}
-        rest = {k: v for k, v in env_info.items() if k not in ragged}
-        vector_infos = super()._add_info(vector_infos, rest, env_num)  # type: ignore[misc]
-        for key, value in ragged.items():
-            array = vector_infos.get(key)
-            if array is None:
-                array = np.full(self.num_envs, None, dtype=object)  # type: ignore[attr-defined]
-            array[env_num] = value
-            present = vector_infos.get(f"_{key}", np.zeros(self.num_envs, dtype=bool))  # type: ignore[attr-defined]
-            present[env_num] = True
-            vector_infos[key], vector_infos[f"_{key}"] = array, present
-        return vector_infos
-
-
-@dataclass
-class MemberResult:
-    """What one member answered to a reset or a step of the per-member API (``reset_members``/``step_members``)."""
-
-    obs: str
-    info: dict[str, Any] = field(default_factory=dict)
-    reward: float = 0.0
-    terminated: bool = False
-    truncated: bool = False
-    lost: str | None = None
-    """Why the member's worker is gone (crashed, killed, no answer in time), else None: the episode it was playing is
-    lost (obs, info and reward are empty) and a replacement worker already holds the member for its next reset."""
-
-
-class RaggedSyncVectorEnv(_RaggedInfo, SyncVectorEnv):
+class RaggedSyncVectorEnv(RaggedInfo, SyncVectorEnv):
     """``SyncVectorEnv`` whose ``action_mask`` info is an object array of per-env masks.
 
     Besides gymnasium's batch API it steps chosen members alone (what a rollout that must not prompt finished
@@ -77,9 +35,7 @@ class RaggedSyncVectorEnv(_RaggedInfo, SyncVectorEnv):
         """Reset members ``indices`` onto the task their schedule assigns to episode ``episode``."""
         out = []
         for i, seed in zip(indices, seeds):
-            env = self.envs[i]
-            obs, info = env.reset(seed=seed, options={"task_index": env.task_index(episode)})
-            out.append(MemberResult(obs, info))
+            out.append(MemberResult(*self.envs[i].reset_episode(episode, seed=seed)))
         return out
 
     def step_members(self, indices: Sequence[int], actions: Sequence[str]) -> list[MemberResult]:
@@ -91,13 +47,8 @@ class RaggedSyncVectorEnv(_RaggedInfo, SyncVectorEnv):
         return out
 
 
-class RaggedAsyncVectorEnv(_RaggedInfo, AsyncVectorEnv):
+class RaggedAsyncVectorEnv(RaggedInfo, AsyncVectorEnv):
     """``AsyncVectorEnv`` whose ``action_mask`` info is an object array of per-env masks."""
-
-
-def _make_member(env_id: str, worker: int, group_size: int, num_groups: int, schedule_seed: int, kwargs: dict[str, Any]) -> gym.Env:
-    env = gym.make(env_id, **kwargs)
-    return TaskSchedule(env, worker=worker, group_size=group_size, num_groups=num_groups, schedule_seed=schedule_seed)
 
 
 def make_vec(
@@ -136,7 +87,7 @@ def make_vec(
         from sapo_gym.ray_vector import RayVectorEnv, RayWorkers
 
         return RayVectorEnv(env_id, list(members), group_size, num_tasks, schedule_seed, env_kwargs, ray_workers or RayWorkers())
-    fns = [partial(_make_member, env_id, w, group_size, num_tasks, schedule_seed, env_kwargs) for w in members]
+    fns = [partial(make_member, env_id, w, group_size, num_tasks, schedule_seed, env_kwargs) for w in members]
     if vectorization == "sync":
         return RaggedSyncVectorEnv(fns)
     return RaggedAsyncVectorEnv(fns, shared_memory=False, context="spawn")

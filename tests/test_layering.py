@@ -149,3 +149,161 @@ def test_tests_import_no_test_module_nor_a_helper_found_through_sys_path():
                 bad.append(f"{rel}:{line}: {imported}")
     bad = list(dict.fromkeys(bad))
     assert not bad, "tests importing a test module or a sys.path helper (use tests.support):\n" + "\n".join(bad)
+
+
+# --- no import circle between files ----------------------------------------------------------------
+#
+# The graph: one node per file (a package's ``__init__.py`` is the node of the package's name), one edge per
+# import, lazy ones included, to the file the import reads:
+#   * ``import a.b`` and ``from a.b import x`` -> ``a.b`` (``a.b/__init__.py`` when a package); the parent
+#     ``a/__init__.py`` that Python runs on the way is no edge (the importer does not read it);
+#   * ``from a import b`` where ``a.b`` is a module -> ``a.b``;
+#   * ``from a import x`` where ``a/__init__.py`` only re-exports ``x`` (binds it by ``from .y import x`` at
+#     module level) -> the file that defines ``x`` (``a.y``, followed through further re-exports). A package's
+#     ``__init__`` importing its submodules, which import their siblings' names through the package, is
+#     then no circle: the edge goes to the sibling file, as the name does. A name the ``__init__`` defines
+#     itself keeps the edge on the ``__init__``.
+# A circle is a strongly connected component of more than one file.
+
+def _module_files(root: Path = ROOT, packages: tuple[str, ...] = PROJECT) -> dict[str, Path]:
+    files = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                files[module_name(path, root)] = path
+    return files
+
+
+def _reexports(files: dict[str, Path]) -> dict[str, dict[str, str]]:
+    """Per package ``__init__``: each name it binds at module level by ``from <module> import name``."""
+    out: dict[str, dict[str, str]] = {}
+    for module, path in files.items():
+        if path.name != "__init__.py":
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        top = ast.Module(body=[n for n in tree.body if isinstance(n, ast.ImportFrom)], type_ignores=[])
+        for _, imported, name in imports(ast.unparse(top), module, is_package=True):
+            if name and f"{imported}.{name}" not in files:
+                out.setdefault(module, {})[name] = imported
+    return out
+
+
+def _target(imported: str, name: str | None, files: dict, reexports: dict) -> str | None:
+    """The file an import reads (see the rule above), or None when it is not one of the project's files."""
+    if name and f"{imported}.{name}" in files:
+        return f"{imported}.{name}"
+    seen = set()
+    while name and imported in reexports and name in reexports[imported] and imported not in seen:
+        seen.add(imported)
+        imported = reexports[imported][name]
+        if f"{imported}.{name}" in files:
+            return f"{imported}.{name}"
+    while imported and imported not in files:  # ``import a.b.c`` of a name inside a.b: the file a.b
+        imported = imported.rpartition(".")[0]
+    return imported or None
+
+
+def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PROJECT) -> dict[str, dict[str, str]]:
+    """``{module: {imported module: "file:line" of the first such import}}`` over the project's files."""
+    files = _module_files(root, packages)
+    reexports = _reexports(files)
+    graph: dict[str, dict[str, str]] = {module: {} for module in files}
+    for module, path in files.items():
+        rel = str(path.relative_to(root))
+        for line, imported, name in imports(path.read_text(), module, path.name == "__init__.py", rel):
+            target = _target(imported, name, files, reexports)
+            if target and target != module:
+                graph[module].setdefault(target, f"{rel}:{line}")
+    return graph
+
+
+def circles(graph: dict[str, dict[str, str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's, without recursion), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(graph[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            for nxt in successors:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(graph.get(nxt, {}))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return sorted(found)
+
+
+def cycle_path(graph: dict[str, dict[str, str]], component: list[str]) -> list[str]:
+    """One circle through the component's first module, as ``file:line: a -> b`` steps (shortest first)."""
+    start, members = component[0], set(component)
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier and start not in previous:
+        following = []
+        for node in frontier:
+            for nxt in graph[node]:
+                if nxt in members and nxt not in previous:
+                    previous[nxt] = node
+                    following.append(nxt)
+        frontier = following
+    path, node = [], start
+    while True:
+        path.append(f"{graph[previous[node]][node]}: {previous[node]} -> {node}")
+        node = previous[node]
+        if node == start:
+            return path[::-1]
+
+
+def test_no_import_circle_between_files():
+    graph = import_graph()
+    found = circles(graph)
+    report = "\n\n".join("circle of " + ", ".join(c) + ":\n  " + "\n  ".join(cycle_path(graph, c)) for c in found)
+    assert not found, "import circles between files (cut each: move the shared piece below both):\n" + report
+
+
+def test_the_circle_checker_follows_files_reexports_and_lazy_imports(tmp_path):
+    def write(rel: str, text: str = "") -> None:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+
+    # a package __init__ re-exporting a submodule whose sibling takes the name through the package: no circle
+    write("pkg/__init__.py", "from pkg.low import helper\nfrom pkg import high\n")
+    write("pkg/low.py", "def helper(): pass\n")
+    write("pkg/high.py", "from pkg import helper\nfrom . import low\n")
+    # a real circle, one side lazy, through `from package import submodule`
+    write("pkg/a.py", "def f():\n    from pkg import b\n")
+    write("pkg/b.py", "from pkg.a import f\n")
+    # a name the __init__ defines itself: the edge stays on the __init__ (a circle with it)
+    write("pkg/own.py", "from pkg import CONSTANT\n")
+    write("pkg/__init__.py", "from pkg.low import helper\nfrom pkg import high, own\nCONSTANT = 1\n")
+    graph = import_graph(tmp_path, ("pkg",))
+    assert graph["pkg.high"] == {"pkg.low": "pkg/high.py:1"}
+    assert graph["pkg.a"] == {"pkg.b": "pkg/a.py:2"} and graph["pkg.own"] == {"pkg": "pkg/own.py:1"}
+    assert circles(graph) == [["pkg", "pkg.own"], ["pkg.a", "pkg.b"]]
+    assert cycle_path(graph, ["pkg.a", "pkg.b"]) == ["pkg/a.py:2: pkg.a -> pkg.b", "pkg/b.py:1: pkg.b -> pkg.a"]

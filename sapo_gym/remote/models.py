@@ -18,7 +18,7 @@ import numpy as np
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from sapo_gym.core import ACTION_MAX_LENGTH
+from sapo_gym.core import ACTION_MAX_LENGTH, INFO_KEYS, STEP_INFO_KEYS
 
 __all__ = [
     "ACTION_LIMIT_CHARS", "MAX_BODY_BYTES", "TYPED_INFO_KEYS", "SapoAction", "SapoObservation", "SapoState",
@@ -35,12 +35,9 @@ MAX_BODY_BYTES = 12 * ACTION_LIMIT_CHARS + (1 << 16)
 character outside the BMP is one ``str`` character and 12 bytes, ``"\\ud83d\\ude00"``) plus 64 KiB of
 envelope (832 KiB in all). Larger bodies are refused (413, a ``TOO_LARGE`` frame) before they are parsed."""
 
-TYPED_INFO_KEYS = (
-    "raw_observation", "task", "task_id", "task_type", "dataset", "admissible_actions", "action_mask",
-    "step", "won", "score", "action", "think", "is_action_valid", "is_action_admissible", "parse_reason",
-    "expert_action",
-)
-"""The ``info`` keys that are typed fields of :class:`SapoObservation`; every other key goes to ``extra``."""
+TYPED_INFO_KEYS = (*INFO_KEYS, *STEP_INFO_KEYS, "expert_action")
+"""The ``info`` keys that are typed fields of :class:`SapoObservation` (core's stable keys, and the oracle's action);
+every other key goes to ``extra``."""
 
 
 class SapoAction(Action):

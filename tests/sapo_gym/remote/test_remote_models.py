@@ -12,8 +12,9 @@ pytest.importorskip("openenv.core.env_server")
 
 import sapo_gym  # noqa: E402,F401
 from pydantic import ValidationError  # noqa: E402
+from sapo_gym.core import INFO_KEYS, STEP_INFO_KEYS  # noqa: E402
 from sapo_gym.remote.models import (  # noqa: E402
-    ACTION_LIMIT_CHARS, MAX_BODY_BYTES, ResetRequest, SapoAction, SapoObservation, info_from_observation,
+    ACTION_LIMIT_CHARS, MAX_BODY_BYTES, TYPED_INFO_KEYS, ResetRequest, SapoAction, SapoObservation, info_from_observation,
     observation_from_step, to_jsonable,
 )
 from sapo_gym.registration import parse_env_args  # noqa: E402
@@ -37,6 +38,16 @@ def test_a_real_info_crosses_the_wire_unchanged() -> None:
     assert (back.prompt, back.reward, back.terminated, back.truncated) == step[:4]
     assert canon(info_from_observation(back)) == canon(step[4])  # same keys, order, types and values
     assert list(info_from_observation(back)) == list(step[4])
+
+
+def test_the_typed_keys_are_cores_and_each_is_a_field() -> None:
+    """One source for the info keys: core writes them (in this order), the wire types them from core's list."""
+    env = gym.make("sapo/Vault-v0", prompt=None)
+    _, info = env.reset(seed=0)
+    assert tuple(info)[: len(INFO_KEYS)] == INFO_KEYS
+    _, _, _, _, info = env.step("<think></think><action>look</action>")
+    assert tuple(info)[-len(STEP_INFO_KEYS):] == STEP_INFO_KEYS
+    assert set(TYPED_INFO_KEYS) <= set(SapoObservation.model_fields)
 
 
 def test_unknown_info_keys_pass_through_as_json() -> None:
