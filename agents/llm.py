@@ -1,8 +1,9 @@
 """An :class:`~agents.base.Agent` over any HF causal LM: chat-templated prompts, batched sampling.
 
 :class:`LLMAgent` is both the evaluation agent (``act``: texts for the env) and the trainer's rollout
-policy (``act_detailed``: the token ids, log-probs and truncation flags of each turn). It is given
-the *active* envs only, so finished episodes are never prompted.
+policy (``act_detailed``: each turn's :class:`~agents.generation.base.GenerationOutput`, the prompt and
+response token ids, log-probs and truncation flags). It is given the *active* envs only, so finished
+episodes are never prompted.
 
 Sampling seeds: with a ``seed`` (or ``params.seed``) call *k* samples with ``seed + k``, so a run is
 reproducible while successive calls draw fresh randomness; without one, torch's global RNG is used.
@@ -10,38 +11,13 @@ reproducible while successive calls draw fresh randomness; without one, torch's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from agents.constraint import CONSTRAINTS, ConstraintBuilder
-from agents.generation.base import GenerationParams, Generator
+from agents.generation.base import GenerationOutput, GenerationParams, Generator
 from agents.policy import PolicyModel
 
-__all__ = ["LLMAgent", "AgentTurn"]
-
-
-@dataclass
-class AgentTurn:
-    """Everything the trainer needs about one env turn of an :class:`LLMAgent`."""
-
-    prompt_ids: list[int]
-    """Chat-templated observation tokens (after the truncation rule)."""
-    token_ids: list[int]
-    """Response tokens, the end-of-turn token included when emitted."""
-    log_probs: list[float]
-    """log π_old per response token (masked, tempered policy distribution)."""
-    text: str
-    """Decoded response, sent to the env."""
-    truncated: bool
-    """The response hit its token budget before an end-of-turn token."""
-    prompt_truncated: bool
-    """The prompt was longer than the budget and was cut (see :class:`~agents.policy.PolicyModel`)."""
-    value_logits: tuple[tuple[float, float], tuple[float, float]] | None = None
-    """The sampler's w⁺/w⁻ logits at the last prompt / response token, when asked for (``GenerationParams.value_logits``)."""
-    allowed_tokens: list[tuple[int, ...] | None] | None = None
-    """Under ``constrain='admissible'``: per response token, the ids the sampler allowed (None: free there)."""
-    constraint_fallback: bool = False
-    """A constraint was asked for but the turn had no usable admissible list (decoded freely)."""
+__all__ = ["LLMAgent"]
 
 
 class LLMAgent:
@@ -90,8 +66,9 @@ class LLMAgent:
     def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]]) -> list[str]:
         return [turn.text for turn in self.act_detailed(observations, infos)]
 
-    def act_detailed(self, observations: Sequence[str], infos: Sequence[dict[str, Any]] | None = None) -> list[AgentTurn]:
-        """One batched generation over the active envs' prompts."""
+    def act_detailed(self, observations: Sequence[str],
+                     infos: Sequence[dict[str, Any]] | None = None) -> list[GenerationOutput]:
+        """One batched generation over the active envs' prompts: per env, its prompt and the sampled response."""
         if not observations:
             return []
         prompts = self.policy.encode_prompts(observations, max_tokens=self.prompt_budget)
@@ -103,8 +80,6 @@ class LLMAgent:
             infos = infos if infos is not None else [{}] * len(observations)
             constraints = [self._constraints.build(info.get("admissible_actions")) for info in infos]
             outputs = self.generator.generate(prompts.token_ids, params, constraints)
-        return [
-            AgentTurn(ids, out.token_ids, out.log_probs, out.text, out.truncated, cut, out.value_logits,
-                      out.allowed_tokens, out.constraint_fallback)
-            for ids, cut, out in zip(prompts.token_ids, prompts.truncated, outputs)
-        ]
+        for out, cut in zip(outputs, prompts.truncated):
+            out.prompt_truncated = cut
+        return outputs

@@ -72,20 +72,19 @@ def alfworld_prompt(rng: random.Random) -> str:
         admissible_actions=ALFWORLD_PROMPT.format_actions(actions))
 
 
-def synthetic_turns(prompt_ids, outputs, turns_per_traj: int, group_size: int, seed: int):
-    """The sampled turns as TurnSamples: trajectories of ``turns_per_traj``, groups of ``group_size``."""
-    from trainers.experience import TurnSample
+def synthetic_turns(outputs, turns_per_traj: int, group_size: int, seed: int):
+    """The sampled turns as TurnRecords: trajectories of ``turns_per_traj``, groups of ``group_size``."""
+    from trainers.experience import TurnRecord
 
     rng = random.Random(seed)
     won = {}
     turns = []
-    for row, (p, out) in enumerate(zip(prompt_ids, outputs)):
+    for row, out in enumerate(outputs):  # each output carries its prompt's ids
         traj, t = divmod(row, turns_per_traj)
         last = t == turns_per_traj - 1
         won.setdefault(traj, rng.random() < 0.5)
-        turns.append(TurnSample(list(p), out.token_ids, out.log_probs, reward=float(last and won[traj]) * 10.0,
-                                done=last and won[traj], invalid=rng.random() < 0.1, traj_id=traj, turn_idx=t,
-                                group_id=traj // group_size))
+        turns.append(TurnRecord("", out, reward=float(last and won[traj]) * 10.0, done=last and won[traj],
+                                invalid=rng.random() < 0.1, traj_id=traj, turn_idx=t, group_id=traj // group_size))
     return turns
 
 
@@ -118,7 +117,7 @@ def one_iteration(algo: str, args, tokenizer, prompt_ids) -> dict:
     with timer("generation"), trainer.strategy.autocast():
         outputs = HFGenerator(trainer.rollout_policy, max_batch_size=args.turns).generate(prompt_ids, params)
     group = 8 if algo == "grpo" else 1
-    exp = Experience.collate(synthetic_turns(prompt_ids, outputs, args.turns_per_traj, group, seed=0),
+    exp = Experience.collate(synthetic_turns(outputs, args.turns_per_traj, group, seed=0),
                              policy.pad_token_id).to(trainer.device)
     trainer.learn(exp, timer, memory)
     seconds = timer.seconds

@@ -1,24 +1,38 @@
 """The typed batch the trainers learn from: one row per env turn (verl-agent layout).
 
 A row is the prompt tokens (the chat-templated observation) followed by the response tokens (the
-model's output), right-padded. :class:`TurnSample` is one turn as the rollout records it;
-:meth:`Experience.collate` pads a list of them into tensors. Trajectory ids and turn indices travel
-with every row through :meth:`Experience.select`, :meth:`Experience.minibatches` and
-:meth:`Experience.shard`, so targets can be rebuilt per trajectory at any point.
+model's output), right-padded. :class:`TurnRecord` is one turn as the rollout records it: the sampler's
+:class:`~agents.generation.base.GenerationOutput` (prompt and response token ids, log-probs, allowed tokens,
+value logits) and what the env answered; :meth:`Experience.collate` pads a list of them into tensors.
+Trajectory ids and turn indices travel with every row through :meth:`Experience.select`,
+:meth:`Experience.minibatches` and :meth:`Experience.shard`, so targets can be rebuilt per trajectory at any point.
+
+Every field of :class:`Experience` declares its shape role (``field(metadata={"role": ...})``, one of
+:data:`TOKEN`, :data:`TOKEN_SET`, :data:`TURN`, :data:`READOUT`) and, for token-level fields, its padding:
+the shape check, :meth:`Experience.cat` and :meth:`Experience.trim` read them from the field.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, fields, replace
-from typing import Iterator, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Iterator, Sequence
 
 import torch
 from torch import Tensor
 
 from agents.constraint import allowed_matrix
+from agents.generation.base import GenerationOutput
 
-__all__ = ["TurnSample", "Experience", "micro_batches", "anchor_id"]
+__all__ = ["TurnRecord", "Experience", "micro_batches", "anchor_id", "TOKEN", "TOKEN_SET", "TURN", "READOUT"]
+
+TOKEN, TOKEN_SET, TURN, READOUT = "token", "token_set", "turn", "readout"
+"""Shape roles: ``(B, T)`` per token, ``(B, T, W)`` a set of token ids per token, ``(B,)`` per turn, ``(B, 2, 2)``
+SAPO's two readout positions × (w⁺, w⁻)."""
+PAD_ID = "pad_id"
+"""The ``pad`` of a token field padded with the tokenizer's pad id (``pad_id`` of :meth:`Experience.cat`)."""
+_CAST = {torch.float32: float, torch.bool: bool, torch.long: int}
+
 
 def anchor_id(group_id: int, observation: str) -> int:
     """GiGPO's anchor-state id of a turn: a 63-bit hash (BLAKE2b) of its task group and raw observation.
@@ -30,26 +44,21 @@ def anchor_id(group_id: int, observation: str) -> int:
     return int.from_bytes(digest, "big") >> 1
 
 
-# Fields that are (B, T) token-level (``allowed_tokens``: (B, T, W)); every other tensor field is (B,) turn-level.
-_TOKEN_FIELDS = ("input_ids", "attention_mask", "action_mask", "old_log_probs", "ref_log_probs", "allowed_tokens")
-
-
 @dataclass
-class TurnSample:
-    """One env turn of one trajectory, as the rollout records it (plain Python, no tensors)."""
+class TurnRecord:
+    """One env turn, from the rollout to the batch: what the agent saw and wrote, and what the env answered."""
 
-    prompt_ids: list[int]
-    """Chat-templated observation tokens (already truncated by the policy's documented rule)."""
-    response_ids: list[int]
-    """The sampled action tokens (may be empty for an empty generation)."""
-    response_log_probs: list[float]
-    """log π_old of each response token under the sampling policy (w+/w- banned); same length."""
+    prompt: str
+    """The observation (prompt text) the agent acted on."""
+    output: GenerationOutput | Any
+    """The agent's output: an LLM policy's :class:`~agents.generation.base.GenerationOutput` (what the batch is
+    built from), or a text agent's raw text (a teacher's demonstrations)."""
     reward: float
-    """Env reward of this turn (no invalid-action penalty: SAPO adds c_inv in normalization)."""
+    """Env reward of the turn (no invalid-action penalty: SAPO adds c_inv in normalization)."""
     done: bool
-    """The episode TERMINATED at this turn (won/lost); hitting the horizon is not done."""
+    """The episode TERMINATED at this turn (won or lost); a horizon truncation is not done."""
     invalid: bool
-    """The action was format-invalid (``info["is_action_valid"]`` false)."""
+    """The output was format-invalid (``info["is_action_valid"]`` False)."""
     traj_id: int
     """Trajectory id, unique within a batch."""
     turn_idx: int
@@ -57,71 +66,67 @@ class TurnSample:
     group_id: int = 0
     """Task group (GRPO: the members of a group played the same task)."""
     anchor: str | None = None
-    """The env's raw observation at this turn (GiGPO's anchor state; ``info["raw_observation"]``), if recorded."""
-    value_logits: tuple[tuple[float, float], tuple[float, float]] | None = None
-    """The sampler's (z_w⁺, z_w⁻) at the last prompt token and at the last response token, if it kept them."""
-    allowed_tokens: list[tuple[int, ...] | None] | None = None
-    """Under constrained decoding: per response token, the ids the sampler allowed (None: free there)."""
+    """The env's raw observation at this turn (``info["raw_observation"]``, the backend's own text, not the rendered
+    prompt with its step counter and history): GiGPO's anchor state. Turns of one group with equal anchors are
+    grouped (:meth:`Experience.collate` hashes (group_id, anchor) into ``anchor_ids``)."""
 
-    def __post_init__(self) -> None:
-        if self.allowed_tokens is not None and len(self.allowed_tokens) != len(self.response_ids):
-            raise ValueError(f"{len(self.response_ids)} response tokens but {len(self.allowed_tokens)} allowed sets")
-        if len(self.response_log_probs) != len(self.response_ids):
-            raise ValueError(
-                f"{len(self.response_ids)} response tokens but {len(self.response_log_probs)} log-probs"
-            )
-        if not self.prompt_ids:
-            raise ValueError("a turn needs at least one prompt token (the value readout position)")
+
+def _field(role: str, *, pad: int | str = 0, source: str | None = None, dtype: torch.dtype | None = None,
+           optional: bool = False) -> Any:
+    """A batch field with its shape ``role``; token fields pad with ``pad``; a turn field collated straight from
+    :class:`TurnRecord` names its ``source`` attribute and ``dtype``. ``optional``: None until a phase sets it."""
+    meta = {"role": role, "pad": pad, "source": source, "dtype": dtype}
+    return field(default=None, metadata=meta) if optional else field(metadata=meta)
 
 
 @dataclass
 class Experience:
     """A padded batch of turns. Shapes: ``B`` turns, ``T`` padded tokens."""
 
-    input_ids: Tensor
+    input_ids: Tensor = _field(TOKEN, pad=PAD_ID)
     """(B, T) long: prompt ⊕ response, right-padded with the pad id."""
-    attention_mask: Tensor
+    attention_mask: Tensor = _field(TOKEN)
     """(B, T) bool: real tokens."""
-    action_mask: Tensor
+    action_mask: Tensor = _field(TOKEN)
     """(B, T) bool: response tokens that are trained (the action)."""
-    prompt_lengths: Tensor
+    prompt_lengths: Tensor = _field(TURN)
     """(B,) long: prompt tokens; the last prompt token (V readout) is at ``prompt_lengths - 1``."""
-    response_lengths: Tensor
+    response_lengths: Tensor = _field(TURN)
     """(B,) long: response tokens; the last one (Q readout) is at ``prompt_lengths + response_lengths - 1``."""
-    old_log_probs: Tensor
+    old_log_probs: Tensor = _field(TOKEN)
     """(B, T) float: log π_old(a_k | ·) at response positions, 0 elsewhere."""
-    rewards: Tensor
+    rewards: Tensor = _field(TURN, source="reward", dtype=torch.float32)
     """(B,) float: r_t of the turn."""
-    dones: Tensor
+    dones: Tensor = _field(TURN, source="done", dtype=torch.bool)
     """(B,) bool: the episode terminated at this turn."""
-    invalid: Tensor
+    invalid: Tensor = _field(TURN, source="invalid", dtype=torch.bool)
     """(B,) bool: format-invalid action."""
-    traj_ids: Tensor
+    traj_ids: Tensor = _field(TURN, source="traj_id", dtype=torch.long)
     """(B,) long: trajectory id."""
-    turn_idx: Tensor
+    turn_idx: Tensor = _field(TURN, source="turn_idx", dtype=torch.long)
     """(B,) long: turn index within the trajectory."""
-    group_ids: Tensor
+    group_ids: Tensor = _field(TURN, source="group_id", dtype=torch.long)
     """(B,) long: task group."""
-    anchor_ids: Tensor | None = None
+    anchor_ids: Tensor | None = _field(TURN, optional=True)
     """(B,) long: :func:`anchor_id` of (group, raw observation), equal for turns of one group that acted on the same
     env state (GiGPO's anchor groups); set by :meth:`collate` when every turn recorded its observation."""
-    ref_log_probs: Tensor | None = None
+    ref_log_probs: Tensor | None = _field(TOKEN, optional=True)
     """(B, T) float: log π_ref at response positions."""
-    old_values: Tensor | None = None
+    old_values: Tensor | None = _field(TURN, optional=True)
     """(B,) float: V_old(s_t) (SAPO readout or PPO critic)."""
-    old_q: Tensor | None = None
+    old_q: Tensor | None = _field(TURN, optional=True)
     """(B,) float: Q_old(s_t, a_t) (SAPO only)."""
-    advantages: Tensor | None = None
+    advantages: Tensor | None = _field(TURN, optional=True)
     """(B,) float: normalized turn advantage Â_t."""
-    value_targets: Tensor | None = None
+    value_targets: Tensor | None = _field(TURN, optional=True)
     """(B,) float: y^V."""
-    q_targets: Tensor | None = None
+    q_targets: Tensor | None = _field(TURN, optional=True)
     """(B,) float: y^Q."""
-    allowed_tokens: Tensor | None = None
+    allowed_tokens: Tensor | None = _field(TOKEN_SET, pad=-1, optional=True)
     """(B, T, W) long: under constrained decoding, the token ids allowed at each response position (``-1``
     padding; a row of ``-1`` is free). The losses restrict the policy's logits to them
     (:func:`agents.constraint.restrict_logits`), as the sampler did."""
-    value_logits: Tensor | None = None
+    value_logits: Tensor | None = _field(READOUT, optional=True)
     """(B, 2, 2) float: the sampler's (z_w⁺, z_w⁻) at the V position (``[:, 0]``) and at the Q position
     (``[:, 1]``), when it kept them (SAPO with ``old_log_probs='rollout'``)."""
 
@@ -131,89 +136,69 @@ class Experience:
             value = getattr(self, f.name)
             if not isinstance(value, Tensor):
                 continue
-            want = (b, t) if f.name in _TOKEN_FIELDS else (b,)
-            if f.name == "allowed_tokens":
-                want = (b, t, value.shape[-1]) if value.dim() == 3 else (b, t, 1)
-            if f.name == "value_logits":
-                want = (b, 2, 2)
+            role = f.metadata["role"]
+            want = {TOKEN: (b, t), TURN: (b,), READOUT: (b, 2, 2),
+                    TOKEN_SET: (b, t, value.shape[-1] if value.dim() == 3 else 1)}[role]
             if tuple(value.shape) != want:
                 raise ValueError(f"Experience.{f.name} has shape {tuple(value.shape)}, expected {want}")
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
-    def collate(cls, samples: Sequence[TurnSample], pad_id: int) -> "Experience":
-        """Pad turns into a batch, keeping their order (row i is ``samples[i]``)."""
-        if not samples:
+    def collate(cls, turns: Sequence[TurnRecord], pad_id: int) -> "Experience":
+        """Pad turns into a batch, keeping their order (row i is ``turns[i]``)."""
+        if not turns:
             raise ValueError("cannot collate an empty list of turns")
-        lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
-        b, t = len(samples), max(lengths)
+        outs = [_generation(turn) for turn in turns]
+        lengths = [len(o.prompt_ids) + len(o.token_ids) for o in outs]
+        b, t = len(turns), max(lengths)
         input_ids = torch.full((b, t), pad_id, dtype=torch.long)
         attention_mask = torch.zeros((b, t), dtype=torch.bool)
         action_mask = torch.zeros((b, t), dtype=torch.bool)
         old_log_probs = torch.zeros((b, t), dtype=torch.float32)
-        for i, s in enumerate(samples):
-            p, r = len(s.prompt_ids), len(s.response_ids)
-            input_ids[i, : p + r] = torch.tensor(s.prompt_ids + s.response_ids, dtype=torch.long)
+        for i, o in enumerate(outs):
+            p, r = len(o.prompt_ids), len(o.token_ids)
+            input_ids[i, : p + r] = torch.tensor(o.prompt_ids + o.token_ids, dtype=torch.long)
             attention_mask[i, : p + r] = True
             action_mask[i, p : p + r] = True
-            old_log_probs[i, p : p + r] = torch.tensor(s.response_log_probs, dtype=torch.float32)
-
-        def turn(values: list, dtype: torch.dtype) -> Tensor:
-            return torch.tensor(values, dtype=dtype)
-
-        allowed = None
-        if any(s.allowed_tokens is not None for s in samples):
-            width = max([len(ids) for s in samples for ids in (s.allowed_tokens or ()) if ids], default=0) or 1
-            allowed = torch.full((b, t, width), -1, dtype=torch.long)
-            for i, s in enumerate(samples):
-                if s.allowed_tokens:
-                    p = len(s.prompt_ids)
-                    allowed[i, p : p + len(s.allowed_tokens)] = allowed_matrix(s.allowed_tokens, width=width)
-
+            old_log_probs[i, p : p + r] = torch.tensor(o.log_probs, dtype=torch.float32)
         anchors = None
-        if all(s.anchor is not None for s in samples):
-            anchors = turn([anchor_id(s.group_id, s.anchor) for s in samples], torch.long)  # type: ignore[arg-type]
-
+        if all(turn.anchor is not None for turn in turns):
+            anchors = torch.tensor([anchor_id(turn.group_id, turn.anchor) for turn in turns],  # type: ignore[arg-type]
+                                   dtype=torch.long)
         value_logits = None
-        if all(s.value_logits is not None for s in samples):
-            value_logits = turn([s.value_logits for s in samples], torch.float32)  # (B, 2, 2)
-
+        if all(o.value_logits is not None for o in outs):
+            value_logits = torch.tensor([o.value_logits for o in outs], dtype=torch.float32)  # (B, 2, 2)
         return cls(
             input_ids=input_ids,
             attention_mask=attention_mask,
             action_mask=action_mask,
-            prompt_lengths=turn([len(s.prompt_ids) for s in samples], torch.long),
-            response_lengths=turn([len(s.response_ids) for s in samples], torch.long),
+            prompt_lengths=torch.tensor([len(o.prompt_ids) for o in outs], dtype=torch.long),
+            response_lengths=torch.tensor([len(o.token_ids) for o in outs], dtype=torch.long),
             old_log_probs=old_log_probs,
-            rewards=turn([float(s.reward) for s in samples], torch.float32),
-            dones=turn([bool(s.done) for s in samples], torch.bool),
-            invalid=turn([bool(s.invalid) for s in samples], torch.bool),
-            traj_ids=turn([s.traj_id for s in samples], torch.long),
-            turn_idx=turn([s.turn_idx for s in samples], torch.long),
-            group_ids=turn([s.group_id for s in samples], torch.long),
+            **_turn_columns(cls, turns),
             anchor_ids=anchors,
-            allowed_tokens=allowed,
+            allowed_tokens=_allowed_tokens(outs, t),
             value_logits=value_logits,
         )
 
     @classmethod
     def cat(cls, parts: Sequence["Experience"], pad_id: int) -> "Experience":
-        """Concatenate batches row-wise, right-padding token fields to the longest ``T``."""
+        """Concatenate batches row-wise, right-padding token fields to the longest ``T`` (each with its own pad)."""
         t = max(p.input_ids.shape[1] for p in parts)
         merged = {}
         for f in fields(cls):
             values = [getattr(p, f.name) for p in parts]
+            role, fill = f.metadata["role"], pad_id if f.metadata["pad"] == PAD_ID else f.metadata["pad"]
             if all(v is None for v in values):
                 merged[f.name] = None
             elif any(v is None for v in values):
                 raise ValueError(f"field {f.name} is set in some parts and not in others")
-            elif f.name == "allowed_tokens":
+            elif role == TOKEN_SET:
                 w = max(v.shape[2] for v in values)
                 merged[f.name] = torch.cat(
-                    [torch.nn.functional.pad(v, (0, w - v.shape[2], 0, t - v.shape[1]), value=-1) for v in values]
+                    [torch.nn.functional.pad(v, (0, w - v.shape[2], 0, t - v.shape[1]), value=fill) for v in values]
                 )
-            elif f.name in _TOKEN_FIELDS:
-                fill = pad_id if f.name == "input_ids" else 0
+            elif role == TOKEN:
                 merged[f.name] = torch.cat(
                     [torch.nn.functional.pad(v, (0, t - v.shape[1]), value=fill) for v in values]
                 )
@@ -263,7 +248,8 @@ class Experience:
         """Drop trailing token columns that are padding in every row (cheaper forward passes)."""
         t = int(self.attention_mask.any(0).nonzero().max()) + 1 if self.attention_mask.any() else 1
         changes = {
-            name: getattr(self, name)[:, :t] for name in _TOKEN_FIELDS if getattr(self, name) is not None
+            f.name: getattr(self, f.name)[:, :t] for f in fields(self)
+            if f.metadata["role"] in (TOKEN, TOKEN_SET) and getattr(self, f.name) is not None
         }
         return replace(self, **changes)
 
@@ -295,3 +281,34 @@ class Experience:
 def micro_batches(exp: Experience, size: int) -> Iterator[Experience]:
     """Consecutive, trimmed chunks of ``size`` rows (the batch order is kept)."""
     yield from exp.minibatches(size, shuffle=False)
+
+
+def _generation(turn: TurnRecord) -> GenerationOutput:
+    """The sampled turn a batch row is built from (a text agent's turn has no tokens to train on)."""
+    if not isinstance(turn.output, GenerationOutput):
+        raise TypeError(f"turn {turn.traj_id}.{turn.turn_idx} has no token ids to train on: its output is a "
+                        f"{type(turn.output).__name__}, not a GenerationOutput")
+    return turn.output
+
+
+def _turn_columns(cls: type[Experience], turns: Sequence[TurnRecord]) -> dict[str, Tensor]:
+    """The (B,) fields read straight off the records: each names its ``source`` attribute and ``dtype``."""
+    columns = {}
+    for f in fields(cls):
+        source, dtype = f.metadata["source"], f.metadata["dtype"]
+        if source is not None:
+            columns[f.name] = torch.tensor([_CAST[dtype](getattr(turn, source)) for turn in turns], dtype=dtype)
+    return columns
+
+
+def _allowed_tokens(outs: Sequence[GenerationOutput], t: int) -> Tensor | None:
+    """(B, T, W) long: each response position's allowed ids, ``-1`` padded (None: no turn was constrained)."""
+    if all(o.allowed_tokens is None for o in outs):
+        return None
+    width = max([len(ids) for o in outs for ids in (o.allowed_tokens or ()) if ids], default=0) or 1
+    allowed = torch.full((len(outs), t, width), -1, dtype=torch.long)
+    for i, o in enumerate(outs):
+        if o.allowed_tokens:
+            p = len(o.prompt_ids)
+            allowed[i, p : p + len(o.allowed_tokens)] = allowed_matrix(o.allowed_tokens, width=width)
+    return allowed

@@ -1,7 +1,8 @@
 """The trainer's boundary with ``agents/``: build the policy and the rollout agent, read its turns.
 
 Everything model-specific the loop needs passes through these functions, so the loop and
-the methods only see a :class:`~agents.policy.PolicyModel` and :class:`~trainers.experience.TurnSample`.
+the methods only see a :class:`~agents.policy.PolicyModel` and the agent's turns
+(:class:`~agents.generation.base.GenerationOutput`, kept as :class:`~trainers.experience.TurnRecord` outputs).
 """
 
 from __future__ import annotations
@@ -10,10 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from trainers.config import TrainConfig
-from trainers.experience import TurnSample
-from trainers.rollout import Rollout
 
-__all__ = ["build_policy", "build_generator", "build_agent", "turn_samples"]
+__all__ = ["build_policy", "build_generator", "build_agent"]
 
 
 def build_policy(cfg: TrainConfig) -> Any:
@@ -61,24 +60,3 @@ def build_agent(policy: Any, cfg: TrainConfig, temperature: float, generator: An
 
     params = GenerationParams(max_new_tokens=cfg.max_response_tokens, temperature=temperature, value_logits=value_logits)
     return LLMAgent(policy, generator or HFGenerator(policy), params, name=f"{cfg.algo}:{cfg.model}", constrain=cfg.constrain)
-
-
-def turn_samples(rollout: Rollout) -> list[TurnSample]:
-    """The rollout's turns as :class:`TurnSample` rows (prompt/response token ids and log-probs)."""
-    return [
-        TurnSample(
-            prompt_ids=list(t.output.prompt_ids),
-            response_ids=list(t.output.token_ids),
-            response_log_probs=list(t.output.log_probs),
-            reward=t.reward,
-            done=t.done,
-            invalid=t.invalid,
-            traj_id=t.traj_id,
-            turn_idx=t.turn_idx,
-            group_id=t.group_id,
-            anchor=t.anchor,
-            value_logits=t.output.value_logits,
-            allowed_tokens=t.output.allowed_tokens,
-        )
-        for t in rollout.turns
-    ]

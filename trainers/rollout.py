@@ -15,9 +15,10 @@ A member whose Ray worker is lost mid-episode (crashed, killed, silent past the 
 episode there: the episode is *dropped* (its turns leave the batch; :attr:`Rollout.dropped` records it) and
 the member plays the next iteration on the replacement worker the vector env started.
 
-The result is one :class:`TurnRecord` per env turn (the verl-agent layout), with the trajectory
-id, the turn index and the group id that the advantage computation needs, the env's raw observation
-(GiGPO's anchor state), and per-episode stats.
+The result is one :class:`~trainers.experience.TurnRecord` per env turn (the verl-agent layout): the agent's
+output (an LLM policy's :class:`~agents.generation.base.GenerationOutput`, which the batch is padded from), the
+env's answer, the trajectory id, the turn index and the group id that the advantage computation needs, the env's
+raw observation (GiGPO's anchor state); and per-episode stats.
 """
 
 from __future__ import annotations
@@ -29,31 +30,9 @@ from typing import Any, Callable, Sequence
 import gymnasium as gym
 
 from trainers.config import ENV_WORKERS
+from trainers.experience import TurnRecord
 
-__all__ = ["TurnRecord", "EpisodeStats", "DroppedEpisode", "Rollout", "collect", "make_train_vec", "worker_ids"]
-
-
-@dataclass
-class TurnRecord:
-    """One env turn: what the agent saw and wrote, and what the env answered."""
-
-    prompt: str
-    """The observation (prompt text) the agent acted on."""
-    output: Any
-    """The agent's output for this turn (an LLM generation with token ids and log-probs, or text)."""
-    reward: float
-    """Env reward of the turn (no invalid-action penalty)."""
-    done: bool
-    """The episode terminated at this turn (won or lost); a horizon truncation is not done."""
-    invalid: bool
-    """The output was format-invalid (``info["is_action_valid"]`` False)."""
-    traj_id: int
-    turn_idx: int
-    group_id: int
-    anchor: str | None = None
-    """The env's raw observation at this turn (``info["raw_observation"]``, the backend's own text, not the rendered
-    prompt with its step counter and history): GiGPO's anchor state. Turns of one group with equal anchors are
-    grouped (:meth:`trainers.experience.Experience.collate` hashes (group_id, anchor) into ``anchor_ids``)."""
+__all__ = ["EpisodeStats", "DroppedEpisode", "Rollout", "collect", "make_train_vec", "worker_ids"]
 
 
 @dataclass

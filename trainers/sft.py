@@ -18,9 +18,10 @@ from typing import Any
 
 import torch
 
+from agents.generation.base import GenerationOutput
 from trainers.config import TrainConfig
 from trainers.core_algos import masked_mean
-from trainers.experience import Experience, TurnSample
+from trainers.experience import Experience, TurnRecord
 from trainers.forward import action_log_probs, forward_positions
 from trainers.rollout import collect, make_train_vec
 
@@ -54,11 +55,12 @@ def _batch(policy: Any, demos: list[Demonstration]) -> Experience:
     """Prompts through the policy's chat template; outputs as the model would emit them (+ end of turn)."""
     prompts = policy.encode_prompts([d.prompt for d in demos]).token_ids
     end_of_turn = policy.tokenizer.eos_token_id
-    samples = []
+    turns = []
     for i, (prompt_ids, demo) in enumerate(zip(prompts, demos)):
         response = list(policy.tokenizer(demo.output, add_special_tokens=False)["input_ids"]) + [end_of_turn]
-        samples.append(TurnSample(prompt_ids, response, [0.0] * len(response), 0.0, False, False, i, 0))
-    return Experience.collate(samples, policy.pad_token_id)
+        output = GenerationOutput(response, [0.0] * len(response), demo.output, False, prompt_ids=prompt_ids)
+        turns.append(TurnRecord(demo.prompt, output, 0.0, False, False, i, 0))
+    return Experience.collate(turns, policy.pad_token_id)
 
 
 def behaviour_clone(

@@ -51,7 +51,11 @@ class GenerationParams:
 
 @dataclass
 class GenerationOutput:
-    """One sampled response."""
+    """One sampled turn: the prompt it answered and the response, token by token.
+
+    The one record of a turn from the sampler to the training batch: the rollout keeps it as its turn's
+    ``output`` (:class:`trainers.experience.TurnRecord`, which adds what the env answered) and the batch is
+    padded from it (:meth:`trainers.experience.Experience.collate`)."""
 
     token_ids: list[int]
     """Response tokens, the end-of-turn token included when the model emitted one."""
@@ -71,6 +75,18 @@ class GenerationOutput:
     """A constraint was asked for but the turn had no usable admissible list: decoded freely."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Back-end specific details (never needed by the trainer)."""
+    prompt_ids: list[int] = field(kw_only=True)
+    """The prompt's tokens (chat template applied, after the truncation rule): at least one, the V readout position."""
+    prompt_truncated: bool = field(default=False, kw_only=True)
+    """The prompt was longer than its budget and was cut (set by :class:`~agents.llm.LLMAgent`, which encodes it)."""
+
+    def __post_init__(self) -> None:
+        if not self.prompt_ids:
+            raise ValueError("a turn needs at least one prompt token (the value readout position)")
+        if len(self.log_probs) != len(self.token_ids):
+            raise ValueError(f"{len(self.token_ids)} response tokens but {len(self.log_probs)} log-probs")
+        if self.allowed_tokens is not None and len(self.allowed_tokens) != len(self.token_ids):
+            raise ValueError(f"{len(self.token_ids)} response tokens but {len(self.allowed_tokens)} allowed sets")
 
 
 @runtime_checkable

@@ -117,8 +117,9 @@ class HFGenerator:
         return [
             GenerationOutput(tokens, lps, policy.decode(tokens), truncated=not stopped, value_logits=rows.readout(i),
                              allowed_tokens=rows.allowed[i] if c is not None else None,
-                             constraint_fallback=bool(c is not None and c.fallback))
-            for i, (tokens, lps, stopped, c) in enumerate(zip(rows.tokens, rows.log_probs, rows.stopped, rows.constraints))
+                             constraint_fallback=bool(c is not None and c.fallback), prompt_ids=list(prompt))
+            for i, (prompt, tokens, lps, stopped, c) in enumerate(zip(prompts, rows.tokens, rows.log_probs, rows.stopped,
+                                                                      rows.constraints))
         ]
 
     def _decode_loop(self, prompts: Sequence[Sequence[int]], active: list[int], rows: _Responses,

@@ -180,7 +180,8 @@ class VLLMGenerator:
                                       "(tensor parallel 1, VLLM_ENABLE_V1_MULTIPROCESSING=0): its logits processor "
                                       "reads each request's constraint here")
         results = {i: GenerationOutput([], [], "", truncated=True, allowed_tokens=None if cons[i] is None else [],
-                                       constraint_fallback=bool(cons[i] is not None and cons[i].fallback))
+                                       constraint_fallback=bool(cons[i] is not None and cons[i].fallback),
+                                       prompt_ids=list(prompt_ids[i]))
                    for i in range(len(prompt_ids)) if i not in live}
         if live:
             with registered([cons[i] for i in steered]) as keys:
@@ -188,14 +189,14 @@ class VLLMGenerator:
                 requests = [TokensPrompt(prompt_token_ids=list(prompt_ids[i])) for i in live]
                 sampling = [self._sampling_params(params, budgets[i], i, key_of.get(i)) for i in live]
                 for i, out in zip(live, self.llm.generate(requests, sampling, use_tqdm=False)):
-                    results[i] = self._output(out.outputs[0], cons[i])
+                    results[i] = self._output(prompt_ids[i], out.outputs[0], cons[i])
         return [results[i] for i in range(len(prompt_ids))]
 
-    def _output(self, done: Any, constraint: Any) -> GenerationOutput:
-        """A finished vLLM completion as a :class:`GenerationOutput`; ``constraint`` (if any) replayed over it."""
+    def _output(self, prompt: Sequence[int], done: Any, constraint: Any) -> GenerationOutput:
+        """A finished vLLM completion of ``prompt`` as a :class:`GenerationOutput`; ``constraint`` (if any) replayed over it."""
         tokens = list(done.token_ids)
         log_probs = [float(step[t].logprob) for step, t in zip(done.logprobs or [], tokens)]
         return GenerationOutput(tokens, log_probs, self.policy.decode(tokens), truncated=done.finish_reason == "length",
                                 allowed_tokens=None if constraint is None else replay(constraint, tokens),
                                 constraint_fallback=bool(constraint is not None and constraint.fallback),
-                                extra={"finish_reason": done.finish_reason})
+                                extra={"finish_reason": done.finish_reason}, prompt_ids=list(prompt))

@@ -4,6 +4,7 @@ mask in sampling, old / current log-probs and entropy."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -113,22 +114,20 @@ def test_the_same_mask_in_sampling_old_current_log_probs_and_entropy(cloned_poli
     """Sampler log-probs == the trainer's masked recompute; entropy 0 where the trie forces a token."""
     from agents.generation.base import GenerationParams
     from agents.llm import LLMAgent
-    from trainers.experience import Experience, TurnSample
+    from trainers.experience import Experience, TurnRecord
     from trainers.forward import action_entropy, action_log_probs, forward_positions
 
     policy = cloned_policy
     agent = LLMAgent(policy, params=GenerationParams(max_new_tokens=24, temperature=1.0), seed=0, constrain="admissible")
     turns = agent.act_detailed(["Task: x\nActions: [...]\n"] * 12, [{"admissible_actions": ADMISSIBLE}] * 12)
     assert sum(any(a is not None for a in t.allowed_tokens) for t in turns) >= 6  # most rows entered the trie
-    samples = [TurnSample(t.prompt_ids, t.token_ids, t.log_probs, 0.0, False, False, i, 0, allowed_tokens=t.allowed_tokens)
-               for i, t in enumerate(turns)]
-    exp = Experience.collate(samples, policy.pad_token_id)
+    exp = Experience.collate([TurnRecord("", t, 0.0, False, False, i, 0) for i, t in enumerate(turns)], policy.pad_token_id)
     with torch.no_grad():
         logits = forward_positions(policy.model, exp)
         recomputed = action_log_probs(logits, exp, policy.value_token_ids, 1.0)
         entropy = action_entropy(logits, exp, policy.value_token_ids, 1.0)
-        free = Experience.collate([TurnSample(s.prompt_ids, s.response_ids, s.response_log_probs, 0.0, False, False, i, 0)
-                                   for i, s in enumerate(samples)], policy.pad_token_id)
+        free = Experience.collate([TurnRecord("", replace(t, allowed_tokens=None), 0.0, False, False, i, 0)
+                                   for i, t in enumerate(turns)], policy.pad_token_id)
         unmasked = action_log_probs(logits, free, policy.value_token_ids, 1.0)
     # Same weights, float32, the same masked softmax; only the kernels differ (KV-cache decode vs one full
     # forward): each logit carries ~1e-6 relative rounding through 2 layers of hidden 64 (O(10) magnitudes,

@@ -50,12 +50,11 @@ def test_readout_positions_hand_computed():
 
 
 def test_readout_positions_agree_with_the_trainers_batch(tiny_policy):
-    from trainers.experience import Experience, TurnSample
+    from trainers.experience import Experience, TurnRecord
 
     turns = LLMAgent(tiny_policy, params=GenerationParams(max_new_tokens=5), seed=0).act_detailed(["a", "bb bb", "c c c c"])
     turns[1].token_ids, turns[1].log_probs = [], []  # an empty generation
-    samples = [TurnSample(t.prompt_ids, t.token_ids, t.log_probs, 0.0, False, False, i, 0) for i, t in enumerate(turns)]
-    exp = Experience.collate(samples, tiny_policy.pad_token_id)
+    exp = Experience.collate([TurnRecord("", t, 0.0, False, False, i, 0) for i, t in enumerate(turns)], tiny_policy.pad_token_id)
     v_pos, q_pos = readout_positions(exp.prompt_lengths, exp.response_lengths)
     assert torch.equal(v_pos, exp.state_positions) and torch.equal(q_pos, exp.action_end_positions)
     assert q_pos[1] == v_pos[1]

@@ -50,13 +50,13 @@ def test_trainer_samples_with_vllm_and_pushes_the_update(loop_run):
     assert out["generator"] == "VLLMGenerator" and out["push_s"] > 0
 
     # rollouts: sampled at temperature 1 by vLLM, their log-probs are the masked policy's (what old_forward recomputes)
-    assert len(out["turns"]) >= 4 and all(t["response_ids"] for t in out["turns"])
+    assert len(out["turns"]) >= 4 and all(t["token_ids"] for t in out["turns"])
     for t in out["turns"]:
-        assert not set(t["response_ids"]) & set(banned)
+        assert not set(t["token_ids"]) & set(banned)
         # vLLM's CPU kernels against HF eager: two implementations, each within ~1e-4 of exact on these log-probs
         # (the random-walk bound of RECOMPUTE_ATOL in tests/support/float_bounds.py), so within 2e-4 of each other
-        assert t["response_log_probs"] == pytest.approx(
-            _hf_log_probs(initial.model, t["prompt_ids"], t["response_ids"], banned, 1.0), abs=2e-4)
+        assert t["log_probs"] == pytest.approx(
+            _hf_log_probs(initial.model, t["prompt_ids"], t["token_ids"], banned, 1.0), abs=2e-4)
 
     # before the update the engine serves the initial weights, after it the updated ones
     assert _same_greedy(initial.model, prompts, [o["token_ids"] for o in out["greedy_before"]], banned, eos)

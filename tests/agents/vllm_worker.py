@@ -70,7 +70,7 @@ def trainer(prompts_file: str, out_dir: str) -> None:
     start = time.perf_counter()
     turns, stats = step_capturing(run)  # ends with the push of the updated weights
     result.update(iteration_s=time.perf_counter() - start, push_s=run.agent.generator.last_push_s, stats=stats,
-                  turns=[asdict(t) for t in turns])
+                  turns=[asdict(t.output) for t in turns])
     result["greedy_after"] = [asdict(o) for o in run.agent.generator.generate(prompts, greedy)]
     save_file({k: v.clone().contiguous() for k, v in run.policy.model.state_dict().items()}, f"{out_dir}/updated.safetensors")
     with open(f"{out_dir}/out.json", "w") as f:

@@ -30,14 +30,15 @@ from typing import Any
 
 import torch
 
-from trainers.experience import Experience, TurnSample
+from tests.support.turns import turn
+from trainers.experience import Experience, TurnRecord
 from trainers.strategy import StrategyConfig, Trainable, TrainingStrategy, make_strategy
 
 __all__ = ["synthetic_turns", "prepare_update", "update_step", "sapo_update", "resume_gap", "TRAINER_CHECK", "step_capturing", "capture_first_step",
            "trainer_check"]
 
 
-def synthetic_turns(vocab: int, banned: tuple[int, ...], seed: int = 0, response_len: int = 6) -> list[TurnSample]:
+def synthetic_turns(vocab: int, banned: tuple[int, ...], seed: int = 0, response_len: int = 6) -> list[TurnRecord]:
     """4 trajectories of 2 turns with varied prompt lengths, fixed response length, a sparse final reward."""
     g = torch.Generator().manual_seed(seed)
     allowed = torch.tensor([i for i in range(3, vocab) if i not in banned])
@@ -46,8 +47,8 @@ def synthetic_turns(vocab: int, banned: tuple[int, ...], seed: int = 0, response
         for t in range(2):
             plen = 5 + int(torch.randint(0, 6, (1,), generator=g))
             ids = allowed[torch.randint(0, len(allowed), (plen + response_len,), generator=g)].tolist()
-            turns.append(TurnSample(ids[:plen], ids[plen:], [0.0] * response_len, reward=float(t == 1 and traj % 2 == 0),
-                                    done=t == 1, invalid=traj == 3 and t == 0, traj_id=traj, turn_idx=t, group_id=traj))
+            turns.append(turn(ids[:plen], ids[plen:], [0.0] * response_len, reward=float(t == 1 and traj % 2 == 0),
+                              done=t == 1, invalid=traj == 3 and t == 0, traj_id=traj, turn_idx=t, group_id=traj))
     return turns
 
 
@@ -142,9 +143,8 @@ TRAINER_CHECK: dict[str, Any] = dict(
 """The Trainer check's config (micro-batches of 3 rows: the ranks get unequal numbers of them, exercising the padding)."""
 
 
-def step_capturing(trainer: Any) -> tuple[list[TurnSample], dict[str, float]]:
+def step_capturing(trainer: Any) -> tuple[list[TurnRecord], dict[str, float]]:
     """One iteration of ``trainer`` phase by phase (as ``Trainer.run_iteration``), keeping the gathered turns."""
-    from trainers.models import turn_samples
     from trainers.profiling import MemoryMeter, PhaseTimer
 
     trainer.start_reinforcement()
@@ -153,7 +153,7 @@ def step_capturing(trainer: Any) -> tuple[list[TurnSample], dict[str, float]]:
     stats = trainer.learn(exp, timer, memory)
     trainer.sync_generator()
     trainer.iteration += 1
-    return turn_samples(rollout), stats
+    return rollout.turns, stats
 
 
 def capture_first_step(trainer: Any) -> dict[str, dict[str, torch.Tensor]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -10,15 +12,16 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from trainers import core_algos as ca  # noqa: E402
-from trainers.experience import Experience, TurnSample  # noqa: E402
+from tests.support.turns import turn  # noqa: E402
+from trainers.experience import READOUT, TOKEN, TOKEN_SET, TURN, Experience, TurnRecord  # noqa: E402
 
 PAD = 0
 
 
-def two_turns() -> list[TurnSample]:
+def two_turns() -> list[TurnRecord]:
     return [
-        TurnSample([5, 6, 7], [8, 9], [-0.5, -1.5], reward=0.0, done=False, invalid=True, traj_id=3, turn_idx=0, group_id=1),
-        TurnSample([5, 6], [4], [-0.25], reward=1.0, done=True, invalid=False, traj_id=3, turn_idx=1, group_id=1),
+        turn([5, 6, 7], [8, 9], [-0.5, -1.5], reward=0.0, done=False, invalid=True, traj_id=3, turn_idx=0, group_id=1),
+        turn([5, 6], [4], [-0.25], reward=1.0, done=True, invalid=False, traj_id=3, turn_idx=1, group_id=1),
     ]
 
 
@@ -39,7 +42,7 @@ def test_collate_hand_example():
 
 
 def test_empty_response_reads_q_at_the_last_prompt_token():
-    s = TurnSample([1, 2], [], [], reward=0.0, done=False, invalid=True, traj_id=0, turn_idx=0)
+    s = turn([1, 2], [], [], reward=0.0, done=False, invalid=True, traj_id=0, turn_idx=0)
     exp = Experience.collate([s], pad_id=PAD)
     assert exp.action_end_positions.tolist() == [1] == exp.state_positions.tolist()
     assert exp.num_action_tokens == 0
@@ -47,14 +50,39 @@ def test_empty_response_reads_q_at_the_last_prompt_token():
 
 def test_bad_inputs_are_rejected():
     with pytest.raises(ValueError, match="log-probs"):
-        TurnSample([1], [2, 3], [-1.0], reward=0.0, done=False, invalid=False, traj_id=0, turn_idx=0)
+        turn([1], [2, 3], [-1.0])
     with pytest.raises(ValueError, match="prompt token"):
-        TurnSample([], [2], [-1.0], reward=0.0, done=False, invalid=False, traj_id=0, turn_idx=0)
+        turn([], [2], [-1.0])
+    with pytest.raises(ValueError, match="allowed sets"):
+        turn([1], [2, 3], [-1.0, -1.0], allowed_tokens=[(2,)])
+    with pytest.raises(TypeError, match="no token ids"):  # a text agent's turn (a teacher's demonstration)
+        Experience.collate([TurnRecord("obs", "<action>go</action>", 0.0, False, False, 0, 0)], PAD)
     exp = Experience.collate(two_turns(), PAD)
     with pytest.raises(ValueError, match="rewards"):
         Experience(**{**exp.__dict__, "rewards": torch.zeros(3)})
     with pytest.raises(ValueError):
         Experience.collate([], PAD)
+
+
+def test_every_field_declares_its_shape_role():
+    roles = {f.name: f.metadata["role"] for f in fields(Experience)}
+    assert set(roles.values()) == {TOKEN, TOKEN_SET, TURN, READOUT}
+    assert roles["input_ids"] == roles["old_log_probs"] == roles["ref_log_probs"] == TOKEN
+    assert roles["allowed_tokens"] == TOKEN_SET and roles["value_logits"] == READOUT
+    assert roles["rewards"] == roles["anchor_ids"] == roles["advantages"] == TURN
+
+
+def test_token_fields_pad_with_their_own_value():
+    a = Experience.collate([turn([5, 6], [7], [-0.5], allowed_tokens=[(7, 8)], value_logits=((1.0, 2.0), (3.0, 4.0)))], PAD)
+    b = Experience.collate([turn([5, 6, 7], [8, 9], [-0.5, -0.25], traj_id=1, allowed_tokens=[None, (9,)],
+                                 value_logits=((0.0, 0.5), (0.0, 0.0)))], PAD)
+    both = Experience.cat([a, b], pad_id=3)
+    assert both.input_ids.tolist() == [[5, 6, 7, 3, 3], [5, 6, 7, 8, 9]]  # the pad id
+    assert both.attention_mask[0].tolist() == [True] * 3 + [False] * 2 and both.old_log_probs[0, 3:].tolist() == [0, 0]
+    free = [-1, -1]
+    assert both.allowed_tokens.tolist() == [[free, free, [7, 8], free, free], [free] * 4 + [[9, -1]]]  # -1: free
+    assert both.value_logits.tolist() == [[[1, 2], [3, 4]], [[0, 0.5], [0, 0]]]
+    assert a.select([0]).trim().allowed_tokens.shape == (1, 3, 2) and both.trim().allowed_tokens.shape == (2, 5, 2)
 
 
 def test_trim_select_cat_to_shard():
@@ -76,7 +104,7 @@ def test_trim_select_cat_to_shard():
         exp.shard(2, 2)
 
 
-def random_samples(seed: int, num_traj: int) -> list[TurnSample]:
+def random_samples(seed: int, num_traj: int) -> list[TurnRecord]:
     g = torch.Generator().manual_seed(seed)
     out = []
     for traj in range(num_traj):
@@ -87,10 +115,10 @@ def random_samples(seed: int, num_traj: int) -> list[TurnSample]:
             # token ids encode (traj, turn) so a row can be recognised after any permutation
             prompt = [100 * traj + 10 * t + 1] * p
             response = [100 * traj + 10 * t + 2] * r
-            out.append(TurnSample(prompt, response, [-0.1 * (k + 1) for k in range(r)],
-                                  reward=float(torch.rand(1, generator=g)), done=t == length - 1 and traj % 2 == 0,
-                                  invalid=bool(torch.rand(1, generator=g) < 0.3), traj_id=1000 + traj, turn_idx=t,
-                                  group_id=traj // 2))
+            out.append(turn(prompt, response, [-0.1 * (k + 1) for k in range(r)],
+                            reward=float(torch.rand(1, generator=g)), done=t == length - 1 and traj % 2 == 0,
+                            invalid=bool(torch.rand(1, generator=g) < 0.3), traj_id=1000 + traj, turn_idx=t,
+                            group_id=traj // 2))
     return out
 
 
@@ -108,10 +136,10 @@ def test_rows_keep_their_identity_through_shuffled_minibatches(seed, num_traj, s
         for i in range(len(mb)):
             key = (int(mb.traj_ids[i]), int(mb.turn_idx[i]))
             s = by_key[key]
-            n = len(s.prompt_ids) + len(s.response_ids)
-            assert mb.input_ids[i, :n].tolist() == s.prompt_ids + s.response_ids
+            n = len(s.output.prompt_ids) + len(s.output.token_ids)
+            assert mb.input_ids[i, :n].tolist() == s.output.prompt_ids + s.output.token_ids
             # Python floats stored as float32: within u = 6e-8 relative (approx's default 1e-6 is a margin)
-            assert mb.old_log_probs[i][mb.action_mask[i]].tolist() == pytest.approx(s.response_log_probs)
+            assert mb.old_log_probs[i][mb.action_mask[i]].tolist() == pytest.approx(s.output.log_probs)
             assert float(mb.rewards[i]) == pytest.approx(s.reward)
             assert int(mb.group_ids[i]) == s.group_id
             row = samples.index(s)

@@ -20,7 +20,8 @@ from tests.support.float_bounds import U, GradientTerms, adam_tolerance, assert_
 from trainers.checkpoint import latest_checkpoint, save_checkpoint, save_sharded  # noqa: E402
 from trainers.config import TrainConfig, add_arguments, from_args  # noqa: E402
 from trainers.distributed import deal, gather_rollout, gather_stats, map_micro_batches, rank_groups  # noqa: E402
-from trainers.rollout import DroppedEpisode, EpisodeStats, Rollout, TurnRecord, collect, make_train_vec, worker_ids  # noqa: E402
+from trainers.experience import TurnRecord  # noqa: E402
+from trainers.rollout import DroppedEpisode, EpisodeStats, Rollout, collect, make_train_vec, worker_ids  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
@@ -77,9 +78,10 @@ def _turn(traj: int, idx: int) -> TurnRecord:
 def test_inference_micro_batches_are_dealt_and_gathered_in_order():
     """Rank 0 of 2 scores micro-batches 0, 2, 4 itself; rank 1's 1 and 3 arrive through the gather; every
     rank ends with all five results in batch order (each micro-batch row ``i`` scores ``10 · i``)."""
-    from trainers.experience import Experience, TurnSample
+    from tests.support.turns import turn
+    from trainers.experience import Experience
 
-    turns = [TurnSample([5] * (2 + i), [7], [-0.5], 0.0, False, False, i, 0) for i in range(5)]
+    turns = [turn([5] * (2 + i), [7], [-0.5], traj_id=i) for i in range(5)]
     exp = Experience.collate(turns, pad_id=0)
     seen = []
 

@@ -83,14 +83,13 @@ def test_methods_differ_only_where_they_should(make_trainer, algo, monkeypatch):
 
 def test_grpo_groups_share_tasks_and_advantages_are_group_relative(make_trainer):
     from trainers.experience import Experience
-    from trainers.models import turn_samples
     from trainers.rollout import collect
 
     trainer = make_trainer("grpo", episodes_per_iteration=8, group_size=4, grpo_stats_across_steps=False, c_inv=0.0)
     rollout = collect(trainer.vec, trainer.agent.act_detailed, episode=0)
     assert [e.group_id for e in rollout.episodes] == [0, 0, 0, 0, 1, 1, 1, 1]
     assert len({e.task_id for e in rollout.episodes[:4]}) == 1
-    exp = Experience.collate(turn_samples(rollout), trainer.policy.pad_token_id)
+    exp = Experience.collate(rollout.turns, trainer.policy.pad_token_id)
     adv = trainer.method.compute_advantages(exp).advantages
     first_turns = exp.turn_idx == 0
     traj_adv = adv[first_turns]
@@ -122,14 +121,13 @@ def test_grpo_groups_share_tasks_and_advantages_are_group_relative(make_trainer)
 
 def test_rollout_records_raw_observations_as_gigpo_anchors(make_trainer):
     from trainers.experience import Experience, anchor_id
-    from trainers.models import turn_samples
     from trainers.rollout import collect
 
     trainer = make_trainer("gigpo", episodes_per_iteration=8, group_size=4)
     rollout = collect(trainer.vec, trainer.agent.act_detailed, episode=0)
     turns = rollout.turns
     assert all(t.anchor is not None and t.anchor != t.prompt for t in turns)  # the env's text, not the rendered prompt
-    exp = Experience.collate(turn_samples(rollout), trainer.policy.pad_token_id)
+    exp = Experience.collate(rollout.turns, trainer.policy.pad_token_id)
     assert exp.anchor_ids is not None and exp.anchor_ids.tolist() == [anchor_id(t.group_id, t.anchor) for t in turns]
     first = exp.turn_idx == 0  # the 4 members of a group reset to the same task: one anchor state at turn 0
     for g in (0, 1):
@@ -141,12 +139,13 @@ def test_rollout_records_raw_observations_as_gigpo_anchors(make_trainer):
 @pytest.mark.parametrize("across", [True, False])
 def test_group_methods_take_c_inv_off_the_scores_before_their_group_terms(make_trainer, algo, across):
     from trainers.core_algos import gigpo_advantages, group_entries, grpo_advantages, rloo_advantages, turn_scores
-    from trainers.experience import Experience, TurnSample
+    from tests.support.turns import turn
+    from trainers.experience import Experience
 
     # two groups of two one- or two-turn trajectories; traj 1's first turn is invalid
     rows = [(0, 0, 0, "a", 0.0, False), (0, 1, 0, "b", 10.0, False), (1, 0, 0, "a", 0.0, True), (1, 1, 0, "a", 0.0, False),
             (2, 0, 1, "a", 10.0, False), (3, 0, 1, "a", 0.0, False)]
-    samples = [TurnSample([1, 2], [3], [-0.5], reward=r, done=False, invalid=inv, traj_id=tr, turn_idx=k, group_id=g, anchor=a)
+    samples = [turn([1, 2], [3], [-0.5], reward=r, done=False, invalid=inv, traj_id=tr, turn_idx=k, group_id=g, anchor=a)
                for tr, k, g, a, r, inv in rows]
     trainer = make_trainer(algo, c_inv=0.3, gigpo_mode="mean_std_norm", grpo_stats_across_steps=across)
     exp = trainer.method.compute_advantages(Experience.collate(samples, pad_id=0))
@@ -164,7 +163,7 @@ def test_group_methods_take_c_inv_off_the_scores_before_their_group_terms(make_t
         want = gigpo_advantages(exp.rewards, exp.traj_ids, exp.turn_idx, exp.group_ids, exp.anchor_ids, gamma=0.95,
                                 scale_by_std=True, stats_across_steps=across, penalty=penalty)
     assert torch.equal(exp.advantages, want)
-    samples = [TurnSample([1], [], [], 0.0, False, False, 0, 0)]  # no recorded observation: GiGPO says what it needs
+    samples = [turn([1], [], [])]  # no recorded observation: GiGPO says what it needs
     if algo == "gigpo":
         with pytest.raises(ValueError, match="raw env observation"):
             trainer.method.compute_advantages(Experience.collate(samples, pad_id=0))
@@ -173,12 +172,11 @@ def test_group_methods_take_c_inv_off_the_scores_before_their_group_terms(make_t
 def test_forward_positions_matches_the_full_forward(make_trainer):
     from trainers.experience import Experience
     from trainers.forward import action_log_probs, forward_positions
-    from trainers.models import turn_samples
     from trainers.rollout import collect
 
     trainer = make_trainer("sapo")
     rollout = collect(trainer.vec, trainer.agent.act_detailed, episode=0)
-    exp = Experience.collate(turn_samples(rollout), trainer.policy.pad_token_id)
+    exp = Experience.collate(rollout.turns, trainer.policy.pad_token_id)
     with torch.no_grad():
         full = trainer.policy.logits(exp.input_ids, exp.attention_mask)
         some = forward_positions(trainer.policy.model, exp, readout=True)
