@@ -44,7 +44,7 @@ import torch
 
 from trainers.compare.config import label
 from trainers.config import TrainConfig
-from trainers.experience import Experience, TurnSample
+from trainers.experience import Experience, TurnRecord
 from trainers.loop import Trainer
 from trainers.profiling import PHASES, LiveTensorMeter, MemoryMeter, PhaseTimer, state_bytes
 
@@ -175,8 +175,8 @@ def our_grpo_step(args: argparse.Namespace, prompt: str, rewards: list[float]) -
     for _ in range(args.trl_steps):
         start = time.perf_counter()
         outs = trainer.agent.generator.generate(ids, params)
-        samples = [TurnSample(p, o.token_ids, o.log_probs, r, True, False, i, 0) for i, (p, o, r) in enumerate(zip(ids, outs, rewards))]
-        exp = Experience.collate(samples, trainer.policy.pad_token_id).to(args.device)
+        turns = [TurnRecord(prompt, o, r, True, False, i, 0) for i, (o, r) in enumerate(zip(outs, rewards))]
+        exp = Experience.collate(turns, trainer.policy.pad_token_id).to(args.device)
         trainer.learn(exp, PhaseTimer(), MemoryMeter(torch.device(args.device)))
         _sync(args.device)
         times.append(time.perf_counter() - start)
