@@ -1,8 +1,8 @@
-"""Per-phase time and peak training memory of SAPO, PPO, GRPO, GiGPO and RLOO, side by side, plus TRL's anchor.
+"""Per-phase time and peak training memory of every registered method (``--algo``), side by side, plus TRL's anchor.
 
 One run, one model, one batch of env turns: the rollout (generation + reward) is timed ``--repeats``
 times from the same seed, alternating PPO's and GRPO's sampler with SAPO's (the same turns; with
-``--old-log-probs rollout``, the default, SAPO's also keeps the w⁺/w⁻ logits; GRPO, GiGPO and RLOO learn from PPO's batch); then each method's six
+``--old-log-probs rollout``, the default, SAPO's also keeps the w⁺/w⁻ logits; the methods without a readout learn from PPO's batch); then each method's six
 learning phases (old log-prob, reference, value, advantage, critic update, actor update) run on its
 batch through the shared :meth:`trainers.loop.Trainer.learn`, ``--repeats`` rounds round-robin with a
 different method first each round. The table shows medians and the ratios the suite targets:
@@ -13,7 +13,7 @@ different method first each round. The table shows medians and the ratios the su
 
 GiGPO and RLOO differ from GRPO in the advantage phase only (their rows show what their group terms cost).
 
-Two sizes (``--size``, one table each; every setting applies to the five methods alike):
+Two sizes (``--size``, one table each; every setting applies to every method alike):
 
 * ``tiny``: hidden 64, 2 layers (0.2 M parameters), micro-batch 16: activations dominate memory and
   token-by-token sampling dominates time; the TRL anchor runs at this size.
@@ -43,12 +43,12 @@ from typing import Any
 import torch
 
 from trainers.compare.config import label
-from trainers.config import TrainConfig
+from trainers.config import ALGOS, GROUP_ALGOS, TrainConfig
 from trainers.experience import Experience, TurnRecord
 from trainers.loop import Trainer
+from trainers.methods import method_class
 from trainers.profiling import PHASES, LiveTensorMeter, MemoryMeter, PhaseTimer, state_bytes
 
-ALGOS = ("sapo", "ppo", "grpo", "gigpo", "rloo")
 SIZES: dict[str, dict[str, Any]] = {
     "tiny": dict(hidden=64, layers=2, micro_batch_size=16, gradient_checkpointing=False),
     "states": dict(hidden=512, layers=8, micro_batch_size=2, gradient_checkpointing=True),
@@ -94,8 +94,8 @@ def _sync(device: str) -> None:
 def _rollouts(args: argparse.Namespace, base: Any) -> tuple[dict[str, Experience], dict[str, list[PhaseTimer]]]:
     """Each method's batch and ``--repeats`` timings of its rollout (generation + reward), from the same seed.
 
-    The sampler is the same for all five; with ``--old-log-probs rollout`` SAPO's also keeps the w⁺/w⁻
-    logits (one more decode step per row), so SAPO's rollout is timed apart from PPO's and GRPO's."""
+    The sampler is the same for every method; with ``--old-log-probs rollout`` a readout method's (SAPO's) also keeps
+    the w⁺/w⁻ logits (one more decode step per row), so its rollout is timed apart from the others'."""
     collector = _trainer(args, "grpo", copy.deepcopy(base))
     plain = collector.agent.params
     variants = {"plain": plain}
@@ -114,8 +114,9 @@ def _rollouts(args: argparse.Namespace, base: Any) -> tuple[dict[str, Experience
     same = a.input_ids.shape == b.input_ids.shape and torch.equal(a.input_ids, b.input_ids)
     print(f"rollout: {len(a)} turns, {a.num_action_tokens} action tokens, {int(a.attention_mask.sum())} tokens in all; "
           f"SAPO's sampler drew {'the same' if same else 'DIFFERENT'} turns")
-    batches_of = {algo: (b if algo == "sapo" else a) for algo in ALGOS}
-    return batches_of, {algo: timers[sapo] if algo == "sapo" else timers["plain"] for algo in ALGOS}
+    readout = {algo for algo in ALGOS if method_class(algo).readout}
+    batches_of = {algo: (b if algo in readout else a) for algo in ALGOS}
+    return batches_of, {algo: timers[sapo] if algo in readout else timers["plain"] for algo in ALGOS}
 
 
 def phase_table(args: argparse.Namespace) -> dict[str, dict[str, float]]:
@@ -282,7 +283,7 @@ def run_size(args: argparse.Namespace, size: str) -> None:
     lora = results["sapo+lora"]
     print(f"{f'SAPO + LoRA r={args.lora_rank} peak, states MiB':<34}{lora['peak_bytes'] / 2**20:>8.1f}"
           f"{lora['state_bytes'] / 2**20:>8.1f}   (full SAPO {s['peak_bytes'] / 2**20:.1f}, {s['state_bytes'] / 2**20:.1f})")
-    for algo in ("gigpo", "rloo"):
+    for algo in (a for a in GROUP_ALGOS if a != "grpo"):  # the other group methods against GRPO
         other = results[algo]
         print(f"{label(algo) + '/GRPO advantage, update time':<34}{other['time/advantage'] / g['time/advantage']:>8.3f}"
               f"{other['time/update'] / g['time/update']:>8.3f}")

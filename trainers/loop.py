@@ -1,4 +1,4 @@
-"""The one training loop shared by SAPO, PPO and GRPO (CleanRL-style: read it top to bottom).
+"""The one training loop every method shares (CleanRL-style: read it top to bottom).
 
 Each iteration (:meth:`Trainer.run_iteration`) runs the paper's eight phases in order and times each:
 
@@ -7,12 +7,13 @@ Each iteration (:meth:`Trainer.run_iteration`) runs the paper's eight phases in 
 2. **old log-prob**: recompute log π_old of the sampled tokens (SAPO reads V_old/Q_old here too);
    with ``old_log_probs='rollout'`` the sampler's own log-probs (and w⁺/w⁻ logits) are kept instead;
 3. **reference**: log π_ref of the same tokens under the frozen reference (skipped when β = 0);
-4. **value**: V_old from PPO's critic (SAPO already has it; GRPO has none);
-5. **advantage**: turn GAE + normalization (SAPO, PPO) or group advantages (GRPO);
+4. **value**: V_old from PPO's critic (SAPO already has it; the group methods have none);
+5. **advantage**: turn GAE + normalization (SAPO, PPO) or group advantages (GRPO, GiGPO, RLOO);
 6. **critic update** (PPO only) and 7. **actor update** (every method): both through
    :func:`trainers.update.update` on the same strategy, which clips, checks finiteness and steps.
 
-The method object (:mod:`trainers.methods`) supplies only what differs between methods. Metrics go
+The method object (:mod:`trainers.methods`, picked from its registry by ``cfg.algo``) supplies only what differs
+between methods. Metrics go
 to ``metrics.jsonl``; checkpoints (:mod:`trainers.checkpoint`) to ``checkpoints/``; a non-finite
 loss or gradient norm stops the run with :class:`TrainingDiverged` before the optimizer step it
 would feed, leaving the last good checkpoint in place. Evaluation and export live in

@@ -284,3 +284,38 @@ def test_fingerprint_covers_the_trainers_defaults(monkeypatch):
     monkeypatch.setattr(CompareConfig, "train_config",
                         lambda self, algo, seed, model=None: dataclasses.replace(real(self, algo, seed, model), value_coef=0.5))
     assert cfg.fingerprint() != before
+
+
+
+def test_one_list_of_result_neutral_fields_feeds_resume_and_the_fingerprint():
+    """RESULT_NEUTRAL (TrainConfig's) and CompareSettings.RESULT_NEUTRAL: a resumed run may change those fields, the
+    fingerprint ignores them; every other field of either changes it (those a changed value can be built for)."""
+    import dataclasses
+
+    from trainers.compare.config import PER_RUN, CompareConfig, CompareSettings
+    from trainers.config import RESULT_NEUTRAL, TrainConfig
+
+    assert set(RESULT_NEUTRAL) <= set(TrainConfig.RESUME_FREE)
+    assert set(RESULT_NEUTRAL) <= {f.name for f in dataclasses.fields(TrainConfig)}
+    assert set(CompareSettings.RESULT_NEUTRAL) <= {f.name for f in dataclasses.fields(CompareSettings)}
+    cfg = CompareConfig()
+    before = cfg.fingerprint()
+
+    def changed(value):
+        return (not value) if isinstance(value, bool) else 2 * value + 1 if isinstance(value, (int, float)) else \
+            [*value, "x=1"] if isinstance(value, list) else value + ",x"
+
+    checked = 0
+    for f in [*dataclasses.fields(CompareSettings), *dataclasses.fields(TrainConfig)]:
+        own = f.name in {g.name for g in dataclasses.fields(CompareSettings)}
+        try:
+            value = changed(getattr(cfg if own else cfg.train, f.name))
+            moved = dataclasses.replace(cfg, **{f.name: value}) if own else \
+                dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, **{f.name: value}))
+            fingerprint = moved.fingerprint()
+        except ValueError:  # a value this field does not take (a choice, a group size episodes do not divide, ...)
+            continue
+        checked += 1
+        neutral = f.name in (CompareSettings.RESULT_NEUTRAL if own else (*RESULT_NEUTRAL, *PER_RUN))
+        assert (fingerprint == before) == neutral, f.name
+    assert checked >= 55, checked

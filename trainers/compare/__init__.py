@@ -1,4 +1,5 @@
-"""``sapo-gym compare``: SAPO, PPO and GRPO under identical settings and budget, with seeds and intervals.
+"""``sapo-gym compare``: methods (SAPO, PPO and GRPO by default; ``--algos``) under identical settings and budget,
+with seeds and intervals.
 
 :func:`compare` runs everything (a shared warm start, then methods × seeds, resumable), writes
 ``results.md`` / ``results.json`` (:mod:`trainers.compare.report`), the figures

@@ -1,4 +1,4 @@
-"""Pure math of SAPO, PPO and GRPO over padded tensors and masks (verl's ``core_algos``, as a package).
+"""Pure math of the methods over padded tensors and masks (verl's ``core_algos``, as a package).
 
 ``masked`` (masked statistics, :func:`group_stats`: the one group-statistics helper, the turn grid),
 ``advantages`` (GAE, SARSA, SAPO's normalization), ``group`` (the group estimators and their inputs: scores and

@@ -1,4 +1,4 @@
-"""What SAPO, PPO and GRPO share: the forward passes over a batch and the actor loss.
+"""What every method shares: the forward passes over a batch and the actor loss.
 
 A method is a small object the loop calls phase by phase (see :mod:`trainers.loop`):
 
@@ -8,8 +8,8 @@ update). Both updates run through :func:`trainers.update.update`; a method only 
 
 :class:`Method` implements the shared parts; the subclasses override only where the methods
 differ: where V comes from (``readout``: SAPO reads V_old and Q_old from the old forward pass;
-PPO's critic in the value phase; none for GRPO), SAPO's value and Q losses, PPO's critic loss and
-GRPO's group advantages.
+PPO's critic in the value phase; none for the group methods), SAPO's value and Q losses, PPO's critic loss and
+the group methods' advantages. A subclass is used once it has a line in :mod:`trainers.methods.registry`.
 """
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ def pad_to(x: Tensor, width: int) -> Tensor:
 
 
 class Method:
-    """The shared parts of the three methods (a turn-level GAE actor, as in PPO)."""
+    """The shared parts of the methods (a turn-level GAE actor, as in PPO)."""
 
     name: ClassVar[str] = "base"
+    """The method's ``--algo`` name, its registry key (:data:`trainers.methods.registry.METHODS`)."""
     readout: ClassVar[bool] = False
     """Whether V and Q are the policy's own w⁺/w⁻ readout (SAPO): the old forward pass fills
     ``old_values``/``old_q`` and the losses read the logits at the V/Q positions."""
@@ -80,7 +81,7 @@ class Method:
         return exp
 
     def compute_values(self, exp: Experience) -> Experience:
-        """Value phase: fill ``exp.old_values`` (and ``old_q``); GRPO has none."""
+        """Value phase: fill ``exp.old_values`` (and ``old_q``); the group methods have none."""
         return exp
 
     def compute_advantages(self, exp: Experience) -> Experience:
@@ -131,5 +132,5 @@ class Method:
         return loss, stats
 
     def value_terms(self, mb: Experience, logits: PositionLogits, stats: dict[str, Tensor]) -> Tensor:
-        """Extra actor-loss terms (SAPO: ``c_V·L_V + c_Q·L_Q``); 0 for PPO and GRPO."""
+        """Extra actor-loss terms (SAPO: ``c_V·L_V + c_Q·L_Q``); 0 for the others."""
         return logits.action.new_zeros(())
