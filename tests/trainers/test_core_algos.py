@@ -509,3 +509,173 @@ def test_explained_variance_by_hand():
     assert float(explained_variance(t, t)) == 1.0
     assert float(explained_variance(torch.full((3,), 2.0), t)) == pytest.approx(0.0, abs=1e-6)  # the mean: no better than a constant
     assert float(explained_variance(t, torch.ones(3))) == 0.0  # constant targets: defined as 0
+
+
+# ---------------------------------------------------------------------------------- equal groups (issue #29)
+# A group whose entries are all equal (all success, all fail) carries no signal: its advantage must be exactly 0,
+# whatever the value and the number of rows. In float32, Σx/n of n equal x need not give x back (64 × 9.8 does not),
+# and the residue over std + 1e-6, itself rounding noise, used to be of order 1 (0.864 for 64 × 9.8 under GRPO).
+# group_stats detects such groups (per-group amax == amin) and makes their mean exact and their std 0.
+EQUAL_SIZES = range(1, 130)  # 1 is a singleton: each estimator's own convention (below); 64 is the issue's example
+EQUAL_VALUES = [9.8, 9.9, 0.0, 1.0, -3.3, 1e6, 1e-7]
+DTYPES = [torch.float32, torch.bfloat16]
+
+
+def _zero(x: torch.Tensor) -> bool:
+    return bool((x == 0).all())  # exactly 0, not approximately
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("value", EQUAL_VALUES)
+def test_group_stats_of_equal_entries_are_exact(value, dtype):
+    for n in EQUAL_SIZES:
+        x = torch.full((n,), value, dtype=dtype)
+        for groups in (torch.zeros(n, dtype=torch.long), None):
+            stats = ca.group_stats(x, groups)
+            assert bool(stats.equal.all()) and torch.equal(stats.mean, x), (n, groups)
+            assert torch.equal(stats.std, torch.full_like(x, 1.0 if n == 1 else 0.0)), (n, groups)  # one entry: std 1
+            assert torch.equal(stats.count, torch.full_like(x, n))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("value", EQUAL_VALUES)
+def test_grpo_and_rloo_of_equal_groups_are_exactly_zero(value, dtype):
+    for n in EQUAL_SIZES:
+        x, groups = torch.full((n,), value, dtype=dtype), torch.zeros(n, dtype=torch.long)
+        entries = (torch.arange(n) % 3 == 0).to(dtype)  # every third row an entry (per-trajectory statistics)
+        counts = (torch.arange(n) % 4 + 1).to(dtype)  # multiplicities (statistics across steps, per trajectory)
+        for w in (None, entries, counts):
+            for std in (True, False):
+                out = ca.grpo_advantages(x, groups, weights=w, scale_by_std=std)
+                if (n if w is None else float(w.float().sum())) > 1:
+                    assert _zero(out), (n, w, std, out.abs().max())
+                else:  # a group resting on one entry: verl's mean 0, std 1 -> the raw score (unchanged by #29)
+                    assert torch.equal(out, x / (1 + 1e-6) if std else x)
+            out = ca.rloo_advantages(x, groups, weights=w)
+            if (n if w is None else int((w > 0).sum())) > 1:
+                assert _zero(out), (n, w, out.abs().max())
+            else:  # one entry: baseline 0, the raw score
+                assert torch.equal(out, x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("value", EQUAL_VALUES)
+def test_gigpo_of_equal_groups_is_exactly_zero(value, dtype):
+    # One batch holding a task group of every size k in EQUAL_SIZES (k trajectories of 3 turns each, group id k),
+    # reward `value` on the last turn: every score is `value` (episode term over equal entries, across steps or per
+    # trajectory); the step returns γ²v, γv, v are equal within each anchor group (anchor = turn index: the same
+    # state at the same step, per task group): both terms must be exactly 0, in both modes.
+    sizes = torch.tensor(list(EQUAL_SIZES))
+    group = torch.repeat_interleave(sizes, sizes).repeat_interleave(3)
+    traj = torch.arange(int(sizes.sum())).repeat_interleave(3)
+    turn = torch.arange(3).repeat(int(sizes.sum()))
+    reward = torch.where(turn == 2, torch.tensor(value, dtype=dtype), torch.tensor(0.0, dtype=dtype))
+    step_returns = ca.discounted_returns(reward, traj, turn, 0.95)
+    alone = group == 1  # the task with one trajectory
+    for std in (True, False):
+        assert _zero(ca.anchor_advantages(step_returns, group, turn, scale_by_std=std)), std
+        for across in (True, False):
+            for pen in (None, torch.full_like(reward, 0.1)):  # a penalty on every row keeps the groups equal
+                out = ca.gigpo_advantages(reward, traj, turn, group, turn, scale_by_std=std, stats_across_steps=across,
+                                          penalty=pen)
+                if across:  # the lone trajectory's 3 rows are 3 equal entries
+                    assert _zero(out), (std, across, out.abs().max())
+                else:  # per trajectory, it is one entry: the episode term keeps the raw score (mean 0, std 1)
+                    assert _zero(out[~alone]), (std, across, out[~alone].abs().max())
+                    score = torch.full_like(reward[alone], value) - (0 if pen is None else pen[alone])
+                    assert torch.equal(out[alone], score / (1 + 1e-6) if std else score)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("value", EQUAL_VALUES)
+def test_sapo_normalization_of_an_equal_batch_is_exactly_zero(value, dtype):
+    # SAPO eq. 7: (Ã − μ_B)/(σ_B + ε) over the batch; a batch of equal Ã (after the penalty) has no signal.
+    for n in EQUAL_SIZES:
+        adv = torch.full((n,), value, dtype=dtype)
+        none = torch.zeros(n, dtype=torch.bool)
+        assert _zero(ca.normalize_turn_advantages(adv, none, c_inv=0.1)), n
+        assert _zero(ca.normalize_turn_advantages(adv, ~none, c_inv=0.1)), n  # every turn invalid: still all equal
+        mask = torch.arange(n) % 2 == 0
+        padded = torch.where(mask, adv, torch.tensor(float("nan"), dtype=dtype))  # padding never counts
+        assert _zero(ca.normalize_turn_advantages(padded, none, c_inv=0.1, mask=mask)), n
+
+
+def test_the_issue_examples():
+    zeros = torch.zeros(64, dtype=torch.long)
+    assert _zero(ca.grpo_advantages(torch.full((64,), 9.8), zeros))  # was 0.864
+    assert _zero(ca.grpo_advantages(torch.full((8,), 9.9), zeros[:8]))  # was -0.472
+
+
+def test_mixed_batch_equal_group_zero_other_group_unchanged():
+    # Group 3: 64 × 9.8 (all success); group 1: eight mixed scores. Interleaved rows.
+    other = torch.tensor([9.9, 0.0, 9.9, 9.9, 0.0, 0.0, 9.9, 1.0])
+    x = torch.cat([torch.full((64,), 9.8), other])
+    groups = torch.cat([torch.full((64,), 3), torch.ones(8, dtype=torch.long)])
+    order = torch.randperm(72, generator=torch.Generator().manual_seed(0))
+    x, groups = x[order], groups[order]
+    eq, mixed = groups == 3, groups == 1
+    n, s = 8, float(other.abs().max())
+    sigma = float(other.double().std())
+    for std in (True, False):
+        adv = ca.grpo_advantages(x, groups, scale_by_std=std)
+        assert _zero(adv[eq])
+        # The mixed group's statistics never see the other group: bit for bit what it gets alone (same rows, same
+        # order; index_add_ sums each group's rows in row order).
+        assert torch.equal(adv[mixed], ca.grpo_advantages(x[mixed], groups[mixed], scale_by_std=std))
+        want = ref.grpo_advantages_loop(x[mixed].double(), groups[mixed], scale_by_std=std)
+        # Against float64 (first order, u = 2^-24, S = max|x|): the float32 mean errs by <= n·u·S (recursive summation
+        # of n terms, Σ|x|/n <= S, then one division), each deviation d by δ = (n+3)·u·S (|d| <= 2S); the variance
+        # relatively by 2√2·δ/σ + (n+1)·u, the std by half that plus u; A = d/σ then errs by <= δ/σ + |A|·(√2·δ/σ
+        # + (n+5)·u/2) <= (n+3)·u·(S/σ + 1)·(1 + 2|A|). Twice that as margin; without the std, |A| <= 2S: 2·δ.
+        bound = 2 * (n + 3) * U * ((s / sigma + 1) * (1 + 2 * float(want.abs().max())) if std else s)
+        assert torch.allclose(adv[mixed].double(), want, rtol=0, atol=bound), ((adv[mixed] - want).abs().max(), bound)
+    rloo = ca.rloo_advantages(x, groups)
+    assert _zero(rloo[eq]) and torch.equal(rloo[mixed], ca.rloo_advantages(x[mixed], groups[mixed]))
+    # n/(n-1) <= 8/7 times a deviation that errs by <= δ, plus two roundings: 2·δ bounds it with margin
+    want = ref.rloo_advantages_loop(x[mixed].double(), groups[mixed])
+    assert torch.allclose(rloo[mixed].double(), want, rtol=0, atol=2 * (n + 3) * U * s)
+    for std in (True, False):  # the anchor term: the same two groups as anchors of one task
+        step = ca.anchor_advantages(x, torch.zeros_like(groups), groups, scale_by_std=std)
+        assert _zero(step[eq])
+        assert torch.equal(step[mixed], ca.anchor_advantages(x[mixed], torch.zeros(8, dtype=torch.long), groups[mixed],
+                                                             scale_by_std=std))
+        want = ref.anchor_advantages_loop(x[mixed].double(), torch.zeros(8, dtype=torch.long), groups[mixed],
+                                          scale_by_std=std)
+        bound = 2 * (n + 3) * U * ((s / sigma + 1) * (1 + 2 * float(want.abs().max())) if std else s)  # as GRPO's
+        assert torch.allclose(step[mixed].double(), want, rtol=0, atol=bound)
+
+
+def test_group_stats_hand_computed_and_masked_entries():
+    # group 7: entries 1, 3 (weight 1 each; the nan row has weight 0): mean 2, var (1 + 1)/1 = 2; group 2: a single
+    # entry 5 counted twice (weights as multiplicities): all entries equal -> mean 5 exactly, std 0.
+    x = torch.tensor([1.0, NAN, 3.0, 5.0])
+    stats = ca.group_stats(x, torch.tensor([7, 7, 7, 2]), torch.tensor([1.0, 0.0, 1.0, 2.0]))
+    assert stats.mean.tolist() == [2.0, 2.0, 2.0, 5.0] and stats.count.tolist() == [2.0, 2.0, 2.0, 2.0]
+    assert close(stats.std, [math.sqrt(2)] * 3 + [0.0]) and stats.equal.tolist() == [F, F, F, T]
+    # a group with no entry: count 0, std 1, not "equal"
+    stats = ca.group_stats(torch.tensor([4.0, 6.0]), torch.tensor([0, 1]), torch.tensor([1.0, 0.0]))
+    assert stats.count.tolist() == [1.0, 0.0] and stats.std.tolist() == [1.0, 1.0] and stats.equal.tolist() == [T, F]
+    # (B, K) keys: one group per distinct row of keys
+    stats = ca.group_stats(torch.tensor([1.0, 2.0, 4.0]), torch.tensor([[0, 1], [0, 2], [0, 1]]))
+    assert stats.mean.tolist() == [2.5, 2.0, 2.5]
+    with pytest.raises(ValueError, match="bool mask"):
+        ca.group_stats(x, None, torch.ones(4))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 40), groups=st.integers(1, 5), std=st.booleans())
+def test_grpo_and_normalization_loop_equals_vectorized(seed, n, groups, std):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.where(torch.rand(n, generator=g) < 0.5, torch.randn(n, generator=g), torch.zeros(n)).double()
+    gid = torch.randint(0, groups, (n,), generator=g)
+    w = torch.randint(0, 3, (n,), generator=g).double()
+    # float64 both sides, sums in other orders: as in test_gigpo_and_rloo_loop_equals_vectorized
+    s, u64 = 1.0 + float(x.abs().sum()), torch.finfo(torch.float64).eps / 2
+    tol = 4 * n * u64 * s * ((1 + math.sqrt(n)) / 1e-6 if std else 1.0)
+    for weights in (None, w):
+        assert torch.allclose(ca.grpo_advantages(x, gid, weights=weights, scale_by_std=std),
+                              ref.grpo_advantages_loop(x, gid, weights=weights, scale_by_std=std), rtol=0, atol=tol)
+    inv, mask = torch.rand(n, generator=g) < 0.3, torch.rand(n, generator=g) < 0.8
+    assert torch.allclose(ca.normalize_turn_advantages(x, inv, 0.1, mask=mask),
+                          ref.normalize_turn_advantages_loop(x, inv, 0.1, mask=mask), rtol=0,
+                          atol=4 * n * u64 * (s + 0.1 * n) * (1 + math.sqrt(n)) / 1e-6)
