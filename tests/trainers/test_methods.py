@@ -11,9 +11,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tests.support.float_bounds import RECOMPUTE_ATOL
+from trainers.config import ALGOS  # every registered method (trainers/methods/registry.py)
 from trainers.profiling import PHASES, PhaseTimer
 
-ALGOS = ("sapo", "ppo", "grpo", "gigpo", "rloo")
 U = torch.finfo(torch.float32).eps / 2  # float32 unit roundoff
 
 
