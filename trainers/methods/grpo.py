@@ -4,7 +4,9 @@ Each turn row's score is its trajectory's undiscounted return minus ``c_inv`` wh
 (:func:`~trainers.core_algos.turn_scores`: verl-agent subtracts the penalty from the turn's reward *before* any
 advantage). ``A_t = (s_t − mean_G)/(std_G + ε)``, the statistics over the group's entries
 (:func:`~trainers.core_algos.group_entries`): every turn row (``grpo_stats_across_steps``, verl-agent's default)
-or each trajectory's first turn. The group statistics already normalize: no batch normalization on top.
+or each trajectory's first turn. The group statistics already normalize: no batch normalization on top. Scores,
+entries and the advantage are all in ``trainers/core_algos/group.py``; a group whose entries are all equal (all
+success, all fail) gets exactly 0 (:func:`~trainers.core_algos.group_stats`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@
 (:func:`~trainers.core_algos.rloo_advantages`, verl-agent's ``compute_rloo_outcome_advantage``). Scores and entries
 as GRPO's: the trajectory's return minus ``c_inv`` on an invalid turn, before the baseline; entries every turn row
 (``grpo_stats_across_steps``, verl-agent's default) or each trajectory's first turn. A group of one entry keeps
-its score; no normalization on top (RLOO scales nothing).
+its score; a group of equal entries exactly 0 (:func:`~trainers.core_algos.group_stats`); no normalization on top
+(RLOO scales nothing).
 """
 
 from __future__ import annotations
