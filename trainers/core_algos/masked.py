@@ -119,7 +119,7 @@ def group_stats(values: Tensor, group_ids: Tensor | None = None, weights: Tensor
     hi = (-inf).scatter_reduce(0, inverse, torch.where(entry, values, -inf[inverse]), reduce="amax")[inverse]
     lo = inf.scatter_reduce(0, inverse, torch.where(entry, values, inf[inverse]), reduce="amin")[inverse]
     equal = (count > 0) & (hi == lo)
-    mean = torch.where(equal, hi, mean)
+    mean = torch.where(equal & (mean != hi), hi, mean)  # where rounding moved it (not even a zero's sign otherwise)
     var = torch.where(equal, torch.zeros_like(var), var)
     std = torch.where(count <= 1, torch.ones_like(var), var.sqrt())
     return GroupStats(mean=mean, std=std, count=count, equal=equal)
