@@ -21,7 +21,7 @@ env's own solution or hidden game state. An evaluation harness hands an agent
 baselines) get the full info, and their results are labelled as such.
 
 ``terminated`` is True on success or a terminal failure, ``truncated`` comes from ``TimeLimit``
-(registration sets the horizon, and hands it to the env: :attr:`TextEnv.horizon`). Rewards are the
+(registration sets the horizon: the id's ``max_episode_steps``, which the spec reads back). Rewards are the
 backend's own (e.g. ``success_reward`` on a win); the invalid-action penalty is *not* applied here — see
 :class:`sapo_gym.wrappers.InvalidActionPenalty`. **A terminated episode is frozen**: a step after a
 win or a terminal failure reaches no backend and returns the final turn again (observation,
@@ -121,9 +121,6 @@ class TextEnv(gym.Env[str, str]):
     fallback_chars: ClassVar[int] = 30
     prompt_name: str | None = None
     """Name of the prompt template the env is played under (set by registration; in ``spec_fields``)."""
-    horizon: int | None = None
-    """The id's registered ``max_episode_steps``, handed in by registration's factory (gymnasium keeps it off the
-    unwrapped env's ``spec``); None for an env built without it. In ``spec_fields``."""
 
     def __init__(self, *, protocol: str = "verl-agent-v1", split: str = "train", render_mode: str | None = None):
         self.protocol: Protocol = get_protocol(protocol)
@@ -170,15 +167,16 @@ class TextEnv(gym.Env[str, str]):
         """What pins the results of this env; hashed by :meth:`spec_hash`."""
         spec = self.spec
         env_id = spec.id if spec is not None else f"sapo/{self.env_name}-{self.version}"
+        # The horizon is the id's registered max_episode_steps, read from gymnasium's spec of the id (make leaves it
+        # off the unwrapped env's own spec), not the run's: results run with an overridden one are not comparable.
+        registered = gym.registry.get(env_id)
         return {
             "id": env_id,
             "version": self.version,
             "revision": ENV_REVISION,
             "protocol": self.protocol.name,
             "prompt": self.prompt_name,
-            # the registered horizon, not the run's max_episode_steps (results run with an overridden one are not
-            # comparable and not accepted)
-            "horizon": self.horizon,
+            "horizon": registered.max_episode_steps if registered is not None else None,
             "split": self.split,
             "dataset": self._dataset_name(),
             "backend": self.backend_versions(),

@@ -216,7 +216,6 @@ def build(env_id: str, prompt: Any = "default", history_length: int = 2, **kwarg
         template = tool_call_prompt(template)
     # The spec records the prompt results are produced under; a raw env (boards, replay) the default one.
     env.prompt_name = template.name
-    env.horizon = entry.horizon  # the registered max_episode_steps, which gymnasium keeps off the unwrapped env's spec
     if prompt is None:
         return env
     from sapo_gym.messages import attach_chat

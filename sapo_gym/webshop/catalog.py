@@ -128,6 +128,13 @@ class Goal:
     ``(name, value)`` pairs, as WebShop does); empty when the goal lists values only (human goals)."""
 
 
+def _products_hash(products: list[Product]) -> Any:
+    """The running sha256 of the products' asins and texts (the start of :attr:`Catalog.digest`)."""
+    digest = hashlib.sha256(json.dumps([p.asin for p in products]).encode())
+    digest.update(json.dumps([[p.title, p.description, p.bullet_points, p.options] for p in products]).encode())
+    return digest
+
+
 @dataclass
 class Catalog:
     """Products, their sampled prices and the shuffled goals."""
@@ -138,15 +145,20 @@ class Catalog:
     source: str
     """``generated-<n>`` or the data folder the files came from."""
     digest: str
-    """sha256 of the products' texts and the goals: names the dataset in the spec hash, keys the index cache."""
+    """sha256 of the products' texts and the goals: names the dataset in the spec hash."""
     goal_set: str = "human"
     """``human`` or ``synthetic``: which goals :attr:`goals` holds."""
     goal_seed: int = SHUFFLE_SEED
     """The seed of the prices, caps and shuffle."""
+    products_digest: str = ""
+    """sha256 of the products' asins and texts alone (computed when not given): keys the search index, which
+    reads nothing else, so the splits of one product list (``test``, ``verl-agent-test``, a private split) share it."""
     by_asin: dict[str, Product] = field(init=False)
 
     def __post_init__(self) -> None:
         self.by_asin = {p.asin: p for p in self.products}
+        if not self.products_digest:
+            self.products_digest = _products_hash(self.products).hexdigest()[:20]
 
     def goal_indices(self, split: str) -> range:
         """Goal indices of a named split; the catalog must hold that split's goal set and seed."""
@@ -322,11 +334,12 @@ def build_catalog(raw_products: list[Any], ins: dict[str, Any], human: dict[str,
     else:
         goals = goals_from_synthetic(products, prices, ins, rng, files[1])
     random.Random(goal_seed).shuffle(goals)
-    digest = hashlib.sha256(json.dumps([p.asin for p in products]).encode())
-    digest.update(json.dumps([[p.title, p.description, p.bullet_points, p.options] for p in products]).encode())
+    products_hash = _products_hash(products)
+    digest = products_hash.copy()
     digest.update(json.dumps([[g.asin, g.instruction_text, g.attributes, g.goal_options] for g in goals]).encode())
     return Catalog(products=products, prices=prices, goals=goals, source=source, digest=digest.hexdigest()[:20],
-                   goal_set="human" if human_goals else "synthetic", goal_seed=goal_seed)
+                   goal_set="human" if human_goals else "synthetic", goal_seed=goal_seed,
+                   products_digest=products_hash.hexdigest()[:20])
 
 
 def read_json(path: Path) -> Any:

@@ -85,7 +85,9 @@ def offline_nouns(title: str) -> tuple[str, ...]:
     return tuple(nouns)
 
 
-OFFLINE = NounRule("offline-v1", offline_nouns)
+OFFLINE = NounRule("offline-v1", lru_cache(maxsize=1 << 16)(offline_nouns))
+"""The offline rule; a title's nouns are worked out once (a purchase reads the goal's and the product's titles),
+as the spaCy rule's are and the tables hold them."""
 
 
 def _importable(name: str) -> bool:

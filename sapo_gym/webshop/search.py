@@ -16,7 +16,8 @@ a query's score the float32 sum of its tokens' scores in query order (repeated t
 again). A test compares both on many queries with ``np.array_equal``.
 
 The index is built once per catalog and cached on disk under ``$SAPO_GYM_CACHE`` (default
-``~/.cache/sapo_gym``) as one ``.npz``, keyed by the catalog's digest; it is written to a
+``~/.cache/sapo_gym``) as one ``.npz``, keyed by what it reads: the digest of the catalog's products
+(:attr:`~.catalog.Catalog.products_digest`, not the goals: the splits of one product list share it); it is written to a
 temporary folder and renamed into place, so parallel workers never read a half-written index.
 A search returns the top 50 products with a positive score, best first (ties by catalog order,
 as Lucene breaks ties by document order), as WebShop's ``SEARCH_RETURN_N``.
@@ -146,7 +147,7 @@ class SearchIndex:
 
     def __init__(self, catalog: Catalog, cache_dir: Path | None = None):
         self.asins = [p.asin for p in catalog.products]
-        folder = (cache_dir or cache_root()) / "webshop" / f"{INDEX_FORMAT}-{TOKENIZER}-{catalog.digest}"
+        folder = (cache_dir or cache_root()) / "webshop" / f"{INDEX_FORMAT}-{TOKENIZER}-{catalog.products_digest}"
         if (folder / "index.npz").exists():
             self.bm25 = BM25Index.load(folder / "index.npz")
             self.cached = True
@@ -186,7 +187,7 @@ _SHARED: dict[str, SearchIndex] = {}
 
 
 def shared_index(catalog: Catalog) -> SearchIndex:
-    """One index per catalog per process (the envs of a process share it)."""
-    if catalog.digest not in _SHARED:
-        _SHARED[catalog.digest] = SearchIndex(catalog)
-    return _SHARED[catalog.digest]
+    """One index per product list per process (the envs of a process share it, whatever their goals)."""
+    if catalog.products_digest not in _SHARED:
+        _SHARED[catalog.products_digest] = SearchIndex(catalog)
+    return _SHARED[catalog.products_digest]

@@ -39,6 +39,12 @@ def test_every_id_registered_with_horizon() -> None:
         assert spec.max_episode_steps == entry.horizon
     assert gym.spec("sapo/ALFWorld-v0").max_episode_steps == 50
     assert gym.spec("sapo/WebShop-v0").max_episode_steps == 15
+    # the spec reads the id's registered horizon back: built directly, or made with another max_episode_steps
+    from sapo_gym.diagnostic import VaultEnv
+
+    registered = gym.spec("sapo/Vault-v0").max_episode_steps
+    assert VaultEnv().spec_fields()["horizon"] == registered
+    assert gym.make("sapo/Vault-v0", max_episode_steps=3).unwrapped.spec_fields()["horizon"] == registered
 
 
 def test_check_env(env: gym.Env) -> None:

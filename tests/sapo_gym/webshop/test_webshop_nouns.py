@@ -74,6 +74,9 @@ def test_importing_the_env_and_choosing_a_rule_load_no_spacy() -> None:
 def test_offline_rule_is_a_pure_function() -> None:
     assert offline_nouns("Acme Cotton Men's T-Shirt, Black") == ("acme", "cotton", "men", "shirt")
     assert offline_nouns("") == ()
+    title = "Offline Rule Cached Lamp Shade"
+    first = OFFLINE.nouns(title)
+    assert OFFLINE.nouns(title) is first == offline_nouns(title)  # worked out once per title, not once per purchase
 
 
 def test_the_spec_records_the_rule_fixed_at_construction(fresh_rules) -> None:

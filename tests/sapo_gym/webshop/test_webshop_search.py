@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 
 from sapo_gym.webshop.catalog import Catalog, build_catalog
-from sapo_gym.webshop.dataset import load_catalog
+from sapo_gym.webshop.dataset import load_catalog, load_split_catalog
 from sapo_gym.webshop.generate import generate_raw
-from sapo_gym.webshop.search import BM25_B, BM25_K1, INDEX_FORMAT, SEARCH_RETURN_N, TOKENIZER, SearchIndex, product_text, tokenize
+from sapo_gym.webshop.search import (
+    BM25_B, BM25_K1, INDEX_FORMAT, SEARCH_RETURN_N, TOKENIZER, SearchIndex, product_text, shared_index, tokenize,
+)
 
 
 def test_tokenize_drops_stopwords_and_punctuation() -> None:
@@ -47,14 +49,25 @@ def test_ties_resolve_by_catalog_order(tmp_path: Path) -> None:
     assert SearchIndex(catalog, cache_dir=tmp_path).search("mug", k=5) == [p.asin for p in catalog.products[:5]]
 
 
-def test_index_is_cached_on_disk_by_catalog_digest(tmp_path: Path) -> None:
+def test_index_is_cached_on_disk_by_the_products_digest(tmp_path: Path) -> None:
     products, ins, human = generate_raw(40, seed=6)
     catalog = build_catalog(products, ins, human, source="c")
     first = SearchIndex(catalog, cache_dir=tmp_path)
     second = SearchIndex(catalog, cache_dir=tmp_path)
     assert (first.cached, second.cached) == (False, True)
-    assert (tmp_path / "webshop" / f"{INDEX_FORMAT}-{TOKENIZER}-{catalog.digest}" / "index.npz").is_file()
+    assert (tmp_path / "webshop" / f"{INDEX_FORMAT}-{TOKENIZER}-{catalog.products_digest}" / "index.npz").is_file()
     assert first.search("coffee table") == second.search("coffee table")
+    # the same products under the other goal set: one index (it reads the products only), two datasets
+    synthetic = build_catalog(products, ins, human, source="c", human_goals=False)
+    assert synthetic.digest != catalog.digest and synthetic.products_digest == catalog.products_digest
+    assert SearchIndex(synthetic, cache_dir=tmp_path).cached
+
+
+def test_the_splits_of_one_product_list_share_one_index() -> None:
+    test, verl = load_split_catalog("test"), load_split_catalog("verl-agent-test")
+    assert test.digest != verl.digest  # different goals: different datasets in the spec
+    assert shared_index(test) is shared_index(verl)
+    assert Catalog(test.products, {}, [], "t", "d").products_digest == test.products_digest  # computed when not given
 
 
 def test_documents_are_webshops_fields(make_product) -> None:
