@@ -9,6 +9,10 @@ relative imports resolved, and ``importlib.import_module`` / ``__import__`` of a
 
 Tests follow the same rule for themselves: shared helpers live in the ``tests.support`` package, and no
 file under ``tests/`` imports a test module or a helper found only through pytest's ``sys.path``.
+
+Within a floor, no two files import each other, however far round (:func:`test_no_import_circle_between_files`,
+over the packages, ``tests/``, ``benchmarks/`` and ``scripts/``; the graph's rules are stated above
+:func:`import_graph`): a shared piece moves below both files instead.
 """
 
 from __future__ import annotations
@@ -154,7 +158,7 @@ def test_tests_import_no_test_module_nor_a_helper_found_through_sys_path():
 # --- no import circle between files ----------------------------------------------------------------
 #
 # The graph: one node per file (a package's ``__init__.py`` is the node of the package's name), one edge per
-# import, lazy ones included, to the file the import reads:
+# import, lazy ones and those under ``if TYPE_CHECKING:`` included, to the file the import reads:
 #   * ``import a.b`` and ``from a.b import x`` -> ``a.b`` (``a.b/__init__.py`` when a package); the parent
 #     ``a/__init__.py`` that Python runs on the way is no edge (the importer does not read it);
 #   * ``from a import b`` where ``a.b`` is a module -> ``a.b``;
