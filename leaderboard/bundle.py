@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from leaderboard.stats import clustered_mean_interval, clustered_rate_interval, per_seed_range
-from leaderboard.validation import BundleError, check_unicode, make_validator, strict_int
+from leaderboard.validation import BundleError, check_unicode, finite_float, make_validator, no_constant, strict_int
 
 __all__ = ["BUNDLE_FORMAT", "BUNDLE_VERSION", "AgentInfo", "BundleError", "build_bundle", "aggregate", "parse_bundle", "check_bundle", "load_schema",
            "evaluation_mode_name"]
@@ -161,23 +161,12 @@ def aggregate(episodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, floa
     return out
 
 
-def _reject_constant(name: str) -> Any:
-    raise BundleError(f"invalid number {name}: NaN and Infinity are not allowed in a bundle", status=400)
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise BundleError(f"invalid number {text[:40]}: it overflows to infinity", status=400)
-    return value
-
-
 def parse_bundle(data: bytes | str) -> dict[str, Any]:
     """Strict JSON: UTF-8, no NaN/Infinity (nor numbers that overflow to it), no integer literal of more
-    than 64 digits, no lone surrogate, a top-level object."""
+    than 64 digits, no lone surrogate (:mod:`leaderboard.validation`: the env server's rules), a top-level object."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        obj = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float, parse_int=strict_int)
+        obj = json.loads(text, parse_constant=no_constant, parse_float=finite_float, parse_int=strict_int)
     except UnicodeDecodeError as exc:
         raise BundleError(f"bundle is not UTF-8: {exc}", status=400) from None
     except json.JSONDecodeError as exc:

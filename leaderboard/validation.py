@@ -3,10 +3,11 @@
 :class:`BundleError` lives here, below the bundle module that re-exports it (``from leaderboard.bundle import
 BundleError`` stays the way callers take it), so the checks raise it without importing their caller.
 
-* integer literals are at most :data:`MAX_INT_DIGITS` digits (Python refuses > 4,300 with a bare
-  ``ValueError``; nothing in a bundle needs more than 20);
-* text is valid Unicode: a ``\\udXXX`` escape without its pair (a lone surrogate) cannot be stored
-  or sent back as UTF-8, so it is refused;
+* the number rules of :mod:`sapo_gym.remote.strict_json` (the env server's parser), in a bundle's words: integer
+  literals of at most :data:`MAX_INT_DIGITS` digits (Python refuses > 4,300 with a bare ``ValueError``; nothing in
+  a bundle needs more than 20), no ``NaN``/``Infinity`` and no literal that overflows a float;
+* text is valid Unicode (strict_json's rule too): a ``\\udXXX`` escape without its pair (a lone surrogate) cannot
+  be stored or sent back as UTF-8, so it is refused;
 * ``"type": "integer"`` means a JSON integer: ``0.0`` and ``1e20`` are numbers, not integers
   (JSON Schema's default admits integral floats; a float seed then fails inside the env);
 * ``"format": "date-time"`` is checked (RFC 3339 with real calendar dates and offsets), not
@@ -21,10 +22,11 @@ import re
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["BundleError", "MAX_INT_DIGITS", "strict_int", "check_unicode", "is_rfc3339", "make_validator"]
+from sapo_gym.remote import strict_json
+from sapo_gym.remote.strict_json import MAX_INT_DIGITS
 
-MAX_INT_DIGITS = 64
-"""Longest integer literal accepted (digits, sign excluded)."""
+__all__ = ["BundleError", "MAX_INT_DIGITS", "strict_int", "finite_float", "no_constant", "check_unicode", "is_rfc3339",
+           "make_validator"]
 
 _RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|([+-])(\d{2}):(\d{2}))")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -40,26 +42,40 @@ class BundleError(ValueError):
 
 def strict_int(text: str) -> int:
     """``parse_int`` for :func:`json.loads`: refuse absurdly long literals with a clear message."""
-    digits = len(text.lstrip("-"))
-    if digits > MAX_INT_DIGITS:
-        raise BundleError(f"invalid number: an integer literal of {digits} digits (at most {MAX_INT_DIGITS})", status=400)
-    return int(text)
+    try:
+        return strict_json.bounded_int(text)
+    except ValueError as exc:
+        raise BundleError(f"invalid number: {exc}", status=400) from None
+
+
+def finite_float(text: str) -> float:
+    """``parse_float`` for :func:`json.loads`: refuse a literal that overflows to infinity."""
+    try:
+        return strict_json.finite_float(text)
+    except ValueError as exc:
+        raise BundleError(f"invalid number: {exc}", status=400) from None
+
+
+def no_constant(name: str) -> Any:
+    """``parse_constant`` for :func:`json.loads`: ``NaN`` and ``Infinity`` are refused."""
+    try:
+        return strict_json.no_constant(name)
+    except ValueError as exc:
+        raise BundleError(f"invalid number: {exc}", status=400) from None
 
 
 def check_unicode(text: str, obj: Any) -> None:
     """Raise a 400 :class:`BundleError` if the parsed ``obj`` holds a lone surrogate.
 
-    Only escapes (``\\udXXX``) can produce one from UTF-8 input, so the full check (an encode of
-    the whole document) runs only when the raw ``text`` contains such an escape.
+    Only escapes (``\\udXXX``) can produce one from UTF-8 input, so the full check (strict_json's walk of every
+    string and key, at any depth) runs only when the raw ``text`` contains such an escape.
     """
     if not _SURROGATE_ESCAPE.search(text):
         return
     try:
-        json.dumps(obj, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        bad = exc.object[exc.start:exc.end]
-        raise BundleError(f"invalid text: lone surrogate {bad.encode('unicode_escape').decode()!s} in a string "
-                          f"(every \\ud800-\\udfff escape must be half of a pair)", status=400) from None
+        strict_json.check_tree(obj, max_depth=None)
+    except strict_json.NotJSON as exc:
+        raise BundleError(f"invalid text: {exc}", status=400) from None
 
 
 def is_rfc3339(value: object) -> bool:

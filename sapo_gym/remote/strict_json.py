@@ -12,7 +12,9 @@
 * text that is valid Unicode: no lone surrogate (``"\\ud800"`` without its pair), which a reply that
   echoes it (an action's text) could not be encoded in.
 
-Whether the top level is an object is the caller's question (HTTP answers ``not_an_object``).
+Whether the top level is an object is the caller's question (HTTP answers ``not_an_object``). The rules are public
+(:func:`bounded_int`, :func:`finite_float`, :func:`no_constant` for :func:`json.loads`' hooks, :func:`check_tree`):
+the leaderboard's bundle parser (:mod:`leaderboard.validation`) holds bundles to the same ones, in its own words.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import json
 import math
 from typing import Any
 
-__all__ = ["MAX_INT_DIGITS", "MAX_DEPTH", "NotJSON", "loads"]
+__all__ = ["MAX_INT_DIGITS", "MAX_DEPTH", "NotJSON", "loads", "bounded_int", "finite_float", "no_constant", "check_tree"]
 
 MAX_INT_DIGITS = 64
 """Digits of the longest integer literal (a seed is < 2**128: 39 digits)."""
@@ -37,35 +39,39 @@ class NotJSON(ValueError):
 def loads(data: str | bytes) -> Any:
     """``data`` (UTF-8 bytes or text) decoded by the rules of the module docstring; :class:`NotJSON` otherwise."""
     try:
-        value = json.loads(data, parse_int=_bounded_int, parse_float=_finite_float, parse_constant=_no_constant)
+        value = json.loads(data, parse_int=bounded_int, parse_float=finite_float, parse_constant=no_constant)
     except RecursionError:
         raise NotJSON(f"nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError and the hooks' errors
         raise NotJSON(str(exc)[:300]) from None
-    _check_tree(value)
+    check_tree(value)
     return value
 
 
-def _bounded_int(text: str) -> int:
+def bounded_int(text: str) -> int:
+    """``parse_int``: the literal's value, or a ValueError past :data:`MAX_INT_DIGITS` digits."""
     digits = len(text.lstrip("-"))
     if digits > MAX_INT_DIGITS:
         raise ValueError(f"an integer literal of {digits} digits (at most {MAX_INT_DIGITS})")
     return int(text)
 
 
-def _finite_float(text: str) -> float:
+def finite_float(text: str) -> float:
+    """``parse_float``: the literal's value, or a ValueError when it overflows a float."""
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"the number {text[:40]} overflows a float")
     return value
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+def no_constant(name: str) -> Any:
+    """``parse_constant``: always a ValueError (``NaN``, ``Infinity``, ``-Infinity``)."""
+    raise ValueError(f"{name} is not JSON (NaN and Infinity are not numbers JSON has)")
 
 
-def _check_tree(value: Any) -> None:
-    """Refuse nesting past :data:`MAX_DEPTH` and lone surrogates in strings and keys (one walk, no recursion)."""
+def check_tree(value: Any, max_depth: int | None = MAX_DEPTH) -> None:
+    """Refuse (:class:`NotJSON`) nesting past ``max_depth`` (None: any) and lone surrogates in strings and keys, in
+    a parsed ``value`` (one walk, no recursion)."""
     stack = [(value, 1)]
     while stack:
         node, depth = stack.pop()
@@ -74,8 +80,8 @@ def _check_tree(value: Any) -> None:
             continue
         if not isinstance(node, (list, dict)):
             continue
-        if depth > MAX_DEPTH:
-            raise NotJSON(f"nested deeper than {MAX_DEPTH} levels")
+        if max_depth is not None and depth > max_depth:
+            raise NotJSON(f"nested deeper than {max_depth} levels")
         if isinstance(node, dict):
             for key in node:
                 _check_text(key)
