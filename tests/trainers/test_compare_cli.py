@@ -319,3 +319,20 @@ def test_one_list_of_result_neutral_fields_feeds_resume_and_the_fingerprint():
         neutral = f.name in (CompareSettings.RESULT_NEUTRAL if own else (*RESULT_NEUTRAL, *PER_RUN))
         assert (fingerprint == before) == neutral, f.name
     assert checked >= 55, checked
+
+
+def test_bundles_name_the_method_by_its_registry_label(monkeypatch, tmp_path):
+    """A GiGPO run's leaderboard bundle says GiGPO (its registry label), not GIGPO."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from trainers.compare import runner
+    from trainers.compare.config import PRESETS, CompareConfig
+
+    seen = {}
+    monkeypatch.setattr("leaderboard.bundle.build_bundle", lambda records, fields, digest, agent, *rest: seen.update(agent=agent) or {})
+    cfg = PRESETS["vault"].apply(CompareConfig()).replace(out=str(tmp_path))
+    policy = SimpleNamespace(model=torch.nn.Linear(2, 2))
+    runner._write_bundle(cfg, "gigpo-seed0", [], cfg.train_config("gigpo", 0).gym_make_kwargs(), policy, "gigpo", "-")
+    assert seen["agent"].algorithm == "GiGPO"
