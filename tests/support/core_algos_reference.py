@@ -61,7 +61,8 @@ def normalize_turn_advantages_loop(advantages: Tensor, invalid: Tensor, c_inv: f
 
 def grpo_advantages_loop(returns: Tensor, group_ids: Tensor, eps: float = 1e-6, weights: Tensor | None = None,
                          scale_by_std: bool = True) -> Tensor:
-    """Reference GRPO in plain Python: each entry counted ``weights`` times; one entry: mean 0, std 1."""
+    """Reference GRPO in plain Python: each entry counted ``weights`` times; one entry: mean 0, std 1; an equal group
+    (std 0) scales by 1."""
     values = [float(r) for r in returns]
     w = [1.0] * len(values) if weights is None else [float(x) for x in weights]
     entries: dict[int, list[tuple[float, float]]] = defaultdict(list)
@@ -76,7 +77,7 @@ def grpo_advantages_loop(returns: Tensor, group_ids: Tensor, eps: float = 1e-6, 
         else:
             mean = sum(v * c for v, c in entries[g]) / count
             std = math.sqrt(sum(c * (v - mean) ** 2 for v, c in entries[g]) / (count - 1))
-        out.append((values[i] - mean) / (std + eps) if scale_by_std else values[i] - mean)
+        out.append((values[i] - mean) / (std + eps if std > 0 else 1.0) if scale_by_std else values[i] - mean)
     return torch.tensor(out, dtype=returns.dtype)
 
 
@@ -159,7 +160,7 @@ def _episode_term_loop(score: list[float], traj: list[int], turn: list[int], gro
         else:
             mean = sum(values) / len(values)
             std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-        out.append((score[i] - mean) / (std + eps) if scale_by_std else score[i] - mean)
+        out.append((score[i] - mean) / (std + eps if std > 0 else 1.0) if scale_by_std else score[i] - mean)
     return out
 
 

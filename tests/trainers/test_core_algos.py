@@ -606,6 +606,21 @@ def test_the_issue_examples():
     assert _zero(ca.grpo_advantages(torch.full((8,), 9.9), zeros[:8]))  # was -0.472
 
 
+def test_a_penalized_turn_outside_an_equal_group_keeps_its_offset_unscaled():
+    """Per-trajectory statistics (entries: each trajectory's first turn) of a group whose two trajectories both
+    succeeded (score 1): the entries' std is exactly 0. A later turn of one of them carries the invalid-action
+    penalty (score 1 − 0.1). Dividing its offset by std + ε would give −0.1/10⁻⁶ = −10⁵; there is no spread to
+    scale by, so it keeps its offset, −0.1, and the entries 0."""
+    scores = torch.tensor([1.0, 0.9, 1.0])  # traj 0 turn 0, traj 0 turn 1 (penalized), traj 1 turn 0
+    groups, entries = torch.zeros(3, dtype=torch.long), torch.tensor([1.0, 0.0, 1.0])
+    adv = ca.grpo_advantages(scores, groups, weights=entries)
+    assert adv[0].item() == 0.0 and adv[2].item() == 0.0
+    assert adv[1].item() == torch.tensor(0.9).item() - 1.0  # 0.9 − 1 in float32, exactly: no division happened
+    # a group with spread still scales: entries [1, 0], mean 0.5, Bessel-corrected std √0.5, ε = 1e-6
+    spread = ca.grpo_advantages(torch.tensor([1.0, 0.9, 0.0]), groups, weights=entries)
+    assert abs(spread[1].item() - (0.9 - 0.5) / (math.sqrt(0.5) + 1e-6)) < 1e-6  # a few float32 roundings (2⁻²⁴ relative each) of a value below 1
+
+
 def test_mixed_batch_equal_group_zero_other_group_unchanged():
     # Group 3: 64 × 9.8 (all success); group 1: eight mixed scores. Interleaved rows.
     other = torch.tensor([9.9, 0.0, 9.9, 9.9, 0.0, 0.0, 9.9, 1.0])

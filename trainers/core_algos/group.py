@@ -93,13 +93,18 @@ def grpo_advantages(
         scale_by_std: ``False`` keeps only the mean subtraction (Dr. GRPO / verl-agent ``mean_norm``).
 
     A group whose statistics rest on one entry gets mean 0, std 1 (verl's convention), so a singleton
-    trajectory keeps its raw return as advantage; a group of equal entries gets exactly 0 (:func:`group_stats`).
+    trajectory keeps its raw return as advantage; a group of equal entries gets exactly 0 (:func:`group_stats`),
+    and a row outside an equal group's entries gets its offset from their value, unscaled (std 0 has nothing to scale).
     Returns ``(N,)``; the caller broadcasts to turns/tokens.
     """
     stats = group_stats(returns, group_ids, weights)
     mean = torch.where(stats.count <= 1, torch.zeros_like(stats.mean), stats.mean)
     centered = returns - mean
-    return centered / (stats.std + eps) if scale_by_std else centered
+    if not scale_by_std:
+        return centered
+    # an equal group has no spread to scale by (std exactly 0): its entries are 0 either way, and a row outside its
+    # entries (a later, penalized turn) keeps its offset instead of being divided by ε (−c_inv/ε = −10⁵·c_inv)
+    return centered / torch.where(stats.std > 0, stats.std + eps, torch.ones_like(stats.std))
 
 
 def rloo_advantages(returns: Tensor, group_ids: Tensor, weights: Tensor | None = None) -> Tensor:
