@@ -61,6 +61,18 @@ def test_schedule_is_shared_and_covers_the_split() -> None:
     assert member(0).task_index(5) == member(1).task_index(5)  # derived alone, identically
 
 
+def test_a_member_reset_as_a_given_episode_follows_the_schedule_rule() -> None:
+    """``reset_episode`` (the Ray worker's and ``reset_members``' reset) is ``reset``'s rule at a given episode."""
+    from sapo_gym.members import make_member
+
+    env, twin = make_member("sapo/Vault-v0", 3, 2, 4, 7, {}), make_member("sapo/Vault-v0", 3, 2, 4, 7, {})
+    ids = env.unwrapped.task_ids
+    for episode in range(3):  # the plain reset counts the episodes itself
+        assert twin.reset(seed=episode)[1]["task_id"] == ids[env.task_index(episode)]
+    assert env.reset_episode(2, seed=0)[1]["task_id"] == ids[env.task_index(2)]
+    assert env.reset_episode(5, options={"task_index": 1})[1]["task_id"] == ids[1]  # an explicit task wins
+
+
 def test_env_kwargs_named_like_make_vec_parameters_pass_through() -> None:
     envs = sapo_gym.make_vec("sapo/Vault-v0", 2, vectorization="sync", num_tasks=3)
     try:
