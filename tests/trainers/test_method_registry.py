@@ -7,6 +7,7 @@ A method is half-registered when its entry's entry point does not load, loads so
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import importlib
 import inspect
@@ -82,8 +83,6 @@ def test_the_method_lists_derive_from_the_registry():
         assert TrainConfig(algo=algo).rollouts_per_task == (GROUP_SIZE if entry.group else 1)
         assert label(algo) == entry.label and COLOURS.get(algo, "") == entry.colour  # colour: optional
     assert label("gigpo") == "GiGPO"
-    import argparse
-
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     action = next(a for a in parser._actions if a.dest == "algo")
@@ -94,8 +93,6 @@ def test_the_method_lists_derive_from_the_registry():
 def test_the_cli_names_every_method_in_its_help():
     from sapo_cli.compare import register as register_compare
     from sapo_cli.train import register as register_train
-
-    import argparse
 
     sub = argparse.ArgumentParser().add_subparsers()
     register_train(sub)
