@@ -26,7 +26,7 @@ from agents.constraint import CONSTRAINTS as CONSTRAIN  # torch-free, like this 
 from trainers.methods.registry import METHODS, describe_methods  # torch-free too: entry points load lazily
 
 __all__ = ["TrainConfig", "ALGOS", "GROUP_ALGOS", "GIGPO_MODES", "ENV_WORKERS", "CHOICES", "RESULT_NEUTRAL",
-           "add_arguments", "from_args", "field_docs"]
+           "add_arguments", "from_args", "field_docs", "field_help"]
 
 ALGOS = tuple(METHODS)
 """Every registered method's ``--algo`` name (:data:`trainers.methods.registry.METHODS`)."""
