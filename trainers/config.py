@@ -45,12 +45,13 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "gigpo_mode": GIGPO_MODES, "env_workers": ENV_WORKERS, "reference_dtype": REFERENCE_DTYPES,
 }
 """The values of each choice field of :class:`TrainConfig`: what it accepts and what argparse offers."""
-RESULT_NEUTRAL = ("resume", "out_dir", "progress", "tensorboard", "checkpoint_every", "device", "micro_batch_size",
-                  "env_workers", "ray_address")
-"""The :class:`TrainConfig` fields that say where, how visibly and in what pieces a run goes, not what it learns: a
-resumed run may change them (:attr:`TrainConfig.RESUME_FREE`) and compare's fingerprint leaves them out
-(:meth:`trainers.compare.config.CompareConfig.fingerprint`). ``micro_batch_size`` is here as a memory bound, though its
-micro-batches' token means, weighted by rows, can move the numbers a little."""
+RESULT_NEUTRAL = ("resume", "out_dir", "progress", "tensorboard", "checkpoint_every", "device", "env_workers",
+                  "ray_address")
+"""The :class:`TrainConfig` fields that say where and how visibly a run goes, not what it learns: a resumed run may
+change them (:attr:`TrainConfig.RESUME_FREE`) and compare's fingerprint leaves them out
+(:meth:`trainers.compare.config.CompareConfig.fingerprint`). ``micro_batch_size`` is not one of them: each
+micro-batch's loss is its own token mean, weighted by rows (:func:`trainers.update.update`), so the cut moves the
+numbers."""
 
 
 @dataclass
