@@ -50,7 +50,7 @@ class TurnRecord:
 
     prompt: str
     """The observation (prompt text) the agent acted on."""
-    output: GenerationOutput | Any
+    output: GenerationOutput | str
     """The agent's output: an LLM policy's :class:`~agents.generation.base.GenerationOutput` (what the batch is
     built from), or a text agent's raw text (a teacher's demonstrations)."""
     reward: float

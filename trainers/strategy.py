@@ -154,7 +154,7 @@ class TrainingStrategy(ABC):
         return x
 
     def all_gather_object(self, obj: Any) -> list[Any]:
-        """Every rank's ``obj``, in rank order (e.g. the rollout's turn samples)."""
+        """Every rank's ``obj``, in rank order (e.g. each rank's rollout)."""
         return [obj]
 
     def barrier(self) -> None:
