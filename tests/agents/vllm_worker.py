@@ -48,8 +48,10 @@ def main(model_dir: str, pushed: str, prompts_file: str, out_file: str) -> None:
 
 LOOP_CONFIG = dict(algo="sapo", env="sapo/Vault-v0", prompt="plain", history_length=0, max_response_tokens=8,
                    episodes_per_iteration=4, micro_batch_size=8, lr=3e-3, iterations=1, checkpoint_every=0,
-                   progress=False, generator="vllm")
-"""One SAPO iteration with vLLM rollouts; lr 3e-3 so that one update visibly moves the log-probs."""
+                   progress=False, generator="vllm", entropy_coef=0.01)
+"""One SAPO iteration with vLLM rollouts; lr 3e-3 so that one update visibly moves the log-probs. The random
+policy's batch carries no reward signal (every turn invalid and unrewarded, the readout exactly 0 at the start: every
+advantage is equal, hence exactly 0), so an entropy bonus gives the update its gradient."""
 
 
 def trainer(prompts_file: str, out_dir: str) -> None:
