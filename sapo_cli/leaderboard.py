@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     s = cmds.add_parser("serve", help="serve the pages and the JSON API (and verify submissions in the background)")
     s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--port", type=int, default=8000, help="0: a free port, announced on the 'sapo-gym leaderboard on' line")
     s.add_argument("--max-upload-mb", type=float, default=64.0, help="largest accepted bundle upload, MiB")
     s.add_argument("--no-verify", action="store_true", help="do not run the replay verifier in this process")
     s.add_argument("--base-url", default=None,
@@ -91,11 +91,13 @@ def _serve(args: argparse.Namespace) -> int:
     import threading
 
     from leaderboard.server.app import ServerConfig, create_app
-    from leaderboard.server.serving import serve
+    from leaderboard.server.serving import listen, serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    listener = listen(args.host, args.port)  # bound first: --port 0 picks a free port, announced below
+    port = listener.getsockname()[1]
     config = ServerConfig(db_url=args.db, max_upload_mb=args.max_upload_mb, boards=tuple(args.board) if args.board else None,
-                          verify=not args.no_verify, base_url=args.base_url or f"http://{args.host}:{args.port}",
+                          verify=not args.no_verify, base_url=args.base_url or f"http://{args.host}:{port}",
                           rate_per_minute=args.rate_per_minute, rate_burst=args.rate_burst,
                           live_max_open=args.live_max_open, live_max_parallel=args.live_max_parallel,
                           live_idle_seconds=args.live_idle_seconds,
@@ -111,8 +113,8 @@ def _serve(args: argparse.Namespace) -> int:
         # in the background: the pages are up at once and the baselines appear as they are evaluated
         seed_args = argparse.Namespace(**{**vars(args), "agents": "expert,random,search", "verify": False})
         threading.Thread(target=_seed, args=(seed_args,), name="sapo-gym-seed", daemon=True).start()
-    print(f"sapo-gym leaderboard on http://{args.host}:{args.port}/ (database {args.db})", flush=True)
-    serve(app, args.host, args.port, args.request_timeout, args.header_timeout, args.max_connections)
+    print(f"sapo-gym leaderboard on http://{args.host}:{port}/ (database {args.db})", flush=True)
+    serve(app, listener, args.request_timeout, args.header_timeout, args.max_connections)
     return 0
 
 

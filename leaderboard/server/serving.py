@@ -18,7 +18,7 @@ from werkzeug.serving import ThreadedWSGIServer
 
 from leaderboard.server.limits import request_handler
 
-__all__ = ["BoundedServer", "serve"]
+__all__ = ["BoundedServer", "listen", "serve"]
 
 _BUSY = json.dumps({"error": "busy", "status": 503,
                     "message": "the server serves its limit of connections at once; try again in a second"}).encode()
@@ -29,10 +29,10 @@ _BUSY_RESPONSE = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConten
 class BoundedServer(ThreadedWSGIServer):
     """werkzeug's threaded server with at most ``max_connections`` connections in service at once."""
 
-    def __init__(self, host: str, port: int, app: Any, handler: type, max_connections: int):
+    def __init__(self, host: str, port: int, app: Any, handler: type, max_connections: int, fd: int | None = None):
         if max_connections < 1:
             raise ValueError(f"max_connections must be >= 1, got {max_connections}")
-        super().__init__(host, port, app, handler=handler)
+        super().__init__(host, port, app, handler=handler, fd=fd)
         self.max_connections = max_connections
         self._slots = threading.BoundedSemaphore(max_connections)
 
@@ -58,10 +58,20 @@ class BoundedServer(ThreadedWSGIServer):
             self._slots.release()
 
 
-def serve(app: Any, host: str, port: int, request_timeout: float, header_timeout: float | None,
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: a free one the system picks; ``getsockname()`` says which).
+    Bound before the app is built, so the address the server announces is one it already holds."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=128)
+
+
+def serve(app: Any, listener: socket.socket, request_timeout: float, header_timeout: float | None,
           max_connections: int) -> None:
-    """Serve ``app`` until interrupted."""
-    server = BoundedServer(host, port, app, request_handler(request_timeout, header_timeout), max_connections)
+    """Serve ``app`` on ``listener`` (:func:`listen`) until interrupted."""
+    host, port = listener.getsockname()[:2]
+    server = BoundedServer(host, port, app, request_handler(request_timeout, header_timeout), max_connections,
+                           fd=listener.fileno())
+    listener.close()  # the server holds its own duplicate of the descriptor
     try:
         server.serve_forever()
     except KeyboardInterrupt:

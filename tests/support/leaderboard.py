@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -52,11 +53,15 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """``sapo-gym leaderboard serve`` in a subprocess on 127.0.0.1 and a free port."""
+    """``sapo-gym leaderboard serve`` in a subprocess on 127.0.0.1: on ``--port 0`` (the server binds a free port
+    and announces it once bound) unless ``port`` asks for one. The readiness check reads this process's own
+    announcement before asking it anything, so a request can never reach another test's server on a reused port."""
+
+    ANNOUNCEMENT = re.compile(r"sapo-gym leaderboard on http://127\.0\.0\.1:(\d+)/")
 
     def __init__(self, db_url: str, log: Path, *extra: str, port: int | None = None):
         self.db_url, self.log, self.extra = db_url, log, extra
-        self.port = port or free_port()
+        self.port = port or 0
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
@@ -66,11 +71,21 @@ class ServerProcess:
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
         cmd = [sys.executable, "-m", "sapo_cli", "leaderboard", "--db", self.db_url, "--board", VAULT, "serve",
                "--port", str(self.port), *self.extra]
+        before = self.log.stat().st_size if self.log.exists() else 0  # a restart appends to the same log
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log.open("a"), stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
+        deadline, announced = time.monotonic() + timeout, None
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+            if announced is None:
+                with self.log.open("rb") as f:
+                    f.seek(before)
+                    announced = self.ANNOUNCEMENT.search(f.read().decode(errors="replace"))
+                if announced is None:
+                    time.sleep(0.1)
+                    continue
+                self.port = int(announced.group(1))
+                self.url = f"http://127.0.0.1:{self.port}"
             try:
                 if requests.get(self.url + "/api/v1/boards", timeout=2).status_code == 200:
                     return self
