@@ -29,18 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from trainers.config import ALGOS, GROUP_ALGOS, RESULT_NEUTRAL, TrainConfig
-from trainers.methods.registry import method_label
+from trainers.methods.registry import method_label as label  # a method's name in tables, figures and bundles
 
 __all__ = ["PER_RUN", "PRESETS", "CompareConfig", "CompareSettings", "Preset", "cpu_train", "run_key", "label"]
 
 PER_RUN: tuple[str, ...] = ("algo", "seed", "out_dir", "resume", "checkpoint_every", "group_size", "progress")
 """TrainConfig fields :meth:`CompareConfig.train_config` sets per run (``group_size`` from ``grpo_group_size``,
 ``progress`` from compare's own flag): not ``compare`` flags, not part of the shared ``train``."""
-
-
-def label(algo: str) -> str:
-    """A method's name in tables, figures and bundles (``GiGPO``, not ``GIGPO``): its registry entry's label."""
-    return method_label(algo)
 
 
 def run_key(algo: str, seed: int) -> str:
