@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import (Boolean, DateTime, Engine, Float, ForeignKey, Index, Integer, LargeBinary, String, Text,
+from sqlalchemy import (BigInteger, Boolean, DateTime, Engine, Float, ForeignKey, Index, Integer, LargeBinary, String, Text,
                         create_engine, event)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["Base", "Token", "Submission", "Provenance", "HarnessClaim", "EpisodeOwner", "LiveRun", "make_engine", "utcnow"]
+__all__ = ["Base", "Token", "Submission", "Provenance", "HarnessClaim", "EpisodeOwner", "LiveRun", "LivePlan", "LiveEpisode", "LiveTurn", "LiveWaiting", "RateBucket",
+           "make_engine", "utcnow"]
 
 
 def utcnow() -> dt.datetime:
@@ -117,6 +118,69 @@ class LiveRun(Base):
     submission_id: Mapped[int | None] = mapped_column(ForeignKey("submissions.id"), nullable=True)
 
 
+class LivePlan(Base):
+    """A live run's plan and progress, shared by every server process (a table of its own: databases made before it
+    still open). Its row is the run's lock: a request that changes the run locks it first (see leaderboard.server.live)."""
+
+    __tablename__ = "live_plans"
+    run_id: Mapped[int] = mapped_column(ForeignKey("live_runs.id"), primary_key=True)
+    env_id: Mapped[str] = mapped_column(String(200))
+    split: Mapped[str] = mapped_column(String(64))
+    submitter: Mapped[str] = mapped_column(String(80))
+    seeds_json: Mapped[str] = mapped_column(Text)
+    """The drawn seeds, sorted (the bundle's ``evaluation.seeds``)."""
+    schedule_json: Mapped[str] = mapped_column(Text)
+    """Every (task, seed) pair in the order the server deals them."""
+    parallel: Mapped[int] = mapped_column(Integer)
+    played: Mapped[int] = mapped_column(Integer, default=0)
+    """Episodes dealt so far (those in progress included)."""
+    output_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    started_at: Mapped[float] = mapped_column(Float)
+    touched_at: Mapped[float] = mapped_column(Float)
+    """Wall-clock seconds (epoch) of the start and of the last progress (a deal or a played turn): every process
+    reads the same clock, where a monotonic one would be each process's own."""
+
+
+class LiveEpisode(Base):
+    """An episode a live run dealt: its reset's answer, its record so far (turns apart) and whether it ended."""
+
+    __tablename__ = "live_episodes"
+    run_id: Mapped[int] = mapped_column(ForeignKey("live_runs.id"), primary_key=True)
+    episode: Mapped[int] = mapped_column(Integer, primary_key=True)
+    """Its index: the order it was dealt in."""
+    request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """The reset request that dealt it (the client's idempotency key)."""
+    dealt_json: Mapped[str] = mapped_column(Text)
+    """The reset's answer, given again to a retried reset."""
+    record_json: Mapped[str] = mapped_column(Text)
+    """The ``EpisodeRecord`` without its turns (those are ``live_turns``), as of its last turn."""
+    steps: Mapped[int] = mapped_column(Integer, default=0)
+    ended: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class LiveTurn(Base):
+    """One acknowledged turn of a live episode: the step's record and the answer the client got."""
+
+    __tablename__ = "live_turns"
+    run_id: Mapped[int] = mapped_column(ForeignKey("live_runs.id"), primary_key=True)
+    episode: Mapped[int] = mapped_column(Integer, primary_key=True)
+    turn: Mapped[int] = mapped_column(Integer, primary_key=True)
+    step_json: Mapped[str] = mapped_column(Text)
+    """The ``StepRecord`` (the agent's raw output first: a replay of the outputs rebuilds the env)."""
+    answer_json: Mapped[str] = mapped_column(Text)
+
+
+class LiveWaiting(Base):
+    """A token refused a live run while every slot was taken: the line for the next freed slot (leaderboard.server.live_waitlist)."""
+
+    __tablename__ = "live_waitlist"
+    token_id: Mapped[int] = mapped_column(ForeignKey("tokens.id"), primary_key=True)
+    first_refused: Mapped[float] = mapped_column(Float)
+    """Its place in line (wall-clock seconds of its first refusal; ties by token id)."""
+    last_seen: Mapped[float] = mapped_column(Float)
+    """When it last asked: it keeps its place while it asks again within ``hold_seconds``."""
+
+
 class VerifyJob(Base):
     """A submission's place in the replay queue and its lease (see :mod:`leaderboard.server.queue`)."""
 
@@ -180,3 +244,16 @@ def make_engine(url: str) -> Engine:
                                connect_args={"options": "-c statement_timeout=30000 -c lock_timeout=30000"})
     Base.metadata.create_all(engine)
     return engine
+
+
+class RateBucket(Base):
+    """A token's rate-limit bucket (:class:`leaderboard.server.limits.RateLimiter`), in the database so that every
+    server process charges the same bucket."""
+
+    __tablename__ = "rate_buckets"
+    key: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    """The token's id."""
+    level: Mapped[float] = mapped_column(Float)
+    """Units left at ``stamp``."""
+    stamp: Mapped[float] = mapped_column(Float)
+    """Wall-clock epoch seconds of the last charge: monotonic clocks are not shared between processes."""

@@ -1,26 +1,26 @@
-"""One open live run's state (see :mod:`leaderboard.server.live`): its schedule, its envs and the episodes in progress.
+"""One live run as the database holds it (see :mod:`leaderboard.server.live`): its plan, its episodes, the rules.
 
-A run plays up to ``parallel`` episodes at once (chosen at start, 1 by default): each in-progress
-:class:`Episode` holds an env of the run's own (built when first needed, reused by the next episode
-dealt, all closed when the run ends), its record and the answer to its last step (a retried step gets
-that answer again, the env is not stepped twice). The run's memory: ``parallel`` envs, the records
-(outputs bounded by ``LiveLimits.max_output_bytes``) and the last answers of its latest
-``2 * parallel`` ended episodes.
+:class:`RunView` is read inside the transaction that locked the run's ``live_plans`` row, so what it
+says holds until that transaction ends, whichever server process reads it. It decides what a deal or
+a step may do (:meth:`RunView.check_deal`, :meth:`RunView.which`) and what the run looks like to its
+client (:meth:`RunView.public`); :func:`episode_records` rebuilds the run's ``EpisodeRecord``\\ s from
+its rows when the last episode ends.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import Any, Callable
+import json
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from leaderboard.boards import Board
+from leaderboard.server.db import LiveEpisode, LivePlan, LiveRun, LiveTurn
 
-__all__ = ["Episode", "LiveError", "Run", "jsonable"]
+__all__ = ["LiveError", "RunView", "answered", "episode_records", "jsonable", "outputs_of"]
 
 
 class LiveError(Exception):
@@ -48,90 +48,61 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-Answer = tuple[int, dict[str, Any]]
-"""(turn, response) of an episode's last step."""
-
-
 @dataclass
-class Episode:
-    """An episode in progress: the ``index``-th dealt of its run, on ``env``."""
+class RunView:
+    """A run's rows, read under its lock: ``run`` (``live_runs``), ``plan`` (``live_plans``) and ``active``, the
+    episodes in progress by index (``live_episodes`` rows not ended)."""
 
-    index: int
-    env: Any
-    record: Any
-    """Its EpisodeRecord."""
-    last: Answer | None = None
-    request_id: str | None = None
-    """The reset request that dealt it (the client's idempotency key), and :attr:`dealt` its answer: a retried
-    reset whose answer was lost gets the same episode back instead of a second deal."""
-    dealt: dict[str, Any] | None = None
-
-
-@dataclass
-class Run:
-    id: int
-    token_id: int
-    submitter: str
+    run: LiveRun
+    plan: LivePlan
     board: Board
-    agent: dict[str, Any]
-    seeds: list[int]
-    schedule: list[tuple[str, int]]
-    make_env: Callable[[], Any]
-    """Builds one more env of the board (the private split's kwargs included)."""
-    envs: list[Any]
-    """Every env built for this run (at most ``parallel``); closed when the run ends."""
-    parallel: int = 1
-    started: float = field(default_factory=time.monotonic)
-    touched: float = field(default_factory=time.monotonic)
-    played: int = 0
-    """Episodes dealt so far (those in progress included)."""
-    active: dict[int, Episode] = field(default_factory=dict)
-    """The episodes in progress, by index."""
-    records: list[Any] = field(default_factory=list)
-    ended: OrderedDict[int, Answer] = field(default_factory=OrderedDict)
-    """The last answers of the latest ended episodes (``2 * parallel`` of them), by episode: a retried step still gets it."""
-    output_bytes: int = 0
-    """UTF-8 bytes of the outputs recorded so far (bounded by ``LiveLimits.max_output_bytes``)."""
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    active: dict[int, LiveEpisode]
+
+    @classmethod
+    def load(cls, s: Session, run: LiveRun, plan: LivePlan, board: Board) -> "RunView":
+        rows = s.scalars(select(LiveEpisode).where(LiveEpisode.run_id == run.id, LiveEpisode.ended.is_(False)))
+        return cls(run, plan, board, {row.episode: row for row in rows})
+
+    @property
+    def schedule(self) -> list[tuple[str, int]]:
+        return [(str(t), int(s)) for t, s in json.loads(self.plan.schedule_json)]
+
+    @property
+    def seeds(self) -> list[int]:
+        return [int(s) for s in json.loads(self.plan.seeds_json)]
 
     def public(self) -> dict[str, Any]:
-        return {"run_id": self.id, "env_id": self.board.env_id, "split": self.board.split, "spec_hash": self.board.spec_hash,
-                "seeds": len(self.seeds), "episodes": len(self.schedule), "played": self.played, "parallel": self.parallel,
-                "in_progress": bool(self.active), "in_progress_episodes": sorted(self.active), "done": len(self.records),
-                "output_bytes": self.output_bytes}
-
-    def free_env(self) -> Any:
-        """An env no episode in progress holds (a new one while fewer than ``parallel`` were built)."""
-        busy = {id(e.env) for e in self.active.values()}
-        for env in self.envs:
-            if id(env) not in busy:
-                return env
-        env = self.make_env()
-        self.envs.append(env)
-        return env
+        return {"run_id": self.run.id, "env_id": self.board.env_id, "split": self.board.split,
+                "spec_hash": self.board.spec_hash, "seeds": len(self.seeds), "episodes": self.run.episodes_total,
+                "played": self.plan.played, "parallel": self.plan.parallel, "in_progress": bool(self.active),
+                "in_progress_episodes": sorted(self.active), "done": self.run.episodes_done,
+                "output_bytes": self.plan.output_bytes}
 
     def redealt(self, request_id: str | None) -> dict[str, Any] | None:
         """The answer of the reset ``request_id`` dealt an episode still in progress with, if it did."""
         if request_id is None:
             return None
-        return next((ep.dealt for ep in self.active.values() if ep.request_id == request_id), None)
+        row = next((ep for ep in self.active.values() if ep.request_id == request_id), None)
+        return None if row is None else json.loads(row.dealt_json)
 
-    def check_deal(self, task_id: str | None, seed: int | None) -> None:
-        """Refuse a reset past ``parallel`` episodes in progress, past the schedule, or naming another pair."""
-        if len(self.active) >= self.parallel:
-            if self.parallel == 1:
+    def check_deal(self, task_id: str | None, seed: int | None) -> tuple[str, int]:
+        """The next (task, seed) to deal; refuses a reset past ``parallel`` episodes in progress, past the schedule,
+        or naming another pair."""
+        parallel, played, schedule = self.plan.parallel, self.plan.played, self.schedule
+        if len(self.active) >= parallel:
+            if parallel == 1:
                 raise LiveError(f"episode {next(iter(self.active))} is in progress: play it to its end "
                                 "(an episode cannot be restarted)")
-            raise LiveError(f"episodes {sorted(self.active)} are in progress, this run's limit of {self.parallel} at once: "
+            raise LiveError(f"episodes {sorted(self.active)} are in progress, this run's limit of {parallel} at once: "
                             "play one to its end (an episode cannot be restarted)")
-        if self.played >= len(self.schedule):
+        if played >= len(schedule):
             raise LiveError("every episode of this run has been played")
-        wanted = (task_id, seed)
         if task_id is not None or seed is not None:
-            if wanted in self.schedule[: self.played]:
+            if (task_id, seed) in schedule[:played]:
                 raise LiveError(f"(task {task_id}, seed {seed}) was already played in this run: each is played once")
-            if wanted != self.schedule[self.played]:
+            if (task_id, seed) != schedule[played]:
                 raise LiveError("the server deals the (task, seed) order: ask for the next episode without naming one")
+        return schedule[played]
 
     def which(self, episode: int | None) -> int:
         """The episode a step is for: ``episode``, or without it the only one in progress (the last dealt if none is)."""
@@ -140,30 +111,32 @@ class Run:
         if len(self.active) > 1:
             raise LiveError(f"episodes {sorted(self.active)} are in progress: say which one this step plays "
                             "(\"episode\": its index, from the reset's answer)")
-        return next(iter(self.active)) if self.active else self.played - 1
+        return next(iter(self.active)) if self.active else self.plan.played - 1
 
-    def retried(self, episode: int, turn: int | None) -> dict[str, Any] | None:
-        """The answer already given to (episode, turn), if that step was played."""
-        if turn is None:
-            return None
-        ep = self.active.get(episode)
-        last = ep.last if ep is not None else self.ended.get(episode)
-        return last[1] if last is not None and last[0] == turn else None
 
-    def end_episode(self, ep: Episode) -> None:
-        del self.active[ep.index]
-        self.records.append(ep.record)
-        assert ep.last is not None
-        self.ended[ep.index] = ep.last
-        while len(self.ended) > 2 * self.parallel:
-            self.ended.popitem(last=False)
+def answered(s: Session, run_id: int, episode: int, turn: int | None) -> LiveTurn | None:
+    """The recorded turn a retried step asks for: (``episode``, ``turn``) when it is that episode's last played turn."""
+    if turn is None or turn < 0:
+        return None
+    row = s.get(LiveEpisode, (run_id, episode))
+    if row is None or turn != row.steps - 1:
+        return None
+    return s.get(LiveTurn, (run_id, episode, turn))
 
-    def close_envs(self) -> None:
-        errors = []
-        for env in self.envs:
-            try:
-                env.close()
-            except Exception as exc:  # every env is closed; the first failure is raised after
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+
+def outputs_of(s: Session, run_id: int, episode: int) -> list[str]:
+    """The agent's raw outputs of an episode's acknowledged turns, in order (what a replay of it plays)."""
+    rows = s.scalars(select(LiveTurn.step_json).where(LiveTurn.run_id == run_id, LiveTurn.episode == episode)
+                     .order_by(LiveTurn.turn))
+    return [json.loads(step)["output"] for step in rows]
+
+
+def episode_records(s: Session, run_id: int) -> list[Any]:
+    """The run's ``EpisodeRecord``\\ s, in dealing order, rebuilt from its rows."""
+    from sapo_gym.evaluation import EpisodeRecord
+
+    turns: dict[int, list[dict[str, Any]]] = {}
+    for row in s.scalars(select(LiveTurn).where(LiveTurn.run_id == run_id).order_by(LiveTurn.episode, LiveTurn.turn)):
+        turns.setdefault(row.episode, []).append(json.loads(row.step_json))
+    episodes = s.scalars(select(LiveEpisode).where(LiveEpisode.run_id == run_id).order_by(LiveEpisode.episode))
+    return [EpisodeRecord.from_dict({**json.loads(ep.record_json), "turns": turns.get(ep.episode, [])}) for ep in episodes]

@@ -99,7 +99,7 @@ def test_polling_tokens_cannot_keep_every_live_slot(tmp_path: Path) -> None:
                                                                      "turn": turn}, headers=auth[4])
             playing, turn = not (r.json["terminated"] or r.json["truncated"]), turn + 1
         assert r.status_code == 200, r.json
-    assert run_id in live._runs
+    assert run_id in live.open_runs()
     store.engine.dispose()
 
 

@@ -52,6 +52,25 @@ class SeededVaultAgent:
         return {"output": reply if (turn_seed or 0) % 3 == 0 else "<think>guess</think><action>press nothing</action>"}
 
 
+def _steps(manager: Any, run_id: int) -> dict[int, tuple[int, bool]]:
+    """Each dealt episode's recorded turns and whether it ended, as the database holds them."""
+    from sqlalchemy import select
+
+    from leaderboard.server.db import LiveEpisode
+
+    with manager.store.session() as s:
+        return {e.episode: (e.steps, e.ended) for e in s.scalars(select(LiveEpisode).where(LiveEpisode.run_id == run_id))}
+
+
+def _count_steps(envs: dict[int, Any]) -> list[int]:
+    """Wraps each env's ``step``; the returned list gets an episode's index each time its env is stepped."""
+    calls: list[int] = []
+    for i, env in envs.items():
+        real = env.step
+        env.step = lambda output, real=real, i=i: (calls.append(i), real(output))[1]
+    return calls
+
+
 def _serve(app: Any) -> tuple[str, Any]:
     from werkzeug.serving import make_server
 
@@ -128,12 +147,13 @@ def test_a_retried_step_is_answered_again_per_episode_and_steps_no_env_twice(liv
         assert client.post(f"{base}/reset", headers=auth).status_code == 200
     first = {i: client.post(f"{base}/step", json={"output": f"<action>look {i}</action>", "turn": 0, "episode": i},
                             headers=auth).json for i in (0, 1, 2)}
-    steps = [ep.record.steps for ep in manager._runs[run_id].active.values()]
+    steps = _steps(manager, run_id)
+    stepped = _count_steps(manager.envs.envs_of(run_id))
     for i in (2, 0, 1):  # retried out of order, with other outputs: each episode's own answer, no env stepped
         again = client.post(f"{base}/step", json={"output": "<action>press red</action>", "turn": 0, "episode": i},
                             headers=auth).json
         assert again == first[i] and again["episode"] == i
-    assert [ep.record.steps for ep in manager._runs[run_id].active.values()] == steps == [1, 1, 1]
+    assert _steps(manager, run_id) == steps == {0: (1, False), 1: (1, False), 2: (1, False)} and not stepped
     assert client.get(base, headers=auth).json["output_bytes"] == sum(len(f"<action>look {i}</action>") for i in range(3))
     # an ended episode's last step is still answered while the others play on
     turn, answer = 1, first[0]
@@ -142,7 +162,7 @@ def test_a_retried_step_is_answered_again_per_episode_and_steps_no_env_twice(liv
                              headers=auth).json
         turn += 1
     retried = client.post(f"{base}/step", json={"output": "other", "turn": answer["turn"], "episode": 0}, headers=auth)
-    assert retried.status_code == 200 and retried.json == answer and 0 not in manager._runs[run_id].active
+    assert retried.status_code == 200 and retried.json == answer and _steps(manager, run_id)[0] == (answer["turn"] + 1, True)
 
 
 @pytest.mark.parametrize("parallel", [0, 9, True, 1.5, "2", None, -1])
@@ -191,10 +211,10 @@ def test_a_parallel_run_expires_when_no_episode_progresses_and_closes_its_envs(t
     base = f"/api/v1/live/runs/{run_id}"
     for _ in range(2):
         assert client.post(f"{base}/reset", headers=auth).status_code == 200
-    run = manager._runs[run_id]
-    assert len(run.envs) == 2  # built as episodes were dealt, not all at start
+    envs = manager.envs.envs_of(run_id)
+    assert len(envs) == 2  # built as episodes were dealt, not all at start
     closed: list[int] = []
-    for i, env in enumerate(run.envs):
+    for i, env in envs.items():
         real = env.close
         env.close = lambda real=real, i=i: (closed.append(i), real())
     for turn in range(3):  # progress on episode 1 alone keeps the run open past the idle time; episode 0 waits
@@ -204,7 +224,7 @@ def test_a_parallel_run_expires_when_no_episode_progresses_and_closes_its_envs(t
     time.sleep(idle + 0.3)  # no progress for longer than idle: the next request's sweep expires the run
     gone = client.post(f"{base}/step", json={"output": "<action>look</action>", "turn": 0, "episode": 0}, headers=auth)
     assert gone.status_code == 404 and "expired" in gone.json["message"]
-    assert sorted(closed) == [0, 1] and run_id not in manager._runs
+    assert sorted(closed) == [0, 1] and run_id not in manager.open_runs() and not manager.envs.envs_of(run_id)
     store.engine.dispose()
 
 
@@ -253,8 +273,9 @@ def test_a_failing_worker_stops_the_pool_and_leaves_the_run_to_expire(tmp_path: 
         calls = agent.calls
         time.sleep(0.3)
         assert agent.calls == calls <= 6 + 2  # the others stopped after their request in flight
-        (run,) = manager._runs.values()  # still open on the server, until its idle time passes
-        assert run.parallel == 3 and run.played >= 3 and len(run.records) < 16
+        (run_id,) = manager.open_runs()  # still open on the server, until its idle time passes
+        status = manager.status(run_id, store.authenticate(token))
+        assert status["parallel"] == 3 and status["played"] >= 3 and status["done"] < 16
     finally:
         server.shutdown()
         store.engine.dispose()
