@@ -9,7 +9,6 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable
 
-import pytest
 import requests
 
 from tests.support.fake_openai import vault_reply
@@ -250,7 +249,7 @@ def test_concurrent_retries_through_two_processes_on_postgres_play_each_turn_onc
 
         dealt = at_once(f"{base}/reset", {"request_id": "same-key"})
         assert all(a == dealt[0] for a in dealt) and dealt[0][0] == 200, dealt
-        observation, turn = dealt[0][1]["observation"], 0
+        turn = 0
         for _ in range(3):  # Vault allows a few presses; each turn is sent 8 times at once
             answers = at_once(f"{base}/step", {"output": "<action>press nothing</action>", "turn": turn, "episode": 0})
             assert all(a == answers[0] for a in answers) and answers[0][0] == 200, answers
