@@ -16,7 +16,8 @@ them, strict gzip framing, and a per-token rate limit.
   the server drains after answering. (Behind another WSGI server, that server's own limits apply.)
   :func:`read_body` reads a request's body once; a second call gets the same bytes.
 * :class:`RateLimiter`: a token bucket per API token, charged per request and per MiB received,
-  so a submitter cannot spend the server's CPU faster than the configured rate.
+  so a submitter cannot spend the server's CPU faster than the configured rate; the buckets are rows of
+  the database, shared by every server process.
 """
 
 from __future__ import annotations
@@ -30,9 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flask import Flask, abort, request
+from sqlalchemy import select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from werkzeug.exceptions import HTTPException
 
 from leaderboard.bundle import BundleError
+from leaderboard.server.db import RateBucket
 
 __all__ = ["read_body", "install_body_deadline", "body_seconds", "gunzip_strict", "RateLimiter", "RateLimited"]
 
@@ -180,10 +185,14 @@ class RateLimited(Exception):
         self.retry_after = retry_after
 
 
-@dataclass
-class _Bucket:
-    level: float
-    stamp: float
+def _take(level: float, stamp: float, now: float, units: float, rate: float, burst: float) -> tuple[float, RateLimited | None]:
+    """A bucket charged ``units`` at ``now``: its new level (refilled at ``rate`` units a second since ``stamp``, capped
+    at ``burst``, less ``units`` when it holds that many) and the refusal when it does not (nothing taken then). The
+    caller stores the level stamped ``now`` either way. A clock that went back refills nothing: wall clocks step."""
+    level = min(burst, level + max(0.0, now - stamp) * rate)
+    if level < units:
+        return level, RateLimited(math.ceil((units - level) / rate))
+    return level - units, None
 
 
 @dataclass
@@ -192,26 +201,48 @@ class RateLimiter:
 
     A request costs 1 unit plus 1 per MiB of (inflated) body, so 200 small submissions in a burst
     pass while a stream of 64 MiB bundles is slowed to a few a minute. ``per_minute <= 0`` disables it.
+
+    With a ``store`` (or its engine) the buckets are rows of ``rate_buckets`` (:class:`leaderboard.server.db.RateBucket`),
+    so every server process on the database (``serve --workers N``, several hosts) charges the same bucket; each
+    charge is one transaction that locks the row (PostgreSQL: ``SELECT ... FOR UPDATE``; SQLite: the engine's
+    ``BEGIN IMMEDIATE`` locks the database). Their clock is the wall clock (``time.time()``). Without a store they
+    live in this process's memory, on the monotonic clock.
     """
 
     per_minute: float = 60.0
     burst: float = 300.0
-    _buckets: dict[int, _Bucket] = field(default_factory=dict)
+    store: Any = None
+    """A :class:`leaderboard.server.store.Store` or an SQLAlchemy engine; None: buckets in memory."""
+    _buckets: dict[int, tuple[float, float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def charge(self, key: int, units: float, now: float | None = None) -> None:
         """Take ``units`` from ``key``'s bucket or raise :class:`RateLimited` (nothing is taken then)."""
         if self.per_minute <= 0:
             return
+        if self.store is not None:
+            self._charge_db(key, units, time.time() if now is None else now)
+            return
         now = time.monotonic() if now is None else now
-        rate = self.per_minute / 60.0
         with self._lock:
-            bucket = self._buckets.setdefault(key, _Bucket(self.burst, now))
-            bucket.level = min(self.burst, bucket.level + (now - bucket.stamp) * rate)
-            bucket.stamp = now
-            if bucket.level < units:
-                raise RateLimited(math.ceil((units - bucket.level) / rate))
-            bucket.level -= units
+            level, refused = _take(*self._buckets.get(key, (self.burst, now)), now, units, self.per_minute / 60.0,
+                                   self.burst)
+            self._buckets[key] = (level, now)
+        if refused is not None:
+            raise refused
+
+    def _charge_db(self, key: int, units: float, now: float) -> None:
+        engine = getattr(self.store, "engine", self.store)
+        insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert  # the two databases served
+        with engine.begin() as conn:
+            # inserted first (a no-op when present), so two processes cannot both create it; then locked
+            conn.execute(insert(RateBucket).values(key=key, level=self.burst, stamp=now).on_conflict_do_nothing())
+            row = conn.execute(select(RateBucket.level, RateBucket.stamp).where(RateBucket.key == key)
+                               .with_for_update()).one()
+            level, refused = _take(row.level, row.stamp, now, units, self.per_minute / 60.0, self.burst)
+            conn.execute(update(RateBucket).where(RateBucket.key == key).values(level=level, stamp=now))
+        if refused is not None:
+            raise refused
 
     @staticmethod
     def cost(body_bytes: int) -> float:

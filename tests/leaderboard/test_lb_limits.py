@@ -1,9 +1,10 @@
 """Cost limits on a real server process: chunked uploads past the limit, stalled clients, the
-per-token rate limit (and the limiter's arithmetic in process)."""
+per-token rate limit (and the limiter's arithmetic, in memory and in the database, shared by two apps)."""
 
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 import requests
 
 from leaderboard.server.limits import RateLimited, RateLimiter
-from tests.support.leaderboard import body, named
+from tests.support.leaderboard import VAULT, body, named, pg_database
 
 
 def _chunked_post(port: int, token: str, payload: bytes, chunk: int = 1 << 16, timeout: float = 30.0) -> bytes:
@@ -116,8 +117,21 @@ def test_the_rate_limit_answers_429_with_retry_after(limited_server, random_bund
     assert sorted(names) == ["rate 0", "rate 1", "rate 2"]
 
 
-def test_rate_limiter_arithmetic() -> None:
-    limiter = RateLimiter(per_minute=60.0, burst=5.0)
+@pytest.fixture(params=["memory", "sqlite"])
+def limiter_store(request, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """None (buckets in memory) or a store on a fresh SQLite file: the limiter's two paths."""
+    if request.param == "memory":
+        yield None
+        return
+    from leaderboard.server.store import Store
+
+    store = Store(f"sqlite:///{tmp_path / 'buckets.db'}")
+    yield store
+    store.engine.dispose()
+
+
+def test_rate_limiter_arithmetic(limiter_store) -> None:  # type: ignore[no-untyped-def]
+    limiter = RateLimiter(per_minute=60.0, burst=5.0, store=limiter_store)
     for _ in range(5):
         limiter.charge(1, 1.0, now=100.0)
     with pytest.raises(RateLimited) as info:
@@ -127,8 +141,78 @@ def test_rate_limiter_arithmetic() -> None:
     limiter.charge(1, 1.0, now=101.0)  # refilled
     with pytest.raises(RateLimited):
         limiter.charge(1, 2.0, now=101.5)
+    limiter.charge(1, 2.0, now=103.0)  # the refusal took nothing and kept the refill: 2 units at 103 s
+    with pytest.raises(RateLimited):
+        limiter.charge(1, 1.0, now=90.0)  # a clock that went back refills nothing
+    limiter.charge(1, 1.0, now=91.0)  # and refilling resumes from where it went
     assert RateLimiter.cost(64 << 20) == 65.0
-    RateLimiter(per_minute=0).charge(1, 1e9)  # disabled
+    RateLimiter(per_minute=0, store=limiter_store).charge(1, 1e9)  # disabled
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def shared_db(request, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A database URL two apps (two server processes) can share: a SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'shared.db'}"
+        return
+    with pg_database(request.getfixturevalue("pg_cluster")) as url:
+        yield url
+
+
+def test_two_apps_on_one_database_share_a_token_bucket(shared_db: str, random_bundle) -> None:  # type: ignore[no-untyped-def]
+    from leaderboard.server.app import ServerConfig, create_app
+
+    # 2.5 units: two small bundles (1.02 units each) pass, a third does not; 0.01 units a minute refills 0.005 units
+    # in 30 s, far from the 0.54 the third one lacks
+    config = ServerConfig(db_url=shared_db, boards=(VAULT,), verify=False, rate_per_minute=0.01, rate_burst=2.5)
+    apps = [create_app(config), create_app(config)]
+    try:
+        _, token = apps[0].extensions["sapo_gym"]["store"].create_token("shared")
+        headers = {"Authorization": f"Bearer {token}"}
+        first, second = (app.test_client() for app in apps)
+        spent = [first.post("/api/v1/submissions", data=body(named(random_bundle, f"a {i}")), headers=headers).status_code
+                 for i in range(2)]
+        refused = second.post("/api/v1/submissions", data=body(named(random_bundle, "b 0")), headers=headers)
+        assert spent == [201, 201]
+        assert refused.status_code == 429, refused.get_json()  # in memory, app B had a full bucket of its own
+        assert int(refused.headers["Retry-After"]) > 60
+    finally:
+        for app in apps:
+            app.extensions["sapo_gym"]["store"].engine.dispose()
+
+
+def test_concurrent_charges_from_two_limiters_on_postgresql_pass_exactly_the_burst(pg_cluster: str) -> None:
+    from leaderboard.server.store import Store
+
+    threads, tries, burst = 8, 10, 20
+    with pg_database(pg_cluster) as url:
+        stores = [Store(url), Store(url)]  # two engines: two server processes' connection pools
+        # 0.001 units a minute: the whole test (seconds) refills under 0.001 units, so exactly `burst` charges of 1 pass
+        limiters = [RateLimiter(per_minute=0.001, burst=float(burst), store=s) for s in stores]
+        accepted, refused, failed = [], [], []
+        start = threading.Barrier(threads)
+
+        def charge(limiter: RateLimiter) -> None:
+            start.wait(timeout=30)
+            for _ in range(tries):
+                try:
+                    limiter.charge(7, 1.0)
+                    accepted.append(1)
+                except RateLimited:
+                    refused.append(1)
+                except Exception as exc:  # noqa: BLE001 - a database error fails the test, below
+                    failed.append(repr(exc))
+
+        workers = [threading.Thread(target=charge, args=(limiters[i % 2],)) for i in range(threads)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join(timeout=120)  # 80 one-row transactions: seconds; the bound only keeps a hang from hanging the suite
+        for s in stores:
+            s.engine.dispose()
+    assert not failed, failed[:3]
+    assert not any(t.is_alive() for t in workers)
+    assert (len(accepted), len(refused)) == (burst, threads * tries - burst)
 
 
 def test_the_submit_client_waits_out_a_429(tmp_path: Path, make_server, token_for, random_bundle) -> None:  # type: ignore[no-untyped-def]

@@ -10,8 +10,10 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from leaderboard.bundle import aggregate
 
@@ -93,6 +95,16 @@ class ServerProcess:
                 time.sleep(0.1)
         raise RuntimeError(f"server did not come up: {self.log.read_text()[-2000:]}")
 
+    def worker_pids(self) -> list[int]:
+        """The server process's children: ``serve --workers N``'s workers (Linux ``/proc``; [] once it has exited)."""
+        if self.proc is None:
+            return []
+        pid = self.proc.pid
+        try:
+            return sorted(int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
+        except FileNotFoundError:  # exited, or a kernel without CONFIG_PROC_CHILDREN: each process's parent instead
+            return sorted(int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat") if _parent(stat) == pid)
+
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()  # SIGKILL: no clean shutdown
@@ -106,6 +118,37 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
 
+
+def _parent(stat: Path) -> int | None:
+    try:
+        return int(stat.read_text().rsplit(")", 1)[1].split()[1])  # the field after the state; the name may hold ")"
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (exists and is not a zombie; Linux ``/proc``)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@contextmanager
+def pg_database(cluster: str) -> Iterator[str]:
+    """A fresh database on the ``pg_cluster`` fixture's server (its URL prefix): its SQLAlchemy URL; dropped afterwards,
+    with ``FORCE``, since a killed server's connections may linger."""
+    import psycopg2
+
+    name = f"lb_{uuid.uuid4().hex[:10]}"
+    admin = psycopg2.connect(cluster.format(db="postgres").replace("postgresql+psycopg2", "postgresql"))
+    admin.autocommit = True
+    admin.cursor().execute(f"CREATE DATABASE {name}")
+    try:
+        yield cluster.format(db=name)
+    finally:
+        admin.cursor().execute(f"DROP DATABASE {name} WITH (FORCE)")
+        admin.close()
 
 
 def body(bundle: dict[str, Any]) -> bytes:
