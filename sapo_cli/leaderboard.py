@@ -15,6 +15,13 @@ def _db_url(value: str) -> str:
     return value if "://" in value else f"sqlite:///{os.path.abspath(value)}"
 
 
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
+    return number
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("leaderboard", help="run and administer a leaderboard server")
     p.add_argument("--db", type=_db_url, default=DEFAULT_DB,
@@ -35,7 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds a client has to send a request's line and headers, however they trickle in, and that an "
                         "idle keep-alive connection stays open (0: only --request-timeout per read)")
     s.add_argument("--max-connections", type=int, default=128,
-                   help="connections served at once (a thread each); one more is answered 503 at once")
+                   help="connections served at once (a thread each) by each worker; one more is answered 503 at once")
+    s.add_argument("--workers", type=_positive_int, default=1,
+                   help="server processes on one listening socket and one database (default 1: this process serves). "
+                        "N > 1: this process supervises N forked workers (a dead one is replaced); each has its own "
+                        "--max-connections and timeouts; the replay verifier runs in worker 0 only (with --no-verify "
+                        "in none: run 'leaderboard verify --forever' beside it). PostgreSQL is the production database; "
+                        "SQLite (WAL) works but every write waits for the one before")
     s.add_argument("--body-timeout", type=float, default=None,
                    help="seconds a client has to send a request body, however it trickles in (408 past it; default: "
                         "10 + the max upload at 1 MiB/s, 74 for 64 MiB)")
@@ -86,36 +99,76 @@ def _registry(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return BoardRegistry(args.board)
 
 
-def _serve(args: argparse.Namespace) -> int:
-    import logging
+def _config(args: argparse.Namespace, port: int):  # type: ignore[no-untyped-def]
+    from leaderboard.server.app import ServerConfig
+
+    return ServerConfig(db_url=args.db, max_upload_mb=args.max_upload_mb, boards=tuple(args.board) if args.board else None,
+                        verify=not args.no_verify, base_url=args.base_url or f"http://{args.host}:{port}",
+                        rate_per_minute=args.rate_per_minute, rate_burst=args.rate_burst,
+                        live_max_open=args.live_max_open, live_max_parallel=args.live_max_parallel,
+                        live_idle_seconds=args.live_idle_seconds,
+                        private_seed=activate_from_args(args), private_tasks=args.private_tasks,
+                        private_envs=tuple(args.private_env) if args.private_env else None, body_seconds=args.body_timeout)
+
+
+def _boards_ready(args: argparse.Namespace, app) -> None:  # type: ignore[no-untyped-def]
+    """Print the app's boards (built now, so the first request is fast and a broken env shows at start-up) and, with
+    ``--seed`` on an empty database, seed the baselines in the background (the pages are up at once)."""
     import threading
 
-    from leaderboard.server.app import ServerConfig, create_app
-    from leaderboard.server.serving import listen, serve
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    listener = listen(args.host, args.port)  # bound first: --port 0 picks a free port, announced below
-    port = listener.getsockname()[1]
-    config = ServerConfig(db_url=args.db, max_upload_mb=args.max_upload_mb, boards=tuple(args.board) if args.board else None,
-                          verify=not args.no_verify, base_url=args.base_url or f"http://{args.host}:{port}",
-                          rate_per_minute=args.rate_per_minute, rate_burst=args.rate_burst,
-                          live_max_open=args.live_max_open, live_max_parallel=args.live_max_parallel,
-                          live_idle_seconds=args.live_idle_seconds,
-                          private_seed=activate_from_args(args), private_tasks=args.private_tasks,
-                          private_envs=tuple(args.private_env) if args.private_env else None, body_seconds=args.body_timeout)
-    app = create_app(config)
     boards = app.extensions["sapo_gym"]["boards"]
-    for b in boards:  # built now, so the first request is fast and a broken env shows at start-up
+    for b in boards:
         print(f"board {b.key}: {len(b.task_ids)} tasks, spec {b.spec_hash}", flush=True)
     for key, why in boards.skipped.items():
         print(f"board {key} unavailable: {why}", flush=True)
     if args.seed and app.extensions["sapo_gym"]["store"].counts()["submissions"] == 0:
-        # in the background: the pages are up at once and the baselines appear as they are evaluated
         seed_args = argparse.Namespace(**{**vars(args), "agents": "expert,random,search", "verify": False})
         threading.Thread(target=_seed, args=(seed_args,), name="sapo-gym-seed", daemon=True).start()
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import logging
+
+    from leaderboard.server.app import create_app
+    from leaderboard.server.serving import listen, serve
+
+    # the pid on every line: with --workers, it says which worker served a request
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s [%(process)d] %(name)s %(message)s")
+    listener = listen(args.host, args.port)  # bound first: --port 0 picks a free port, announced below
+    port = listener.getsockname()[1]
+    config = _config(args, port)
+    if args.workers > 1:
+        return _serve_workers(args, listener, config)
+    app = create_app(config)
+    _boards_ready(args, app)
     print(f"sapo-gym leaderboard on http://{args.host}:{port}/ (database {args.db})", flush=True)
     serve(app, listener, args.request_timeout, args.header_timeout, args.max_connections)
     return 0
+
+
+def _serve_workers(args: argparse.Namespace, listener, config) -> int:  # type: ignore[no-untyped-def]
+    """``serve --workers N``: this process creates the tables, then forks and supervises N workers
+    (:mod:`leaderboard.server.prefork`); each builds its own app after the fork and serves on ``listener``."""
+    import dataclasses
+    import sys
+
+    from leaderboard.server import prefork
+    from leaderboard.server.app import create_app
+    from leaderboard.server.serving import serve
+    from leaderboard.server.store import Store
+
+    Store(config.db_url).engine.dispose()  # the tables, once: fresh processes racing create_all fail on PostgreSQL
+    print(f"sapo-gym leaderboard on http://{args.host}:{listener.getsockname()[1]}/ (database {args.db})", flush=True)
+
+    def worker(index: int) -> None:
+        app = create_app(dataclasses.replace(config, verify=config.verify and index == 0))  # one verifier thread
+        if index == 0:
+            _boards_ready(args, app)
+        sys.stdout.write(f"worker {index} pid {os.getpid()} serving\n")  # one write: print() under python -u makes two,
+        sys.stdout.flush()  # and another worker's line could land between them
+        serve(app, listener, args.request_timeout, args.header_timeout, args.max_connections)
+
+    return prefork.run(listener, args.workers, worker)
 
 
 def _token(args: argparse.Namespace) -> int:
