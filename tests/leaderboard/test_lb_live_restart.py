@@ -4,11 +4,14 @@ acknowledged step, retries get their recorded answers, and the finished bundle i
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
 import zlib
 from pathlib import Path
 from typing import Any, Callable
 
+import pytest
 import requests
 
 from tests.support.fake_openai import vault_reply
@@ -17,25 +20,38 @@ from tests.support.leaderboard import VAULT
 START = {"env_id": "sapo/Vault-v0", "split": "test", "agent": {"name": "restart survivor"}, "seeds": 1}
 
 
-def agent(observation: str) -> str:
-    """Deterministic in the observation alone: the right button, a wrong one for a third of the observations."""
+def agent(observation: str, who: str = "") -> str:
+    """Deterministic in the observation alone: the right button, a wrong one for a third of the observations. ``who``
+    goes into its thoughts: agents of other tokens write other outputs, so none plays another's work (which the
+    board's ownership rule refuses)."""
     if zlib.crc32(observation.encode()) % 3 == 0:
-        return "<think>a guess</think><action>press nothing</action>"
-    return vault_reply(observation)
+        return f"<think>{who}a guess</think><action>press nothing</action>"
+    return vault_reply(observation).replace("<think>", f"<think>{who}")
 
 
 class Client:
     """The live protocol over HTTP, one episode at a time, against whichever server ``url`` names now."""
 
-    def __init__(self, url: str, token: str):
-        self.url, self.headers = url, {"Authorization": f"Bearer {token}"}
+    def __init__(self, url: str, token: str, who: str = ""):
+        self.url, self.headers, self.who = url, {"Authorization": f"Bearer {token}"}, who
         self.run_id: int | None = None
         self.observation, self.episode, self.turn, self.steps = "", -1, 0, 0
         self.last: dict[str, Any] | None = None
         """The last step's request body and answer (to retry it)."""
 
+    retry_seconds = 0.0
+    """How long a request is retried through connection failures (a killed server process): steps carry their turn
+    and resets their request id, so a retry is answered, not played twice."""
+
     def post(self, path: str, body: dict[str, Any] | None = None) -> requests.Response:
-        return requests.post(f"{self.url}/api/v1/live/runs{path}", json=body or {}, headers=self.headers, timeout=30)
+        deadline = time.monotonic() + self.retry_seconds
+        while True:
+            try:
+                return requests.post(f"{self.url}/api/v1/live/runs{path}", json=body or {}, headers=self.headers, timeout=30)
+            except requests.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def start(self) -> dict[str, Any]:
         answer = self.post("", START)
@@ -50,7 +66,7 @@ class Client:
                 dealt = self.post(f"/{self.run_id}/reset", {"request_id": uuid.uuid4().hex})
                 assert dealt.status_code == 200, dealt.text
                 self.observation, self.episode, self.turn = dealt.json()["observation"], dealt.json()["episode"], 0
-            body = {"output": agent(self.observation), "turn": self.turn, "episode": self.episode}
+            body = {"output": agent(self.observation, self.who), "turn": self.turn, "episode": self.episode}
             answer = self.post(f"/{self.run_id}/step", body)
             assert answer.status_code == 200, answer.text
             self.last, self.steps = {"body": body, "answer": answer.json()}, self.steps + 1
@@ -60,7 +76,7 @@ class Client:
         return None
 
 
-def _uninterrupted(stored: dict[str, Any]) -> dict[str, Any]:
+def _uninterrupted(stored: dict[str, Any], who: str = "") -> dict[str, Any]:
     """The bundle the same agent's run of the same (task, seed) pairs gives when nothing interrupts it: played
     offline on a fresh env, built as the server builds a live run's bundle."""
     import gymnasium as gym
@@ -74,7 +90,7 @@ def _uninterrupted(stored: dict[str, Any]) -> dict[str, Any]:
         obs, info = env.reset(seed=episode["seed"], options={"task_id": episode["task_id"]})
         record, done = new_record(info, episode["task_id"], episode["seed"]), False
         while not done:
-            output = agent(obs)
+            output = agent(obs, who)
             obs, reward, terminated, truncated, info = env.step(output)
             record_step(record, output, reward, info)
             done = terminated or truncated
@@ -263,5 +279,61 @@ def test_concurrent_retries_through_two_processes_on_postgres_play_each_turn_onc
     finally:
         for app in apps:
             app.extensions["sapo_gym"]["store"].engine.dispose()
+        admin.cursor().execute(f"DROP DATABASE {name} WITH (FORCE)")
+        admin.close()
+
+
+@pytest.mark.slow
+def test_live_runs_on_four_server_processes_continue_when_one_is_killed(pg_cluster: str, make_server, token_for) -> None:  # type: ignore[no-untyped-def]
+    """``serve --workers 4`` on PostgreSQL: three live runs at once, every request landing on any of the four
+    processes; one process is killed (``kill -9``) mid-run. The runs go on (the supervisor replaces the process;
+    clients retry through the reset connections), every turn is recorded once, and each bundle is the
+    uninterrupted run's."""
+    import os
+    import signal
+
+    import psycopg2
+
+    name = f"lb_{uuid.uuid4().hex[:10]}"
+    admin = psycopg2.connect(pg_cluster.format(db="postgres").replace("postgresql+psycopg2", "postgresql"))
+    admin.autocommit = True
+    admin.cursor().execute(f"CREATE DATABASE {name}")
+    db = pg_cluster.format(db=name)
+    try:
+        server = make_server(db, "--no-verify", "--workers", "4", "--rate-per-minute", "0").start()
+        clients = [Client(server.url, token_for(db, f"player {k}"), who=f"player {k}: ") for k in range(3)]
+        for client in clients:
+            client.retry_seconds = 60.0  # a replacement process starts in a few seconds
+            client.start()
+        results: dict[int, Any] = {}
+
+        def play(k: int) -> None:
+            for _ in range(300):  # 16 Vault episodes end well within 300 steps
+                submission = clients[k].play(1)
+                if submission is not None:
+                    results[k] = submission
+                    return
+
+        threads = [threading.Thread(target=play, args=(k,)) for k in range(3)]
+        for t in threads:
+            t.start()
+        while sum(c.steps for c in clients) < 15 and any(t.is_alive() for t in threads):
+            time.sleep(0.01)
+        victims = server.worker_pids()
+        assert len(victims) == 4, victims
+        os.kill(victims[0], signal.SIGKILL)
+        for t in threads:
+            t.join(240)
+        assert sorted(results) == [0, 1, 2], results
+        for k, submission in results.items():
+            assert submission["status"] == "pending" and submission["id"] is not None, submission  # admitted, not refused
+            stored = _stored_bundle(db, submission["id"])
+            assert sum(len(e["turns"]) for e in stored["episodes"]) == clients[k].steps
+            assert stored == _uninterrupted(stored, clients[k].who)
+        deadline = time.monotonic() + 30
+        while victims[0] in server.worker_pids() or len(server.worker_pids()) < 4:
+            assert time.monotonic() < deadline, server.worker_pids()
+            time.sleep(0.1)
+    finally:
         admin.cursor().execute(f"DROP DATABASE {name} WITH (FORCE)")
         admin.close()
