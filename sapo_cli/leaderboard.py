@@ -99,7 +99,8 @@ def _registry(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return BoardRegistry(args.board)
 
 
-def _config(args: argparse.Namespace, port: int):  # type: ignore[no-untyped-def]
+def server_config(args: argparse.Namespace, port: int):  # type: ignore[no-untyped-def]
+    """``serve``'s arguments as the app's :class:`~leaderboard.server.app.ServerConfig` (also for gunicorn: sapo_cli.leaderboard_wsgi)."""
     from leaderboard.server.app import ServerConfig
 
     return ServerConfig(db_url=args.db, max_upload_mb=args.max_upload_mb, boards=tuple(args.board) if args.board else None,
@@ -136,7 +137,7 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s [%(process)d] %(name)s %(message)s")
     listener = listen(args.host, args.port)  # bound first: --port 0 picks a free port, announced below
     port = listener.getsockname()[1]
-    config = _config(args, port)
+    config = server_config(args, port)
     if args.workers > 1:
         return _serve_workers(args, listener, config)
     app = create_app(config)

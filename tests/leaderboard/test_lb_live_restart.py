@@ -3,115 +3,16 @@ acknowledged step, retries get their recorded answers, and the finished bundle i
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import uuid
-import zlib
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 import requests
 
-from tests.support.fake_openai import vault_reply
-from tests.support.leaderboard import VAULT
-
-START = {"env_id": "sapo/Vault-v0", "split": "test", "agent": {"name": "restart survivor"}, "seeds": 1}
-
-
-def agent(observation: str, who: str = "") -> str:
-    """Deterministic in the observation alone: the right button, a wrong one for a third of the observations. ``who``
-    goes into its thoughts: agents of other tokens write other outputs, so none plays another's work (which the
-    board's ownership rule refuses)."""
-    if zlib.crc32(observation.encode()) % 3 == 0:
-        return f"<think>{who}a guess</think><action>press nothing</action>"
-    return vault_reply(observation).replace("<think>", f"<think>{who}")
-
-
-class Client:
-    """The live protocol over HTTP, one episode at a time, against whichever server ``url`` names now."""
-
-    def __init__(self, url: str, token: str, who: str = ""):
-        self.url, self.headers, self.who = url, {"Authorization": f"Bearer {token}"}, who
-        self.run_id: int | None = None
-        self.observation, self.episode, self.turn, self.steps = "", -1, 0, 0
-        self.last: dict[str, Any] | None = None
-        """The last step's request body and answer (to retry it)."""
-
-    retry_seconds = 0.0
-    """How long a request is retried through connection failures (a killed server process): steps carry their turn
-    and resets their request id, so a retry is answered, not played twice."""
-
-    def post(self, path: str, body: dict[str, Any] | None = None) -> requests.Response:
-        deadline = time.monotonic() + self.retry_seconds
-        while True:
-            try:
-                return requests.post(f"{self.url}/api/v1/live/runs{path}", json=body or {}, headers=self.headers, timeout=30)
-            except requests.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-
-    def start(self) -> dict[str, Any]:
-        answer = self.post("", START)
-        assert answer.status_code == 201, answer.text
-        self.run_id = answer.json()["run_id"]
-        return answer.json()
-
-    def play(self, steps: int) -> dict[str, Any] | None:
-        """Play ``steps`` more acknowledged steps (dealing episodes as needed); the submission if the run ended."""
-        for _ in range(steps):
-            if self.last is None or self.last["answer"]["terminated"] or self.last["answer"]["truncated"]:
-                dealt = self.post(f"/{self.run_id}/reset", {"request_id": uuid.uuid4().hex})
-                assert dealt.status_code == 200, dealt.text
-                self.observation, self.episode, self.turn = dealt.json()["observation"], dealt.json()["episode"], 0
-            body = {"output": agent(self.observation, self.who), "turn": self.turn, "episode": self.episode}
-            answer = self.post(f"/{self.run_id}/step", body)
-            assert answer.status_code == 200, answer.text
-            self.last, self.steps = {"body": body, "answer": answer.json()}, self.steps + 1
-            self.observation, self.turn = answer.json()["observation"], self.turn + 1
-            if "submission" in answer.json():
-                return answer.json()["submission"]
-        return None
-
-
-def _uninterrupted(stored: dict[str, Any], who: str = "") -> dict[str, Any]:
-    """The bundle the same agent's run of the same (task, seed) pairs gives when nothing interrupts it: played
-    offline on a fresh env, built as the server builds a live run's bundle."""
-    import gymnasium as gym
-
-    from leaderboard.bundle import AgentInfo, build_bundle, parse_bundle
-    from sapo_gym.evaluation import new_record, record_step
-
-    env = gym.make("sapo/Vault-v0", split="test")
-    records = []
-    for episode in stored["episodes"]:
-        obs, info = env.reset(seed=episode["seed"], options={"task_id": episode["task_id"]})
-        record, done = new_record(info, episode["task_id"], episode["seed"]), False
-        while not done:
-            output = agent(obs, who)
-            obs, reward, terminated, truncated, info = env.step(output)
-            record_step(record, output, reward, info)
-            done = terminated or truncated
-        records.append(record)
-    env.close()
-    spec = env.unwrapped
-    bundle = build_bundle(records, spec.spec_fields(), spec.spec_hash(), AgentInfo(name=START["agent"]["name"]),
-                          stored["evaluation"]["seeds"], batch_size=1, command=stored["evaluation"]["command"],
-                          created=stored["created"])
-    return parse_bundle(json.dumps(bundle))
-
-
-def _stored_bundle(db_url: str, submission_id: int) -> dict[str, Any]:
-    from leaderboard.server.store import Store
-
-    store = Store(db_url)
-    try:
-        return store.bundle_of(store.get(submission_id))
-    finally:
-        store.engine.dispose()
-
+from tests.support.leaderboard import VAULT, pg_database
+from tests.support.live_protocol import START, Client, agent, stored_bundle, uninterrupted
 
 def _survives_kill_9(db_url: str, make_server: Callable[..., Any], token_for: Callable[..., str]) -> None:
     token = token_for(db_url)
@@ -134,9 +35,9 @@ def _survives_kill_9(db_url: str, make_server: Callable[..., Any], token_for: Ca
         if submission is not None:
             break
     assert submission is not None and submission["status"] == "pending", submission
-    stored = _stored_bundle(db_url, submission["id"])
+    stored = stored_bundle(db_url, submission["id"])
     assert len(stored["episodes"]) == status["episodes"] and sum(len(e["turns"]) for e in stored["episodes"]) == client.steps
-    assert stored == _uninterrupted(stored)
+    assert stored == uninterrupted(stored)
     last = client.post(f"/{client.run_id}/step", client.last["body"])  # type: ignore[index]
     assert last.status_code == 200 and last.json()["submission"] == submission  # the last step, retried after the end
 
@@ -146,17 +47,8 @@ def test_a_live_run_survives_kill_9_of_its_server_on_sqlite(tmp_path: Path, make
 
 
 def test_a_live_run_survives_kill_9_of_its_server_on_postgres(pg_cluster: str, make_server, token_for) -> None:  # type: ignore[no-untyped-def]
-    import psycopg2
-
-    name = f"lb_{uuid.uuid4().hex[:10]}"
-    admin = psycopg2.connect(pg_cluster.format(db="postgres").replace("postgresql+psycopg2", "postgresql"))
-    admin.autocommit = True
-    admin.cursor().execute(f"CREATE DATABASE {name}")
-    try:
-        _survives_kill_9(pg_cluster.format(db=name), make_server, token_for)
-    finally:
-        admin.cursor().execute(f"DROP DATABASE {name} WITH (FORCE)")
-        admin.close()
+    with pg_database(pg_cluster) as db:
+        _survives_kill_9(db, make_server, token_for)
 
 
 def test_a_second_process_continues_a_run_and_rebuilds_its_env_by_replay(tmp_path: Path) -> None:
@@ -183,7 +75,7 @@ def test_a_second_process_continues_a_run_and_rebuilds_its_env_by_replay(tmp_pat
     assert rebuilt >= 1  # at least one episode's env came from a replay; every step was answered in order
     stored = apps[0].extensions["sapo_gym"]["store"]
     bundle = stored.bundle_of(stored.get(answer["submission"]["id"]))
-    assert sum(len(e["turns"]) for e in bundle["episodes"]) == steps and bundle == _uninterrupted(bundle)
+    assert sum(len(e["turns"]) for e in bundle["episodes"]) == steps and bundle == uninterrupted(bundle)
     for app in apps:
         app.extensions["sapo_gym"]["store"].engine.dispose()
 
@@ -226,19 +118,19 @@ def test_concurrent_retries_through_two_processes_on_postgres_play_each_turn_onc
     """The same reset and the same step sent 8 times at once, half to each of two apps on one PostgreSQL database
     (a client's retries that land on different server processes): one episode dealt, each turn played once, and
     every copy gets the same answer."""
+    with pg_database(pg_cluster) as db:
+        _concurrent_retries(db)
+
+
+def _concurrent_retries(db: str) -> None:
     import threading
 
-    import psycopg2
     from sqlalchemy import func, select
 
     from leaderboard.server.app import ServerConfig, create_app
     from leaderboard.server.db import LiveEpisode, LiveTurn
 
-    name = f"lb_{uuid.uuid4().hex[:10]}"
-    admin = psycopg2.connect(pg_cluster.format(db="postgres").replace("postgresql+psycopg2", "postgresql"))
-    admin.autocommit = True
-    admin.cursor().execute(f"CREATE DATABASE {name}")
-    apps = [create_app(ServerConfig(db_url=pg_cluster.format(db=name), boards=(VAULT,), verify=False, rate_per_minute=0))
+    apps = [create_app(ServerConfig(db_url=db, boards=(VAULT,), verify=False, rate_per_minute=0))
             for _ in range(2)]
     try:
         store = apps[0].extensions["sapo_gym"]["store"]
@@ -279,8 +171,6 @@ def test_concurrent_retries_through_two_processes_on_postgres_play_each_turn_onc
     finally:
         for app in apps:
             app.extensions["sapo_gym"]["store"].engine.dispose()
-        admin.cursor().execute(f"DROP DATABASE {name} WITH (FORCE)")
-        admin.close()
 
 
 @pytest.mark.slow
@@ -292,14 +182,7 @@ def test_live_runs_on_four_server_processes_continue_when_one_is_killed(pg_clust
     import os
     import signal
 
-    import psycopg2
-
-    name = f"lb_{uuid.uuid4().hex[:10]}"
-    admin = psycopg2.connect(pg_cluster.format(db="postgres").replace("postgresql+psycopg2", "postgresql"))
-    admin.autocommit = True
-    admin.cursor().execute(f"CREATE DATABASE {name}")
-    db = pg_cluster.format(db=name)
-    try:
+    with pg_database(pg_cluster) as db:
         server = make_server(db, "--no-verify", "--workers", "4", "--rate-per-minute", "0").start()
         clients = [Client(server.url, token_for(db, f"player {k}"), who=f"player {k}: ") for k in range(3)]
         for client in clients:
@@ -327,13 +210,10 @@ def test_live_runs_on_four_server_processes_continue_when_one_is_killed(pg_clust
         assert sorted(results) == [0, 1, 2], results
         for k, submission in results.items():
             assert submission["status"] == "pending" and submission["id"] is not None, submission  # admitted, not refused
-            stored = _stored_bundle(db, submission["id"])
+            stored = stored_bundle(db, submission["id"])
             assert sum(len(e["turns"]) for e in stored["episodes"]) == clients[k].steps
-            assert stored == _uninterrupted(stored, clients[k].who)
+            assert stored == uninterrupted(stored, clients[k].who)
         deadline = time.monotonic() + 30
         while victims[0] in server.worker_pids() or len(server.worker_pids()) < 4:
             assert time.monotonic() < deadline, server.worker_pids()
             time.sleep(0.1)
-    finally:
-        admin.cursor().execute(f"DROP DATABASE {name} WITH (FORCE)")
-        admin.close()
