@@ -161,7 +161,8 @@ def summarize(stats: Mapping[str, Mapping[str, float]], duration: float, probe: 
 
 ROWS = ("submissions/s", "requests/s", *(f"{name} p50 / p95 ms" for name in TASKS), "error rate", "server processes",
         "RSS per server process, max MiB", "RSS of all server processes, MiB", "PostgreSQL client backends, max",
-        "CPU cores busy: server / PostgreSQL / locust / machine")
+        "CPU cores: server processes", "CPU cores: PostgreSQL", "CPU cores: locust",
+        "CPU cores: anything else (this sampler, other jobs)", "CPU cores busy, whole machine")
 
 
 def _cell(value: Any) -> str:

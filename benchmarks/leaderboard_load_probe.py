@@ -129,14 +129,17 @@ class Sampler:
         workers = [self.rss[p] / 1024 for p in sorted(self.rss) if p != self.server_pid]
         parent = self.rss.get(self.server_pid, 0) / 1024
         busy = (after["machine"][0] - before["machine"][0]) / max(after["machine"][1] - before["machine"][1], 1)
+        cores = {"server processes": (after["server"] - before["server"]) / elapsed,
+                 "PostgreSQL": (after["postgres"] - before["postgres"]) / elapsed, "locust": locust_cpu / elapsed}
+        machine = busy * (os.cpu_count() or 1)
         return {
             "server processes": 1 + len(workers),
             "RSS per server process, max MiB": [parent, *workers] if workers else [parent],
             "RSS of all server processes, MiB": parent + sum(workers),
             "PostgreSQL client backends, max": self.backends,
-            "CPU cores busy: server / PostgreSQL / locust / machine": (
-                (after["server"] - before["server"]) / elapsed, (after["postgres"] - before["postgres"]) / elapsed,
-                locust_cpu / elapsed, busy * (os.cpu_count() or 1)),
+            **{f"CPU cores: {name}": value for name, value in cores.items()},
+            "CPU cores: anything else (this sampler, other jobs)": max(machine - sum(cores.values()), 0.0),
+            "CPU cores busy, whole machine": machine,
         }
 
     def reap(self) -> None:

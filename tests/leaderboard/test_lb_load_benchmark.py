@@ -28,7 +28,8 @@ def _csv(tmp_path: Path, name: str, rows: list[tuple[str, str, int, int, int, in
 def _probe(workers: int) -> dict:
     return {"server processes": workers + (workers > 1), "RSS per server process, max MiB": [100.0] * (workers + (workers > 1)),
             "RSS of all server processes, MiB": 100.0 * (workers + (workers > 1)), "PostgreSQL client backends, max": 4 * workers,
-            "CPU cores busy: server / PostgreSQL / locust / machine": (0.9, 0.2, 0.1, 1.3)}
+            "CPU cores: server processes": 0.9 * workers, "CPU cores: PostgreSQL": 0.2, "CPU cores: locust": 0.1,
+            "CPU cores: anything else (this sampler, other jobs)": 0.1, "CPU cores busy, whole machine": 1.3}
 
 
 def test_locust_csv_is_parsed_into_the_side_by_side_table(tmp_path: Path) -> None:
@@ -53,6 +54,7 @@ def test_locust_csv_is_parsed_into_the_side_by_side_table(tmp_path: Path) -> Non
     assert row["JSON listing p50 / p95 ms"][1] == "– / –"  # no such request at 4: shown as missing, not as 0
     assert row["RSS per server process, max MiB"][1] == "100, 100, 100, 100, 100"
     assert row["error rate"][:2] == ["0.0010", "0"]
+    assert row["CPU cores: server processes"] == ["0.9", "3.6", "4.00 |"]
 
 
 def test_a_single_configuration_has_no_ratio_column(tmp_path: Path) -> None:
