@@ -30,6 +30,30 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="host only these boards (repeatable; default: every registered env, see leaderboard.boards)")
     cmds = p.add_subparsers(dest="leaderboard_command", required=True, metavar="ACTION")
 
+    _register_serve(cmds)
+
+    t = cmds.add_parser("token", help="API tokens (only their hashes are stored)")
+    t.add_argument("token_action", choices=("create", "list", "revoke"))
+    t.add_argument("value", nargs="?", help="create: the submitter's name; revoke: the token id")
+    t.set_defaults(func=_token)
+
+    d = cmds.add_parser("seed", help="add the expert and random baselines to every board")
+    d.add_argument("--agents", default="expert,random,search",
+                   help="comma-separated built-in agents (search plays ALFWorld boards only)")
+    d.add_argument("--verify", action="store_true", help="replay-verify them right away")
+    d.set_defaults(func=_seed)
+
+    v = cmds.add_parser("verify", help="replay-verify pending submissions (a worker outside the server)")
+    v.add_argument("--forever", action="store_true", help="keep polling instead of stopping when the queue is empty")
+    add_seed_options(v)  # replaying a private board's runs needs its seed
+    v.set_defaults(func=_verify)
+
+    b = cmds.add_parser("boards", help="list the hosted boards, their spec hashes, and the unavailable ones")
+    b.set_defaults(func=_boards)
+    register_private(cmds)
+
+
+def _register_serve(cmds: argparse._SubParsersAction) -> None:
     s = cmds.add_parser("serve", help="serve the pages and the JSON API (and verify submissions in the background)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000, help="0: a free port, announced on the 'sapo-gym leaderboard on' line")
@@ -65,26 +89,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--seed", action="store_true", help="seed the expert and random baselines (in the background) when the database is empty")
     add_seed_options(s)
     s.set_defaults(func=_serve)
-
-    t = cmds.add_parser("token", help="API tokens (only their hashes are stored)")
-    t.add_argument("token_action", choices=("create", "list", "revoke"))
-    t.add_argument("value", nargs="?", help="create: the submitter's name; revoke: the token id")
-    t.set_defaults(func=_token)
-
-    d = cmds.add_parser("seed", help="add the expert and random baselines to every board")
-    d.add_argument("--agents", default="expert,random,search",
-                   help="comma-separated built-in agents (search plays ALFWorld boards only)")
-    d.add_argument("--verify", action="store_true", help="replay-verify them right away")
-    d.set_defaults(func=_seed)
-
-    v = cmds.add_parser("verify", help="replay-verify pending submissions (a worker outside the server)")
-    v.add_argument("--forever", action="store_true", help="keep polling instead of stopping when the queue is empty")
-    add_seed_options(v)  # replaying a private board's runs needs its seed
-    v.set_defaults(func=_verify)
-
-    b = cmds.add_parser("boards", help="list the hosted boards, their spec hashes, and the unavailable ones")
-    b.set_defaults(func=_boards)
-    register_private(cmds)
 
 
 def _store(args: argparse.Namespace):  # type: ignore[no-untyped-def]

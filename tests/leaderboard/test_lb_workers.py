@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.leaderboard.test_lb_load import CLIENTS, PER_CLIENT, _run_clients, _stored
+from tests.support.submitters import CLIENTS, PER_CLIENT, run_clients, stored_submissions
 from tests.support.leaderboard import ROOT, ServerProcess, alive, body, named, pg_database
 
 SERVING = re.compile(r"^worker (\d+) pid (\d+) serving$", re.M)
@@ -121,7 +121,7 @@ def test_4_workers_on_postgresql_lose_no_acknowledged_submission_when_one_is_kil
         # as in test_lb_load: once 150 are acknowledged no new submission starts until the replacement is up, so the
         # kill lands mid-load however slowly this thread is scheduled
         replaced = threading.Event()
-        threads = _run_clients(server.url, token, random_bundle, acks, errors, gate=replaced, cap=150)
+        threads = run_clients(server.url, token, random_bundle, acks, errors, gate=replaced, cap=150)
         try:
             _wait(lambda: len(acks) >= 60 or not any(t.is_alive() for t in threads), 300, "60 acknowledged")
             served = [int(pid) for pid in SUBMITTED.findall(server.log.read_text())]
@@ -136,7 +136,7 @@ def test_4_workers_on_postgresql_lose_no_acknowledged_submission_when_one_is_kil
         assert not any(t.is_alive() for t in threads)
         assert not errors, errors[:5]
         assert 60 <= len(acknowledged_before_kill) < CLIENTS * PER_CLIENT  # the kill really hit the load
-        stored = _stored(server.url)
+        stored = stored_submissions(server.url)
         assert len(stored) == len({name for name, _ in stored}) == CLIENTS * PER_CLIENT  # each name once: no duplicate
         assert dict(stored) == acks  # nothing acknowledged is lost, each with the id it was acknowledged with
         served_by = {int(pid) for pid in SUBMITTED.findall(server.log.read_text())}
