@@ -88,7 +88,8 @@ class LiveSession:
         return {} if response.status_code == 404 else response_payload(response)
 
     def start(self, env_id: str, split: str, agent: dict[str, Any], seeds: int = 1, parallel: int | None = None) -> dict[str, Any]:
-        body = {"env_id": env_id, "split": split, "agent": agent, "seeds": seeds}
+        body = {"env_id": env_id, "split": split, "agent": agent, "seeds": seeds,
+                "request_id": uuid.uuid4().hex}  # a retry of this start (its answer lost) gets the same run back
         if parallel is not None:
             body["parallel"] = parallel
         self.run = self._post(self.base, body)

@@ -132,6 +132,8 @@ class LivePlan(Base):
     schedule_json: Mapped[str] = mapped_column(Text)
     """Every (task, seed) pair in the order the server deals them."""
     parallel: Mapped[int] = mapped_column(Integer)
+    request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """The start request that opened it (the client's idempotency key): a retried start gets this run back."""
     played: Mapped[int] = mapped_column(Integer, default=0)
     """Episodes dealt so far (those in progress included)."""
     output_bytes: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -140,8 +140,10 @@ class LiveManager:
                 "max_seconds": limits.max_seconds, "max_output_bytes": limits.max_output_bytes}
 
     # ------------------------------------------------------------------ start
-    def start(self, token: Any, board: Board, agent: dict[str, Any], seeds: int, parallel: int = 1) -> dict[str, Any]:
-        """Open a run: draw ``seeds`` seeds and the order of every (task, seed) pair; up to ``parallel`` episodes at once."""
+    def start(self, token: Any, board: Board, agent: dict[str, Any], seeds: int, parallel: int = 1,
+              request_id: str | None = None) -> dict[str, Any]:
+        """Open a run: draw ``seeds`` seeds and the order of every (task, seed) pair; up to ``parallel`` episodes at once.
+        A retried start (the same ``request_id``) whose run is still open gets that run back, not a refusal."""
         if not 1 <= seeds <= self.limits.max_seeds:
             raise LiveError(f"seeds must be 1 to {self.limits.max_seeds}", 400)
         if type(parallel) is not int or not 1 <= parallel <= self.limits.max_parallel:
@@ -151,8 +153,12 @@ class LiveManager:
         schedule = [(t, s) for s in drawn for t in board.task_ids]
         _rng.shuffle(schedule)
         with self.store.session.begin() as s:
-            refusal = self._refusal(s, token)  # committed with the waiting line's update, raised after
-            if refusal is None:
+            if s.get_bind().dialect.name == "postgresql":  # the start lock (SQLite: BEGIN IMMEDIATE already is)
+                s.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _START_LOCK})
+            run_id = self._started(s, token, request_id)
+            opened = run_id is None
+            refusal = self._refusal(s, token) if opened else None  # committed with the waiting line's update
+            if opened and refusal is None:
                 now = time.time()
                 row = LiveRun(token_id=token.id, spec_hash=board.spec_hash, agent_json=json.dumps(agent), status="open",
                               episodes_total=len(schedule))
@@ -160,27 +166,38 @@ class LiveManager:
                 s.flush()
                 s.add(LivePlan(run_id=row.id, env_id=board.env_id, split=board.split, submitter=token.name,
                                seeds_json=json.dumps(sorted(drawn)), schedule_json=json.dumps(schedule), parallel=parallel,
-                               played=0, output_bytes=0, started_at=now, touched_at=now))
+                               request_id=request_id, played=0, output_bytes=0, started_at=now, touched_at=now))
                 waitlist.opened(s, token.id)
                 run_id = row.id
         if refusal is not None:
             raise refusal
+        if opened:
+            self._check_spec(board, run_id)
+        with self.store.session() as s:
+            view = self._view(s, run_id, token, lock=False)
+        return {**view.public(), "idle_seconds": self.limits.idle_seconds, "max_seconds": self.limits.max_seconds,
+                "max_output_bytes": self.limits.max_output_bytes}
+
+    @staticmethod
+    def _started(s: Session, token: Any, request_id: str | None) -> int | None:
+        """The open run this token's start ``request_id`` already opened (its answer was lost), if any."""
+        if request_id is None:
+            return None
+        return s.scalar(select(LiveRun.id).join(LivePlan, LivePlan.run_id == LiveRun.id).where(
+            LiveRun.token_id == token.id, LiveRun.status == "open", LivePlan.request_id == request_id))
+
+    def _check_spec(self, board: Board, run_id: int) -> None:
+        """Build the run's first env now (it waits in the pool for the first deal) and check the board's spec on it."""
         env = self.envs.fresh(board)  # the first env now (its spec is checked); it waits in the pool for the first deal
         if env.unwrapped.spec_hash() != board.spec_hash:
             self.envs.discard(env)
             self._close(run_id, "rejected", f"this server's {board.env_id} env no longer matches the board")
             raise LiveError(f"this server's {board.env_id} env no longer matches board {board.spec_hash}", 503)
         self.envs.release(board, env)
-        with self.store.session() as s:
-            view = self._view(s, run_id, token, lock=False)
-        return {**view.public(), "idle_seconds": self.limits.idle_seconds, "max_seconds": self.limits.max_seconds,
-                "max_output_bytes": self.limits.max_output_bytes}
 
     def _refusal(self, s: Session, token: Any) -> LiveError | None:
         """Why ``token`` may not open a run now (None: it may), under the start lock."""
         limits, now = self.limits, time.time()
-        if s.get_bind().dialect.name == "postgresql":
-            s.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _START_LOCK})  # SQLite: BEGIN IMMEDIATE
         owners = list(s.scalars(select(LiveRun.token_id).where(LiveRun.status == "open")))
         mine = owners.count(token.id)
         if mine >= limits.max_open_per_token:

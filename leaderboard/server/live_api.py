@@ -1,7 +1,8 @@
 """The live-evaluation endpoints (bearer token on every request; see :mod:`leaderboard.server.live`).
 
 ``GET /api/v1/live/limits`` → ``{"max_parallel", "max_seeds", ...}`` (no token needed) ·
-``POST /api/v1/live/runs`` ``{"env_id", "split", "seeds": 1, "parallel": 1, "agent": {"name", ...}}`` → the run ·
+``POST /api/v1/live/runs`` ``{"env_id", "split", "seeds": 1, "parallel": 1, "agent": {"name", ...}, "request_id"}`` → the
+run (a retried start with the same optional ``request_id`` gets its run back while it is open) ·
 ``GET /api/v1/live/runs/<id>`` · ``POST /api/v1/live/runs/<id>/reset`` (the server deals the next
 (task, seed) into a free slot; naming one already played, or ``parallel`` episodes in progress, is a 409)
 → ``{"episode", "task_id", "seed", "slot", "observation", "info"}`` ·
@@ -88,6 +89,11 @@ def _handle(fn: Any) -> Response:
         return response
 
 
+_REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""A start's or a reset's idempotency key: a retry with the same key gets the same run (while it is open) or the same
+episode (while it is in progress)."""
+
+
 @live_api.post("/runs")
 def start() -> Response:
     token = _token()
@@ -108,7 +114,10 @@ def start() -> Response:
             raise LiveError("seeds is an integer (how many passes over the split; the server draws their values)", 400)
         if type(parallel) is not int:
             raise LiveError("parallel is an integer (how many episodes may be in progress at once)", 400)
-        return _manager().start(token, board, validate_agent(body.get("agent")), seeds, parallel)
+        request_id = body.get("request_id")
+        if request_id is not None and not (isinstance(request_id, str) and _REQUEST_ID.fullmatch(request_id)):
+            raise LiveError("request_id is 1 to 64 letters, digits, '-' or '_' (the client's key for retrying a start)", 400)
+        return _manager().start(token, board, validate_agent(body.get("agent")), seeds, parallel, request_id)
 
     response = _handle(go)
     if response.status_code == 200:
@@ -125,10 +134,6 @@ def limits() -> Response:
 def status(run_id: int) -> Response:
     token = _token()
     return _handle(lambda: _manager().status(run_id, token))
-
-
-_REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-"""A reset's idempotency key: a retry with the same key gets the same episode while it is in progress."""
 
 
 @live_api.post("/runs/<int:run_id>/reset")

@@ -217,3 +217,23 @@ def test_live_runs_on_four_server_processes_continue_when_one_is_killed(pg_clust
         while victims[0] in server.worker_pids() or len(server.worker_pids()) < 4:
             assert time.monotonic() < deadline, server.worker_pids()
             time.sleep(0.1)
+
+
+def test_a_retried_start_gets_its_run_back_on_any_process(tmp_path: Path) -> None:
+    """A start whose answer was lost (a killed worker) is retried with the same request_id, maybe on another process:
+    the same open run, not a 429 for the token's one open run; another key is refused; a bad key is a 400."""
+    from leaderboard.server.app import ServerConfig, create_app
+
+    db = f"sqlite:///{tmp_path / 'start.db'}"
+    apps = [create_app(ServerConfig(db_url=db, boards=(VAULT,), verify=False, rate_per_minute=0)) for _ in range(2)]
+    store = apps[0].extensions["sapo_gym"]["store"]
+    headers = {"Authorization": f"Bearer {store.create_token('a')[1]}"}
+    a, b = (app.test_client() for app in apps)
+    first = a.post("/api/v1/live/runs", json={**START, "request_id": "start-1"}, headers=headers)
+    again = b.post("/api/v1/live/runs", json={**START, "request_id": "start-1"}, headers=headers)
+    assert first.status_code == again.status_code == 201 and again.json == first.json
+    assert b.post("/api/v1/live/runs", json={**START, "request_id": "start-2"}, headers=headers).status_code == 429
+    assert b.post("/api/v1/live/runs", json={**START, "request_id": "no spaces"}, headers=headers).status_code == 400
+    assert apps[1].extensions["sapo_gym"]["live"].open_runs() == [first.json["run_id"]]
+    for app in apps:
+        app.extensions["sapo_gym"]["store"].engine.dispose()
