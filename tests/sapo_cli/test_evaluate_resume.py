@@ -24,9 +24,9 @@ def _argv(agent: str, *extra: str) -> list[str]:
             "--agent", agent, "--concurrency", "3", "--out", "b.json", "--json", "j.json", *extra]
 
 
-def _env(delay: float) -> dict[str, str]:
+def _env(delay: float, hold_at: str = "") -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "SCRIPTED_DELAY": str(delay), "SOURCE_DATE_EPOCH": "1767225600",
-            "OMP_NUM_THREADS": "1"}
+            "OMP_NUM_THREADS": "1", "SCRIPTED_HOLD_AT": hold_at}
 
 
 def _run(cwd: Path, agent: str, *extra: str, delay: float = 0.0) -> subprocess.CompletedProcess:
@@ -38,11 +38,14 @@ def _lines(path: Path) -> int:
 
 
 def _start_and_stop(cwd: Path, agent: str, lines: int, sig: int, resume: bool) -> subprocess.Popen:
-    """Start the evaluation (slowed down), wait until its log holds ``lines`` lines (header included), send ``sig``."""
-    proc = subprocess.Popen(_argv(agent, *(["--resume"] if resume else [])), cwd=cwd, env=_env(0.03),
+    """Start the evaluation (slowed down), wait until its log holds ``lines`` lines (header included), send ``sig``.
+    The agent holds every turn from then on (``SCRIPTED_HOLD_AT``): the signal reaches a run still playing, however
+    late this process gets to send it (CI once saw all 32 episodes end before a Ctrl-C sent after the 5th)."""
+    log = cwd / "b.json.episodes.jsonl"
+    proc = subprocess.Popen(_argv(agent, *(["--resume"] if resume else [])), cwd=cwd, env=_env(0.03, f"{log}:{lines}"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while proc.poll() is None and _lines(cwd / "b.json.episodes.jsonl") < lines and time.monotonic() < deadline:
+    while proc.poll() is None and _lines(log) < lines and time.monotonic() < deadline:
         time.sleep(0.005)
     if proc.poll() is None:
         proc.send_signal(sig)

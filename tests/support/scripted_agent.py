@@ -2,7 +2,8 @@
 
 The reply is a function of the observation only (the Vault panel's colour, pressed, or for some
 observations a wrong button), so an interrupted and resumed run must reproduce an uninterrupted one.
-``SCRIPTED_DELAY`` (seconds, default 0) slows each turn down, so a test can kill the run mid-way.
+``SCRIPTED_DELAY`` (seconds, default 0) slows each turn down, and ``SCRIPTED_HOLD_AT`` holds every turn once the
+episodes log has a given number of lines, so a test can kill the run mid-way.
 """
 
 from __future__ import annotations
@@ -29,6 +30,26 @@ def _delay() -> None:
     delay = float(os.environ.get("SCRIPTED_DELAY", "0") or 0)
     if delay:
         time.sleep(delay)
+    _hold()
+
+
+def _hold(seconds: float = 120.0) -> None:
+    """With ``SCRIPTED_HOLD_AT=PATH:LINES``: once the file at PATH (the episodes log) holds LINES lines, every turn
+    waits (at most ``seconds``), so a test's signal reaches a run that is surely still playing, however late the test
+    gets to send it on a loaded machine."""
+    hold = os.environ.get("SCRIPTED_HOLD_AT")
+    if not hold:
+        return
+    path, lines = hold.rsplit(":", 1)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open(path, "rb") as fh:
+                if fh.read().count(b"\n") < int(lines):
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.01)
 
 
 class ScriptedAgent:
