@@ -189,9 +189,12 @@ def test_live_runs_on_four_server_processes_continue_when_one_is_killed(pg_clust
             client.retry_seconds = 60.0  # a replacement process starts in a few seconds
             client.start()
         results: dict[int, Any] = {}
+        killed = threading.Event()
 
         def play(k: int) -> None:
             for _ in range(300):  # 16 Vault episodes end well within 300 steps
+                if clients[k].steps == 5:
+                    killed.wait(60)  # every run is mid-way when the worker dies, however the threads are scheduled
                 submission = clients[k].play(1)
                 if submission is not None:
                     results[k] = submission
@@ -200,11 +203,14 @@ def test_live_runs_on_four_server_processes_continue_when_one_is_killed(pg_clust
         threads = [threading.Thread(target=play, args=(k,)) for k in range(3)]
         for t in threads:
             t.start()
-        while sum(c.steps for c in clients) < 15 and any(t.is_alive() for t in threads):
+        deadline = time.monotonic() + 60
+        while any(c.steps < 5 for c in clients):
+            assert time.monotonic() < deadline and all(t.is_alive() for t in threads), [c.steps for c in clients]
             time.sleep(0.01)
         victims = server.worker_pids()
         assert len(victims) == 4, victims
         os.kill(victims[0], signal.SIGKILL)
+        killed.set()
         for t in threads:
             t.join(240)
         assert sorted(results) == [0, 1, 2], results
