@@ -33,10 +33,11 @@ def _delay() -> None:
     _hold()
 
 
-def _hold(seconds: float = 120.0) -> None:
+def _hold(seconds: float = 2.0) -> None:
     """With ``SCRIPTED_HOLD_AT=PATH:LINES``: once the file at PATH (the episodes log) holds LINES lines, every turn
-    waits (at most ``seconds``), so a test's signal reaches a run that is surely still playing, however late the test
-    gets to send it on a loaded machine."""
+    waits ``seconds`` more, so a test's signal reaches a run that is surely still playing, however late the test gets
+    to send it on a loaded machine (the ~60 turns left give it a minute or more). Not longer per turn: after a Ctrl-C
+    the harness waits for the agent's call in flight (CI timed out at 60 s with a 120 s hold)."""
     hold = os.environ.get("SCRIPTED_HOLD_AT")
     if not hold:
         return
