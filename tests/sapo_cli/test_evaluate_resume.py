@@ -37,13 +37,20 @@ def _lines(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
+def _default_sigint() -> None:
+    """In the child: Ctrl-C's default action. A test run started in the background (``make test &``, nohup) ignores
+    SIGINT, its children inherit that, and Python then installs no KeyboardInterrupt handler: the Ctrl-C test saw
+    the run play to its end and exit 0 (twice in CI runs started that way)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_and_stop(cwd: Path, agent: str, lines: int, sig: int, resume: bool) -> subprocess.Popen:
     """Start the evaluation (slowed down), wait until its log holds ``lines`` lines (header included), send ``sig``.
     The agent holds every turn from then on (``SCRIPTED_HOLD_AT``): the signal reaches a run still playing, however
     late this process gets to send it (CI once saw all 32 episodes end before a Ctrl-C sent after the 5th)."""
     log = cwd / "b.json.episodes.jsonl"
     proc = subprocess.Popen(_argv(agent, *(["--resume"] if resume else [])), cwd=cwd, env=_env(0.03, f"{log}:{lines}"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     deadline = time.monotonic() + 120
     while proc.poll() is None and _lines(log) < lines and time.monotonic() < deadline:
         time.sleep(0.005)
