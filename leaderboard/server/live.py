@@ -40,7 +40,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import and_, func, not_, or_, select, text, update
+from sqlalchemy import func, not_, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from leaderboard.boards import Board
@@ -81,6 +81,12 @@ class LiveLimits:
     sets it to ``--max-upload-mb``. A step past it is a 413 that costs no turn."""
 
 
+def _end_row(s: Session, run_id: int, status: str, message: str, submission_id: int | None = None) -> None:
+    """Close run ``run_id``'s row (``finished``, ``rejected`` or ``expired``) unless another process closed it first."""
+    s.execute(update(LiveRun).where(LiveRun.id == run_id, LiveRun.status == "open").values(
+        status=status, status_message=message[:2000], ended_at=utcnow(), submission_id=submission_id))
+
+
 def _header(record: Any) -> str:
     """An ``EpisodeRecord`` without its turns (those are rows of their own), as JSON."""
     return json.dumps({k: v for k, v in asdict(record).items() if k != "turns"})
@@ -114,9 +120,7 @@ class LiveManager:
             with self.store.session.begin() as s:
                 still = s.execute(select(LivePlan.run_id).where(LivePlan.run_id == row.id, stale)).first()
                 if still is not None:
-                    s.execute(update(LiveRun).where(LiveRun.id == row.id, LiveRun.status == "open").values(
-                        status="expired", ended_at=utcnow(),
-                        status_message=f"abandoned after {row.episodes_done} of {row.episodes_total} episodes ({why})"))
+                    _end_row(s, row.id, "expired", f"abandoned after {row.episodes_done} of {row.episodes_total} episodes ({why})")
             log.info("live run %s: expired (%s)", row.id, why)
             self.envs.drop_run(row.id)
         return len(rows)
@@ -365,8 +369,7 @@ class LiveManager:
             answer = json.loads(row.answer_json)
             answer.setdefault("submission", submission)  # another process that finished first answered already
             row.answer_json = json.dumps(answer)
-            s.execute(update(LiveRun).where(LiveRun.id == run_id, LiveRun.status == "open").values(
-                status=status, status_message=message[:2000], ended_at=utcnow(), submission_id=submission["id"]))
+            _end_row(s, run_id, status, message, submission["id"])
         log.info("live run %s: %s (%s)", run_id, status, message)
         self.envs.drop_run(run_id)
         if self.verifier is not None and status == "finished":
@@ -375,6 +378,5 @@ class LiveManager:
 
     def _close(self, run_id: int, status: str, message: str) -> None:
         with self.store.session.begin() as s:
-            s.execute(update(LiveRun).where(and_(LiveRun.id == run_id, LiveRun.status == "open")).values(
-                status=status, status_message=message[:2000], ended_at=utcnow()))
+            _end_row(s, run_id, status, message)
         self.envs.drop_run(run_id)
