@@ -13,6 +13,13 @@ applies :func:`restrict_logits` to the logits of old log-probs, current log-prob
 log-probs and the entropy, so every importance ratio compares the same distribution the sampler drew
 from — the discipline the trainers already follow for SAPO's w⁺/w⁻.
 
+**Templates.** An admissible action whose bracket holds only a placeholder (WebShop's
+``search[<your query>]``) is a template: the env takes any text in its place. Its fixed prefix
+(``search[``) is constrained like any other action; from the end of that prefix decoding is free, so
+the model writes the query itself (nothing in the constraint hands it one) and closes the action; the
+env's parser judges what it wrote. The prefix is tokenized on its own: a tokenizer that would merge the
+bracket with the query's first characters sees the bracket as its own token here.
+
 **Fallback.** A turn without a usable admissible list (missing, empty, or not a list of non-empty
 strings) is decoded freely and flagged (:attr:`ActionConstraint.fallback`); decoding never crashes
 on it.
@@ -21,6 +28,7 @@ on it.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -34,19 +42,24 @@ CONSTRAINTS = ("none", "admissible")
 """``none``: free decoding. ``admissible``: actions restricted to ``info["admissible_actions"]``."""
 
 OPEN_TAG, CLOSE_TAG = "<action>", "</action>"
+TEMPLATE = re.compile(r"^([^\[\]<>]+\[)<[^<>\[\]]+>\]$")
+"""An action whose bracket holds only a placeholder (``search[<your query>]``); group 1 is its fixed prefix."""
 
 
 @dataclass
 class _Node:
     children: dict[int, "_Node"] = field(default_factory=dict)
+    slot: bool = False
+    """A template's prefix ends here: decoding is free from this node on."""
 
 
-def _trie(sequences: Sequence[Sequence[int]]) -> _Node:
+def _trie(sequences: Sequence[Sequence[int]], slots: Sequence[Sequence[int]] = ()) -> _Node:
     root = _Node()
-    for seq in sequences:
+    for seq, slot in [*((s, False) for s in sequences), *((s, True) for s in slots)]:
         node = root
         for token in seq:
             node = node.children.setdefault(int(token), _Node())
+        node.slot = node.slot or slot
     return root
 
 
@@ -83,7 +96,7 @@ class ActionConstraint:
             nxt = self._node.children.get(int(token))
             if nxt is None:
                 raise ValueError(f"token {token} is outside the admissible-action trie")
-            self._node = nxt if nxt.children else None
+            self._node = nxt if nxt.children and not nxt.slot else None
             self._done = self._node is None
             return
         if self._done:
@@ -108,6 +121,9 @@ class ConstraintBuilder:
         self._open_ids = tuple(tokenizer(OPEN_TAG, add_special_tokens=False)["input_ids"])
         self._cache: dict[tuple[str, ...], _Node] = {}
 
+    def _ids(self, texts: list[str]) -> list[list[int]]:
+        return list(self.tokenizer(texts, add_special_tokens=False)["input_ids"]) if texts else []
+
     def _ends_with_open_tag(self, recent: list[int]) -> bool:
         # Tokenizers whose "<action>" merges with its neighbours: decode the tail (rare; checked on '>').
         if not recent or ">" not in self.tokenizer.convert_ids_to_tokens(recent[-1]):
@@ -123,8 +139,10 @@ class ConstraintBuilder:
         root = self._cache.get(key)
         if root is None:
             # Lower-cased: the verl-agent parser lower-cases the action before the env sees it.
-            texts = sorted({a.strip().lower() + CLOSE_TAG for a in key})
-            root = _trie(self.tokenizer(texts, add_special_tokens=False)["input_ids"])
+            actions = {a.strip().lower() for a in key}
+            prefixes = sorted({m.group(1) for m in map(TEMPLATE.match, actions) if m})
+            texts = sorted(a + CLOSE_TAG for a in actions if not TEMPLATE.match(a))
+            root = _trie(self._ids(texts), self._ids(prefixes))
             if len(self._cache) > 4096:
                 self._cache.clear()
             self._cache[key] = root

@@ -98,6 +98,14 @@ ENVS: dict[str, EnvEntry] = {
             eval_splits=("test", "verl-agent-test"), splits="sapo_gym.webshop.catalog:SPLITS",
         ),
         EnvEntry(
+            "sapo/WebShop-Mini-v0", "sapo_gym.webshop.env:WebShopEnv", "sapo_gym.prompts:WEBSHOP_PROMPT", 15,
+            "the embedded generated catalog, 200 products (about 7 per product type); human-style goals, the first "
+            "100 held out ('test'), the other 300 for training ('train')",
+            "CPU-scale WebShop variant (not the benchmark): the same shop, pages, reward, parsing and horizon over "
+            "fewer products", eval_splits=("test",), splits="sapo_gym.webshop.catalog:SPLITS",
+            defaults=(("num_products", 200), ("test_goals", 100)),
+        ),
+        EnvEntry(
             "sapo/WebShop-Browser-v0", "sapo_gym.webshop.browser:WebShopBrowserEnv", "sapo_gym.prompts:WEBSHOP_PROMPT", 15,
             "as sapo/WebShop-v0", "the same shop served by flask, driven by selenium + headless Chromium",
             eval_splits=("test", "verl-agent-test"), splits="sapo_gym.webshop.catalog:SPLITS",

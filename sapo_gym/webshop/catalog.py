@@ -160,17 +160,17 @@ class Catalog:
         if not self.products_digest:
             self.products_digest = _products_hash(self.products).hexdigest()[:20]
 
-    def goal_indices(self, split: str) -> range:
+    def goal_indices(self, split: str, test_goals: int = TEST_GOALS) -> range:
         """Goal indices of a named split; the catalog must hold that split's goal set and seed."""
         spec = goal_split(split)
         if (spec.goals, spec.seed) != (self.goal_set, self.goal_seed):
             raise ValueError(f"split {split!r} needs the {spec.goals} goals with seed {spec.seed}; this catalog holds "
                              f"{self.goal_set} goals with seed {self.goal_seed} (load_split_catalog({split!r}, ...))")
-        return self.part(spec.part)
+        return self.part(spec.part, test_goals)
 
-    def part(self, part: str) -> range:
-        """``test``: the first :data:`TEST_GOALS` shuffled goals; ``train``: the rest."""
-        cut = min(TEST_GOALS, len(self.goals))
+    def part(self, part: str, test_goals: int = TEST_GOALS) -> range:
+        """``test``: the first ``test_goals`` shuffled goals (WebShop's 500); ``train``: the rest."""
+        cut = min(test_goals, len(self.goals))
         if part not in ("test", "train"):
             raise ValueError(f"unknown part {part!r}; valid choices: ['test', 'train']")
         return range(cut) if part == "test" else range(cut, len(self.goals))

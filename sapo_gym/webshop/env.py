@@ -10,7 +10,9 @@ done page (WebShop's text env runs a search wherever it is issued).
 
 ``split`` names the goals (``catalog.GOAL_SPLITS``): ``test`` / ``train`` are WebShop's human
 goals, ``verl-agent-test`` / ``verl-agent-train`` verl-agent's synthetic ones; ``catalog``
-(``"1k"`` default, or ``"full"``) picks WebShop's product files. Both are in the spec.
+(``"1k"`` default, or ``"full"``) picks WebShop's product files. Both are in the spec. ``test_goals``
+moves the cut between a goal set's test part and its train part (WebShop's 500; the spec records
+another value).
 ``split="private"`` with ``private_seed=<hex>`` (and ``private_goals=N``, default 100) draws held-out
 goals over the generated catalog from that secret (:mod:`sapo_gym.webshop.private`).
 
@@ -29,7 +31,7 @@ from typing import Any, Sequence
 
 from sapo_gym.core import TaskInfo, TextEnv, Turn
 from sapo_gym.private import PRIVATE_SPLIT, check_seed
-from sapo_gym.webshop.catalog import Catalog, Goal, goal_split
+from sapo_gym.webshop.catalog import TEST_GOALS, Catalog, Goal, goal_split
 from sapo_gym.webshop.dataset import DEFAULT_CATALOG, catalog_name, load_split_catalog
 from sapo_gym.webshop.noun_table import catalog_noun_rule
 from sapo_gym.webshop.private import DEFAULT_PRIVATE_GOALS, PRIVATE_GOALS, private_catalog
@@ -60,12 +62,16 @@ class WebShopEnv(TextEnv):
         split: str = "train",
         private_seed: str | None = None,
         private_goals: int = DEFAULT_PRIVATE_GOALS,
+        test_goals: int = TEST_GOALS,
         protocol: str = "verl-agent-v1",
         render_mode: str | None = None,
     ):
         private = split == PRIVATE_SPLIT
         # the split names the goal set, its seed and its part
         self.goal_split = PRIVATE_GOALS if private else goal_split(split)
+        if not isinstance(test_goals, int) or isinstance(test_goals, bool) or test_goals < 1:
+            raise ValueError(f"test_goals must be a positive integer, got {test_goals!r}")
+        self.test_goals = test_goals
         super().__init__(protocol=protocol, split=split, render_mode=render_mode)
         self.catalog_choice = catalog_name(data_dir, catalog)
         if private:
@@ -76,7 +82,7 @@ class WebShopEnv(TextEnv):
             self.catalog = load_split_catalog(split, data_dir, num_products=num_products, seed=catalog_seed, catalog=catalog)
         self.nouns = catalog_noun_rule(self.catalog)  # fixed here: the spec's rule is the one every purchase uses
         self.success_reward, self.show_attrs = float(success_reward), show_attrs
-        self._goal_indices = range(len(self.catalog.goals)) if private else self.catalog.goal_indices(split)
+        self._goal_indices = range(len(self.catalog.goals)) if private else self.catalog.goal_indices(split, test_goals)
         self._ids = [f"goal-{i:05d}" for i in self._goal_indices]
         self.session: ShopSession | None = None
 
@@ -93,6 +99,8 @@ class WebShopEnv(TextEnv):
         split = self.goal_split
         fields["catalog"] = self.catalog_choice
         fields["goals"] = {"set": split.goals, "seed": split.seed, "part": split.part}
+        if self.test_goals != TEST_GOALS:  # WebShop's cut stays out, so the ids' hashes from before it are kept
+            fields["goals"]["test_goals"] = self.test_goals
         return fields
 
     def backend_versions(self) -> dict[str, str]:

@@ -157,3 +157,26 @@ def test_trainer_iteration_under_the_constraint(tmp_path):
     assert math.isfinite(row["actor/loss"])
     with pytest.raises(ValueError, match="valid choices"):
         TrainConfig(constrain="trie")
+
+
+def test_a_template_action_constrains_its_prefix_and_leaves_the_query_to_the_model(tiny_policy):
+    """WebShop's ``search[<your query>]``: ``search[`` is forced like any action's tokens, the query is free (the
+    constraint never writes ``<your query>``), and the clickables stay a trie."""
+    tok = tiny_policy.tokenizer
+    c = ConstraintBuilder(tok).build(["search[<your query>]", "click[back to search]", "click[b0a1]"])
+    for t in _ids(tok, "<think>x</think><action>"):
+        c.advance(t)
+    assert set(c.allowed()) == {_ids(tok, "search[")[0], _ids(tok, "click[back to search]" + CLOSE_TAG)[0]}
+    for t in _ids(tok, "search["):
+        assert t in c.allowed()
+        c.advance(t)
+    assert c.allowed() is None  # the query and the rest of the turn are the model's
+    for t in _ids(tok, "anything]</action>"):
+        c.advance(t)
+    assert c.allowed() is None
+    clicks = ConstraintBuilder(tok).build(["search[<your query>]", "click[b0a1]"])
+    for t in _ids(tok, "<action>click["):
+        clicks.advance(t)
+    assert clicks.allowed() is not None  # a click is still held to the page's clickables
+    with pytest.raises(ValueError):
+        clicks.advance(_ids(tok, "z")[0])

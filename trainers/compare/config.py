@@ -244,6 +244,11 @@ PRESETS: dict[str, Preset] = {
                 ("episodes_per_iteration", 16), ("max_response_tokens", 24), ("lr", 3e-4), ("sft_episodes", 32),
                 ("sft_epochs", 50), ("eval_seeds", "0,1,2,3"), ("constrain", "admissible"), ("old_log_probs", "recompute"),
                 ("eval_batch_size", 16))),
+    "webshop-cpu": Preset(
+        "webshop-cpu", "WebShop on CPU: sapo/WebShop-Mini-v0 (200 generated products, 100 held-out goals), the CPU "
+        "default's tiny model and warm start; the model writes its own queries", False,
+        (("env", "sapo/WebShop-Mini-v0"), ("env_arg", []), ("history_length", 1), ("max_response_tokens", 40),
+         ("sft_episodes", 150), ("episodes_per_iteration", 16), ("eval_every", 10))),
     "paper-1.5b": Preset("paper-1.5b", "the paper's setting with Qwen2.5-1.5B-Instruct, Table 1's five methods (recipes/paper.sh: "
                          f"lr 1e-6, KL 0.01, 150 iterations × 128 episodes; {_PAPER_RUN})", True, _paper("Qwen/Qwen2.5-1.5B-Instruct", 16)),
     "paper-7b": Preset("paper-7b", "the paper's setting with Qwen2.5-7B-Instruct, Table 1's five methods (recipes/paper.sh: "
