@@ -45,6 +45,19 @@ def test_preset_values_apply_and_explicit_flags_win():
     assert shorter.train.iterations == CompareConfig().train.iterations
 
 
+def test_the_webshop_preset_is_the_cpu_default_on_webshop_mini():
+    from sapo_cli.compare import config_from_args
+
+    web = config_from_args(build_parser().parse_args(["compare", "--preset", "webshop-cpu"]))
+    default = config_from_args(build_parser().parse_args(["compare"]))
+    assert (web.train.env, web.train.env_arg, web.resolved_eval_split) == ("sapo/WebShop-Mini-v0", [], "test")
+    assert web.train.constrain == "admissible"  # clicks held to the page's clickables; the query is the model's own
+    assert (web.train.model, web.train.tiny_hidden_size, web.train.prompt, web.train.lr) == (
+        default.train.model, default.train.tiny_hidden_size, default.train.prompt, default.train.lr)
+    assert web.algo_list == default.algo_list and web.seeds == default.seeds and web.train.history_length == 1
+    assert "data_dir" not in web.train_config("sapo", 0).gym_make_kwargs()  # ALFWorld's embedded-set argument is dropped
+
+
 # a valid non-default value per shared TrainConfig field where "default + 1" would not do (plus the flags it needs)
 FLAG_VALUES = {"env": "sapo/Vault-v0", "env_arg": ["k=1"], "model": "smollm2", "device": "cuda", "prompt": "default",
                "old_log_probs": "recompute", "constrain": "none", "reference_dtype": "bfloat16", "strategy": "deepspeed",

@@ -26,15 +26,14 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
-import math
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 
+from tests.support.learning import SEEDS, success as _success, z_rise as _z  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
-from trainers.evaluation import evaluate  # noqa: E402
 from trainers.loop import Trainer  # noqa: E402
 from trainers.sft import warm_start  # noqa: E402
 
@@ -42,8 +41,6 @@ pytestmark = pytest.mark.slow
 
 BUDGET = {"sapo": 40, "ppo": 40, "grpo": 60}
 """RL iterations per method (8 episodes each); GRPO's larger budget is measured above."""
-SEEDS = tuple(range(16))
-"""Evaluation seeds: 6 games × 16 seeds = 96 episodes (the statistic's power grows with √episodes)."""
 CATEGORIES = ("heat", "clean", "cool")
 
 
@@ -60,20 +57,6 @@ def _write_sets(folder: Path) -> tuple[Path, Path]:
         with gzip.open(path, "wt") as fh:
             fh.write("\n".join([header, *games]) + "\n")
     return paths
-
-
-def _success(trainer: Trainer) -> float:
-    import torch
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(1)  # the same sampling seed before and after (common random numbers)
-        return evaluate(trainer, split="train", seeds=SEEDS)["all"]["success"]
-
-
-def _z(before: float, after: float, n: int) -> float:
-    """One-sided two-proportion z-statistic of ``after > before``, ``n`` episodes each (pooled variance)."""
-    pooled = (before + after) / 2
-    return (after - before) / math.sqrt(max(pooled * (1 - pooled), 1e-12) * 2 / n)
 
 
 def test_z_statistic_by_hand():

@@ -16,7 +16,7 @@ tokenizer, short prompts (``plain``, no history), admissible-action constrained 
 behaviour-cloning warm start (48 walkthrough episodes × 10 epochs: it leaves RL room on games it has
 not seen) trained once and shared, then 3 seeds × 20 iterations × 8 episodes per method, two runs at a
 time, each policy evaluated 3 times (seeds 0, 1, 2) on every held-out game: about 12 minutes on two cores (docs/compare.md has the measured run). ``--preset vault`` is the
-tiny diagnostic task. The GPU presets are the recipes' training runs (GPU and real weights needed).
+tiny diagnostic task; ``--preset webshop-cpu`` the same model and methods on ``sapo/WebShop-Mini-v0``. The GPU presets are the recipes' training runs (GPU and real weights needed).
 """
 
 from __future__ import annotations
