@@ -25,3 +25,13 @@ def z_rise(before: float, after: float, n: int) -> float:
     """One-sided two-proportion z-statistic of ``after > before``, ``n`` episodes each (pooled variance)."""
     pooled = (before + after) / 2
     return (after - before) / math.sqrt(max(pooled * (1 - pooled), 1e-12) * 2 / n)
+
+
+def rise(trainer: Any, iterations: int, tasks: int = 6) -> tuple[float, float, float, list[float]]:
+    """Success before, RL for ``iterations``, success after on ``tasks`` tasks × :data:`SEEDS`: (before, after,
+    z of the rise, each iteration's rollout success)."""
+    trainer.start_reinforcement()
+    before = success(trainer)
+    history = [trainer.run_iteration()["rollout/success"] for _ in range(iterations)]
+    after = success(trainer)
+    return before, after, z_rise(before, after, tasks * len(SEEDS)), history

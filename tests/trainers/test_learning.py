@@ -32,7 +32,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from tests.support.learning import SEEDS, success as _success, z_rise as _z  # noqa: E402
+from tests.support.learning import rise, z_rise  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.loop import Trainer  # noqa: E402
 from trainers.sft import warm_start  # noqa: E402
@@ -62,8 +62,8 @@ def _write_sets(folder: Path) -> tuple[Path, Path]:
 def test_z_statistic_by_hand():
     # 6/48 -> 24/48: pooled 0.3125, se = sqrt(0.3125 * 0.6875 * 2 / 48) = 0.094614, z = 0.375 / 0.094614 = 3.96347;
     # the hand value is rounded to 4 decimals (error <= 5e-5), hence abs=1e-4
-    assert _z(6 / 48, 24 / 48, 48) == pytest.approx(3.9635, abs=1e-4)
-    assert _z(0.5, 0.5, 48) == 0.0
+    assert z_rise(6 / 48, 24 / 48, 48) == pytest.approx(3.9635, abs=1e-4)
+    assert z_rise(0.5, 0.5, 48) == 0.0
 
 
 @pytest.mark.parametrize("algo", ["sapo", "ppo", "grpo"])
@@ -78,11 +78,7 @@ def test_rl_lifts_success_on_alfworld_games(algo, tmp_path):
     trainer = Trainer(cfg)
     demos = dataclasses.replace(cfg, env_arg=[f"data_dir={warm_games}", "max_episode_steps=25"])
     warm_start(trainer.policy, demos, demos.gym_make_kwargs())
-    trainer.start_reinforcement()
-    before = _success(trainer)
-    history = [trainer.run_iteration()["rollout/success"] for _ in range(BUDGET[algo])]
-    after = _success(trainer)
-    z = _z(before, after, 6 * len(SEEDS))
+    before, after, z, history = rise(trainer, BUDGET[algo])
     print(f"{algo}: success {before:.3f} -> {after:.3f} (z = {z:.2f}); rollouts {history}")
     assert before <= 0.3, f"the warm start should leave room on these games, got {before:.3f}"
     assert z > 1.645, f"{algo}: success {before:.3f} -> {after:.3f} in {BUDGET[algo]} iterations (z = {z:.2f}): {history}"

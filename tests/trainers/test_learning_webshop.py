@@ -26,7 +26,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from tests.support.learning import SEEDS, success, z_rise  # noqa: E402
+from tests.support.learning import rise  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.loop import Trainer  # noqa: E402
 from trainers.sft import warm_start  # noqa: E402
@@ -49,11 +49,7 @@ def test_rl_lifts_success_on_webshop_goals(algo, tmp_path):
     trainer = Trainer(cfg)
     demos = dataclasses.replace(cfg, env_arg=[*CUT, "split=test"])
     warm_start(trainer.policy, demos, demos.gym_make_kwargs())
-    trainer.start_reinforcement()
-    before = success(trainer)
-    history = [trainer.run_iteration()["rollout/success"] for _ in range(BUDGET[algo])]
-    after = success(trainer)
-    z = z_rise(before, after, 6 * len(SEEDS))
+    before, after, z, history = rise(trainer, BUDGET[algo])
     print(f"{algo}: success {before:.3f} -> {after:.3f} (z = {z:.2f}); rollouts {history}")
     assert before <= 0.3, f"the warm start should leave room on these goals, got {before:.3f}"
     assert z > 1.645, f"{algo}: success {before:.3f} -> {after:.3f} in {BUDGET[algo]} iterations (z = {z:.2f}): {history}"
