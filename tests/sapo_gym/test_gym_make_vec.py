@@ -29,6 +29,7 @@ CASES: dict[str, dict[str, Any]] = {
     "sapo/ALFWorld-v0": {"data_dir": "embedded", "max_episode_steps": 12},
     "sapo/ALFWorld-Mini-v0": {"max_episode_steps": 12},
     "sapo/WebShop-v0": {},
+    "sapo/WebShop-Mini-v0": {},
     "sapo/Vault-v0": {},
 }
 """Ids played, with the kwargs a user would pass (ALFWorld: the embedded games whatever ALFWORLD_DATA says, and a
