@@ -176,7 +176,7 @@ def test_a_worker_lost_between_episodes_is_replaced_inside_the_reset(local_ray):
     vec = sapo_gym.make_vec("sapo/Vault-v0", 2, vectorization="ray", schedule_seed=2)
     sync = sapo_gym.make_vec("sapo/Vault-v0", 2, vectorization="sync", schedule_seed=2)
     try:
-        ray.kill(vec.actors[0], no_restart=True)
+        ray_envs.kill(vec.actors[0])
         got, want = vec.reset_members([0, 1], [5, 6], episode=3), sync.reset_members([0, 1], [5, 6], episode=3)
         assert [(r.obs, r.info["task_id"], r.lost) for r in got] == [(r.obs, r.info["task_id"], None) for r in want]
         assert vec.replacements == [1, 0] and "reset" in vec.losses[0][1]

@@ -30,7 +30,7 @@ def _play(vec, episode: int, kill_after: int | None = None) -> list[tuple]:
     active, step = list(range(vec.num_envs)), 0
     while active:
         if step == kill_after:
-            ray.kill(vec.actors[1], no_restart=True)
+            ray_envs.kill(vec.actors[1])
         answers = vec.step_members(active, _expert(results))
         log += [(i, r.obs, r.reward, r.terminated, r.truncated, r.lost is not None) for i, r in zip(active, answers)]
         keep = [k for k, r in enumerate(answers) if not (r.terminated or r.truncated or r.lost)]

@@ -93,3 +93,20 @@ def two_node_cluster() -> Iterator[Any]:
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def kill(actor: Any, seconds: float = 30.0) -> None:
+    """``ray.kill`` the actor and wait until it no longer answers. ``ray.kill`` is asynchronous: a call sent right
+    after it can still be served (CI saw a killed member play its next turn, and a reset answered by a worker
+    killed "before" it). Bounded: a loaded machine, not a timing test."""
+    import ray
+
+    ray.kill(actor, no_restart=True)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=5)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the killed actor still answers after {seconds} s")

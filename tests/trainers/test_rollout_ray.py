@@ -39,21 +39,6 @@ def test_expert_rollouts_on_ray_equal_the_in_process_ones(local_ray):
         remote.close()
 
 
-def _wait_dead(actor, seconds: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    """``ray.kill`` is asynchronous: a step sent right after it can still be served (CI once saw the killed member
-    play its second turn). Wait until the actor no longer answers (bounded: a loaded machine, not a timing test)."""
-    import time
-
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            ray.get(actor.__ray_ready__.remote(), timeout=5)
-        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"the killed actor still answers after {seconds} s")
-
-
 def test_an_episode_whose_worker_dies_is_dropped_and_the_member_comes_back(local_ray):
     vec = make_train_vec("sapo/Vault-v0", 3, 1, schedule_seed=0, env_workers="ray")
     calls = []
@@ -61,8 +46,7 @@ def test_an_episode_whose_worker_dies_is_dropped_and_the_member_comes_back(local
     def act(observations, infos):  # kills member 1's worker on the second turn, then plays 'look'
         calls.append(len(observations))
         if len(calls) == 2:
-            ray.kill(vec.actors[1], no_restart=True)
-            _wait_dead(vec.actors[1])
+            ray_envs.kill(vec.actors[1])
         return ["<think></think><action>look</action>"] * len(observations)
 
     try:
@@ -115,7 +99,7 @@ def test_training_goes_on_past_a_lost_worker(local_ray, make_trainer):
     def act_and_kill(observations, infos):
         calls.append(len(observations))
         if len(calls) == 1:  # member 3 dies before its first step's answer
-            ray.kill(trainer.vec.actors[3], no_restart=True)
+            ray_envs.kill(trainer.vec.actors[3])
         return act(observations, infos)
 
     trainer.agent.act_detailed = act_and_kill
@@ -137,7 +121,7 @@ def test_an_iteration_that_loses_every_worker_skips_its_update(local_ray, make_t
         calls.append(len(observations))
         if len(calls) == 1:
             for actor in trainer.vec.actors:
-                ray.kill(actor, no_restart=True)
+                ray_envs.kill(actor)
         return act(observations, infos)
 
     trainer.agent.act_detailed = act_and_kill_all
