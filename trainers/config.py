@@ -40,9 +40,12 @@ OLD_LOG_PROBS = ("recompute", "rollout")
 ENV_WORKERS = ("sync", "ray")
 """Where the rollout's env members live (``--env-workers``): in this process, or one Ray actor each."""
 REFERENCE_DTYPES = ("float32", "bfloat16", "auto")
+TRAIN_REWARDS = ("env", "score")
+"""What the trainer learns from (``--train-reward``): the env's reward, or its task score scaled by ``r_max``."""
 CHOICES: dict[str, tuple[str, ...]] = {
     "algo": ALGOS, "strategy": STRATEGIES, "generator": GENERATORS, "old_log_probs": OLD_LOG_PROBS, "constrain": CONSTRAIN,
     "gigpo_mode": GIGPO_MODES, "env_workers": ENV_WORKERS, "reference_dtype": REFERENCE_DTYPES,
+    "train_reward": TRAIN_REWARDS,
 }
 """The values of each choice field of :class:`TrainConfig`: what it accepts and what argparse offers."""
 RESULT_NEUTRAL = ("resume", "out_dir", "progress", "tensorboard", "checkpoint_every", "device", "env_workers",
@@ -180,6 +183,11 @@ class TrainConfig:
     """SAPO readout temperature τ_v in clip((z_w+ − z_w−)/τ_v, −1, 1) (not printed in the paper; our choice)."""
     r_max: float = 10.0
     """R_max, the value scale: largest absolute return (the envs' success reward is 10)."""
+    train_reward: str = "env"
+    """What the training rollouts are rewarded with: 'env' (the env's own reward; the paper's and verl-agent's) or
+    'score' (the turn that ends an episode earns r_max × the env's [0, 1] task score, info['score'], in place of
+    the env's reward: WebShop's partial credit for type, attributes, options and price; ALFWorld's score is its
+    win, so there it changes nothing). Training only: evaluation, success and score are always the env's."""
     value_coef: float = 0.1
     """c_V, weight of the value loss (SAPO readout or PPO critic; not printed in the paper; our choice: at 0.5 SAPO's
     value and Q gradients outweighed the policy's on the shared weights and destabilized it, docs/compare.md)."""

@@ -177,7 +177,8 @@ class Trainer:
     def collect_batch(self, timer: PhaseTimer) -> tuple[Rollout, Experience | None]:
         """Phases *generation* and *reward*: one episode per env, as a padded batch of turns (None: no turn left)."""
         with torch.no_grad(), self.strategy.autocast():  # --bf16 samples in bf16 too, as verl's rollouts do
-            rollout = collect(self.vec, self.agent.act_detailed, episode=self.iteration, seed=self.cfg.seed)
+            rollout = collect(self.vec, self.agent.act_detailed, episode=self.iteration, seed=self.cfg.seed,
+                              score_reward=self.cfg.r_max if self.cfg.train_reward == "score" else None)
         rollout = gather_rollout(self.strategy, rollout)  # every rank: the whole iteration's turns
         timer.add("generation", rollout.generation_s)
         timer.add("reward", rollout.env_s)

@@ -122,6 +122,7 @@ def collect(
     episode: int,
     seed: int = 0,
     text_of: Callable[[Any], str] = lambda out: out if isinstance(out, str) else out.text,
+    score_reward: float | None = None,
 ) -> Rollout:
     """Play one episode on every member of ``vec``; ``act`` sees the active members only.
 
@@ -130,6 +131,8 @@ def collect(
         act: ``(observations, infos) -> outputs`` for the active envs (e.g. ``LLMAgent.act_detailed``).
         episode: which entry of the task schedule every member plays (the iteration number).
         text_of: the raw text of an output, sent to the env.
+        score_reward: if set, the turn that ends an episode is rewarded ``score_reward × info["score"]`` (the
+            env's [0, 1] task score) instead of the env's reward (``--train-reward score``); other turns keep theirs.
     """
     _check_members(vec)
     workers = worker_ids(vec)
@@ -150,11 +153,14 @@ def collect(
                 continue
             st = stats[i]
             invalid = not res.info.get("is_action_valid", True)
-            out.turns.append(TurnRecord(obs[i], output, res.reward, res.terminated, invalid, workers[i], st.length,
+            reward = res.reward
+            if score_reward is not None and res.terminated:
+                reward = score_reward * float(res.info.get("score", 0.0))
+            out.turns.append(TurnRecord(obs[i], output, reward, res.terminated, invalid, workers[i], st.length,
                                         st.group_id, infos[i].get("raw_observation")))
             st.length += 1
             st.invalid += int(invalid)
-            st.episode_return += res.reward
+            st.episode_return += reward
             st.won, st.score = bool(res.info.get("won", False)), float(res.info.get("score", 0.0))
             st.truncated = res.truncated and not res.terminated
             obs[i], infos[i] = res.obs, res.info

@@ -49,3 +49,36 @@ def test_invalid_outputs_are_flagged_and_schedule_follows_the_episode_number():
     again = [e.task_id for e in collect(vec, lambda o, i: ["x"] * len(o), episode=0).episodes]
     later = [e.task_id for e in collect(vec, lambda o, i: ["x"] * len(o), episode=1).episodes]
     assert first == again and first != later
+
+
+def _buy_the_first_result(observations, infos):
+    """Searches the oracle's query, clicks the first product and buys it without choosing options: purchases
+    of every quality, most of them partial (0 < score < 1)."""
+    actions = []
+    for info in infos:
+        listed = info["admissible_actions"]
+        if "click[buy now]" in listed:
+            actions.append("click[buy now]")
+        elif "click[next >]" in listed:
+            actions.append(listed[listed.index("click[next >]") + 1])
+        else:
+            actions.append(info["expert_action"])
+    return [format_action(a) for a in actions]
+
+
+def test_a_score_reward_pays_the_purchase_score_where_the_env_pays_only_wins():
+    """``--train-reward score``: the ending turn earns r_max × info['score'] (WebShop's partial credit); the
+    episodes, their success and score are the env's; the env's own reward stays 10 on a win, else 0."""
+    runs = {}
+    for mode in (None, 10.0):
+        vec = make_train_vec("sapo/WebShop-Mini-v0", num_tasks=6, group_size=1, schedule_seed=0, split="train")
+        runs[mode] = collect(vec, _buy_the_first_result, episode=0, score_reward=mode)
+        vec.close()
+    env, scored = runs[None], runs[10.0]
+    assert [(e.task_id, e.won, e.score) for e in env.episodes] == [(e.task_id, e.won, e.score) for e in scored.episodes]
+    assert any(0.0 < e.score < 1.0 for e in env.episodes)  # the check below is not only about wins and zeros
+    for rollout, pay in ((env, lambda e: 10.0 if e.won else 0.0), (scored, lambda e: 10.0 * e.score)):
+        ends = {t.traj_id: t.reward for t in rollout.turns if t.done}
+        assert ends == {k: pay(e) for k, e in enumerate(rollout.episodes)}
+        assert all(t.reward == 0.0 for t in rollout.turns if not t.done)
+        assert [e.episode_return for e in rollout.episodes] == [pay(e) for e in rollout.episodes]
