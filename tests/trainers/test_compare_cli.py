@@ -63,7 +63,7 @@ FLAG_VALUES = {"env": "sapo/Vault-v0", "env_arg": ["k=1"], "model": "smollm2", "
                "old_log_probs": "recompute", "constrain": "none", "reference_dtype": "bfloat16", "strategy": "deepspeed",
                "generator": "vllm", "sft_agent": "random", "episodes_per_iteration": 12, "tiny_hidden_size": 192,
                "zero_stage": 3, "gigpo_mode": "mean_std_norm", "lora_targets": "q_proj,v_proj",
-               "env_workers": "ray", "ray_address": "auto"}
+               "env_workers": "ray", "ray_address": "auto", "train_reward": "score"}
 COMPANIONS = {"strategy": ["--workers", "1"], "generator": ["--old-log-probs", "recompute"],
               "lora_rank": ["--sft-episodes", "0"]}  # LoRA starts from a saved warm start, never runs one
 
