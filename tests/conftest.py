@@ -7,24 +7,27 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import alfworld as support_alfworld  # first: it reads $ALFWORLD_DATA before any `import alfworld`
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def _alfworld_data() -> Path | None:
-    """Real ALFWorld games: $ALFWORLD_DATA, else ../shared/data/alfworld beside the checkout."""
-    candidates = [os.environ.get("ALFWORLD_DATA"), Path(__file__).resolve().parents[2] / "shared/data/alfworld"]
-    for c in candidates:
-        if c and (Path(c) / "json_2.1.1" / "valid_seen").is_dir():
-            return Path(c)
-    return None
+@pytest.fixture(autouse=True)
+def _alfworld_data_var_as_the_user_set_it():
+    """``import alfworld`` (at collection too: a module-level ``importorskip``) sets $ALFWORLD_DATA to its cache when
+    unset, once per process; every test sees the variable as the run was started with, whatever ran before it in
+    this worker (a leaked value sent the light install's ALFWorld-v0 to a cache with no games)."""
+    support_alfworld.restore_data_var()
+    yield
+    support_alfworld.restore_data_var()
 
 
 @pytest.fixture(scope="session")
 def alfworld_data() -> Path:
     """Root holding json_2.1.1/{valid_seen,valid_unseen} (and maybe the train tarball); skips when absent."""
-    path = _alfworld_data()
+    path = support_alfworld.find_data()
     if path is None:
         pytest.skip("real ALFWorld data not found (set ALFWORLD_DATA)")
     return path

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.alfworld import find_data
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,10 +77,14 @@ def light_venv(tmp_path_factory) -> Path:
 
 
 def _light_env(tmp: Path) -> dict[str, str]:
-    """The user's environment: no PYTHONPATH into the checkout, a fresh cache, the data when present."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    """The user's environment: no PYTHONPATH into the checkout, a fresh cache, the data when present (found, not
+    taken from this process's $ALFWORLD_DATA, which ``import alfworld`` may have pointed at an empty cache)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "ALFWORLD_DATA")}
     env["SAPO_GYM_CACHE"] = str(tmp / "cache")
     env["HOME"] = str(tmp / "home")
+    data = find_data()
+    if data is not None:
+        env["ALFWORLD_DATA"] = str(data)
     return env
 
 
@@ -90,7 +96,7 @@ def test_light_install_is_small_and_has_no_heavy_packages(light_venv):
 
 
 def test_light_install_plays_every_env_as_the_full_install(light_venv, tmp_path):
-    official = bool(os.environ.get("ALFWORLD_DATA"))
+    official = find_data() is not None
     out = _run([str(light_venv / "bin" / "python"), "-I", str(SUPPORT / "light_contract.py"), "--vector", "--official"],
                1200, cwd=tmp_path, env=_light_env(tmp_path))
     assert out.returncode == 0, out.stderr[-6000:]

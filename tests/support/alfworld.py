@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+USER_DATA_VAR = os.environ.get("ALFWORLD_DATA")
+"""$ALFWORLD_DATA as the test run was started with: read when this module is first imported (by conftest, before
+any test module), since ``import alfworld`` sets the variable to its own cache when it is unset."""
 
 FULL = os.environ.get("SAPO_ALFWORLD_FULL") == "1"
 """Set SAPO_ALFWORLD_FULL=1 to sweep every game instead of a stratified sample."""
@@ -63,3 +68,20 @@ def expert_trajectories(cases: list[tuple[str, dict[str, Any], list[int]]]) -> d
         out[f"{env_id} {sorted(kwargs.items())}"] = {"spec_hash": env.unwrapped.spec_hash(), "episodes": episodes}
         env.close()
     return out
+
+
+def find_data() -> Path | None:
+    """Real ALFWorld games: the user's $ALFWORLD_DATA, else ../shared/data/alfworld beside the checkout; None when
+    neither holds ``json_2.1.1/valid_seen``."""
+    for c in (USER_DATA_VAR, Path(__file__).resolve().parents[3] / "shared/data/alfworld"):
+        if c and (Path(c) / "json_2.1.1" / "valid_seen").is_dir():
+            return Path(c)
+    return None
+
+
+def restore_data_var() -> None:
+    """Put $ALFWORLD_DATA back to :data:`USER_DATA_VAR` (undoes ``import alfworld``'s side effect)."""
+    if USER_DATA_VAR is None:
+        os.environ.pop("ALFWORLD_DATA", None)
+    else:
+        os.environ["ALFWORLD_DATA"] = USER_DATA_VAR
