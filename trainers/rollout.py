@@ -153,15 +153,14 @@ def collect(
                 continue
             st = stats[i]
             invalid = not res.info.get("is_action_valid", True)
-            reward = res.reward
-            if score_reward is not None and res.terminated:
-                reward = score_reward * float(res.info.get("score", 0.0))
+            score = float(res.info.get("score", 0.0))
+            reward = score_reward * score if score_reward is not None and res.terminated else res.reward
             out.turns.append(TurnRecord(obs[i], output, reward, res.terminated, invalid, workers[i], st.length,
                                         st.group_id, infos[i].get("raw_observation")))
             st.length += 1
             st.invalid += int(invalid)
             st.episode_return += reward
-            st.won, st.score = bool(res.info.get("won", False)), float(res.info.get("score", 0.0))
+            st.won, st.score = bool(res.info.get("won", False)), score
             st.truncated = res.truncated and not res.terminated
             obs[i], infos[i] = res.obs, res.info
             if not (res.terminated or res.truncated):
