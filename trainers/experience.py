@@ -278,9 +278,17 @@ class Experience:
         return self.select(torch.arange(rank, len(self), world_size))
 
 
-def micro_batches(exp: Experience, size: int) -> Iterator[Experience]:
-    """Consecutive, trimmed chunks of ``size`` rows (the batch order is kept)."""
-    yield from exp.minibatches(size, shuffle=False)
+def micro_batches(exp: Experience, size: int, by_length: bool = False) -> Iterator[Experience]:
+    """Consecutive, trimmed chunks of ``size`` rows: in the batch's order, or, when ``by_length``, longest rows first
+    (ties in the batch's order), so that each chunk is padded to its own longest row, not to the batch's."""
+    if not by_length:
+        yield from exp.minibatches(size, shuffle=False)
+        return
+    if size <= 0:
+        raise ValueError("micro-batch size must be positive")
+    order = torch.sort(exp.attention_mask.sum(1), descending=True, stable=True).indices
+    for start in range(0, len(exp), size):
+        yield exp.select(order[start : start + size]).trim()
 
 
 def _generation(turn: TurnRecord) -> GenerationOutput:

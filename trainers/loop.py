@@ -222,7 +222,8 @@ class Trainer:
         trainable.module.train()
         try:
             return update(self.strategy, trainable, exp, loss, epochs=cfg.ppo_epochs, minibatches=cfg.minibatches,
-                          micro_batch_size=cfg.micro_batch_size, shuffle=self.shuffle, memory=memory)
+                          micro_batch_size=cfg.micro_batch_size, shuffle=self.shuffle, memory=memory,
+                          by_length=cfg.group_by_length)
         finally:
             trainable.module.eval()
 

@@ -21,11 +21,11 @@ import torch
 from agents.generation.base import GenerationOutput
 from trainers.config import TrainConfig
 from trainers.core_algos import masked_mean
-from trainers.experience import Experience, TurnRecord
+from trainers.experience import Experience, TurnRecord, micro_batches
 from trainers.forward import action_log_probs, forward_positions
 from trainers.rollout import collect, make_train_vec
 
-__all__ = ["Demonstration", "collect_demonstrations", "behaviour_clone", "warm_start"]
+__all__ = ["Demonstration", "collect_demonstrations", "clone_step", "behaviour_clone", "warm_start"]
 
 
 @dataclass(frozen=True)
@@ -63,29 +63,46 @@ def _batch(policy: Any, demos: list[Demonstration]) -> Experience:
     return Experience.collate(turns, policy.pad_token_id)
 
 
+def clone_step(policy: Any, mb: Experience, micro_batch_size: int, *, by_length: bool = False,
+               temperature: float = 1.0) -> float:
+    """Backpropagate one minibatch's NLL (the token mean of its output tokens) in micro-batches of
+    ``micro_batch_size`` rows, longest first when ``by_length``, so that each is padded to its own longest row.
+    Each micro-batch's token mean is weighted by its share of the tokens: the gradient is the minibatch's.
+    Returns the minibatch's loss."""
+    value_ids, total, loss = tuple(policy.value_token_ids), int(mb.action_mask.sum()), 0.0
+    for micro in micro_batches(mb, micro_batch_size, by_length):
+        logits = forward_positions(policy.model, micro)
+        part = -masked_mean(action_log_probs(logits, micro, value_ids, temperature), micro.action_mask)
+        share = part * (int(micro.action_mask.sum()) / max(1, total))  # 1.0 exactly when one micro-batch is the minibatch
+        share.backward()
+        loss += float(share.detach())
+    return loss
+
+
 def behaviour_clone(
     policy: Any, demos: list[Demonstration], *, epochs: int, lr: float, batch_size: int = 16, seed: int = 0,
-    temperature: float = 1.0,
+    temperature: float = 1.0, micro_batch_size: int | None = None, by_length: bool = False,
 ) -> list[float]:
-    """Minimize the NLL of the demonstrations' output tokens; returns the mean loss of each epoch."""
+    """Minimize the NLL of the demonstrations' output tokens; returns the mean loss of each epoch.
+
+    Each optimizer step is one shuffled minibatch of ``batch_size`` turns, run in micro-batches of
+    ``micro_batch_size`` (default: the minibatch), longest turns together when ``by_length`` (:func:`clone_step`):
+    the same steps, less padding."""
     if not demos:
         raise ValueError("no format-valid demonstrations to clone")
     device = next(policy.model.parameters()).device
     data = _batch(policy, demos).to(device)
     optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=lr)
     shuffle = torch.Generator().manual_seed(seed)
-    value_ids = tuple(policy.value_token_ids)
     history = []
     for _ in range(epochs):
         losses = []
         for mb in data.minibatches(batch_size, generator=shuffle):
-            logits = forward_positions(policy.model, mb)
-            loss = -masked_mean(action_log_probs(logits, mb, value_ids, temperature), mb.action_mask)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            losses.append(clone_step(policy, mb, micro_batch_size or batch_size, by_length=by_length,
+                                     temperature=temperature))
             torch.nn.utils.clip_grad_norm_(policy.model.parameters(), 1.0)
             optimizer.step()
-            losses.append(float(loss.detach()))
         history.append(sum(losses) / len(losses))
     return history
 
@@ -96,4 +113,5 @@ def warm_start(policy: Any, cfg: TrainConfig, env_kwargs: dict[str, Any]) -> lis
 
     demos = collect_demonstrations(cfg, env_kwargs, load_agent(cfg.sft_agent, seed=cfg.seed), cfg.sft_episodes)
     return behaviour_clone(policy, demos, epochs=cfg.sft_epochs, lr=cfg.sft_lr, seed=cfg.seed,
-                           temperature=cfg.temperature)
+                           temperature=cfg.temperature, micro_batch_size=cfg.micro_batch_size,
+                           by_length=cfg.group_by_length)

@@ -32,7 +32,8 @@ LossFn = Callable[[Experience], tuple[Tensor, dict[str, Tensor]]]
 
 
 def update(strategy: TrainingStrategy, trainable: Trainable, exp: Experience, loss: LossFn, *, epochs: int,
-           minibatches: int, micro_batch_size: int, shuffle: torch.Generator, memory: Any) -> dict[str, float]:
+           minibatches: int, micro_batch_size: int, shuffle: torch.Generator, memory: Any,
+           by_length: bool = False) -> dict[str, float]:
     """``epochs`` passes over ``exp`` in ``minibatches`` shuffled minibatches, one optimizer step each.
 
     Args:
@@ -41,6 +42,7 @@ def update(strategy: TrainingStrategy, trainable: Trainable, exp: Experience, lo
         loss: the per-micro-batch loss (see :data:`LossFn`), computed under ``strategy.train_forward``.
         shuffle: the minibatch-order generator (the actor and critic share it, in that order of use).
         memory: a :class:`~trainers.profiling.MemoryMeter` that counts each micro-batch's saved activations.
+        by_length: cut each minibatch into micro-batches longest rows first (``TrainConfig.group_by_length``).
 
     Returns:
         The statistics averaged over micro-batches (in single-process order), and ``grad_norm``.
@@ -49,7 +51,7 @@ def update(strategy: TrainingStrategy, trainable: Trainable, exp: Experience, lo
     for epoch in range(epochs):
         for m, mb in enumerate(exp.minibatches(size, generator=shuffle)):
             strategy.zero_grad(trainable)
-            for j, micro, real in deal(list(micro_batches(mb, micro_batch_size)), strategy.rank, world):
+            for j, micro, real in deal(list(micro_batches(mb, micro_batch_size, by_length)), strategy.rank, world):
                 with memory.track_activations(), strategy.autocast(), strategy.train_forward(trainable):
                     value, s = loss(micro)
                     strategy.backward(trainable, value * (len(micro) * world if real else 0) / len(mb))

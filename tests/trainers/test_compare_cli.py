@@ -55,6 +55,8 @@ def test_the_webshop_preset_is_the_cpu_default_on_webshop_mini():
     assert (web.train.model, web.train.tiny_hidden_size, web.train.prompt, web.train.lr) == (
         default.train.model, default.train.tiny_hidden_size, default.train.prompt, default.train.lr)
     assert web.algo_list == default.algo_list and web.seeds == default.seeds and web.train.history_length == 1
+    # WebShop's turns run from ~90 to ~930 tokens; the ALFWorld default's measured numbers stay as they are
+    assert (web.train.micro_batch_size, web.train.group_by_length, default.train.group_by_length) == (4, True, False)
     assert "data_dir" not in web.train_config("sapo", 0).gym_make_kwargs()  # ALFWorld's embedded-set argument is dropped
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from trainers import core_algos as ca  # noqa: E402
 from tests.support.turns import turn  # noqa: E402
-from trainers.experience import READOUT, TOKEN, TOKEN_SET, TURN, Experience, TurnRecord  # noqa: E402
+from trainers.experience import READOUT, TOKEN, TOKEN_SET, TURN, Experience, TurnRecord, micro_batches  # noqa: E402
 
 PAD = 0
 
@@ -179,3 +179,21 @@ def test_minibatches_without_shuffle_and_drop_last():
     parts = list(exp.minibatches(3, shuffle=False, drop_last=True))
     assert all(len(p) == 3 for p in parts) and len(parts) == len(exp) // 3
     assert torch.cat([p.turn_idx for p in parts]).tolist() == exp.turn_idx[: 3 * len(parts)].tolist()
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), num_traj=st.integers(1, 6), size=st.integers(1, 7))
+def test_micro_batches_by_length_hold_every_row_once_longest_first(seed, num_traj, size):
+    """Each row once, longest first. When the chunks are all ``size`` rows, sorted consecutive chunks pad the least
+    any cut into such chunks can (the k-th largest chunk maximum is at least the ((k-1)·size + 1)-th largest
+    length), so no more than the batch's own order does. (A short last chunk is where that cut can beat it.)"""
+    exp = Experience.collate(random_samples(seed, num_traj), PAD)
+    exp.old_values = torch.arange(len(exp), dtype=torch.float32)  # the row's index travels with it
+    micros = list(micro_batches(exp, size, by_length=True))
+    rows = [int(r) for m in micros for r in m.old_values]
+    lengths = exp.attention_mask.sum(1)
+    assert sorted(rows) == list(range(len(exp))) and all(len(m) <= size for m in micros)
+    assert lengths[rows].tolist() == sorted(lengths.tolist(), reverse=True)
+    padded = lambda parts: sum(m.input_ids.numel() for m in parts)  # noqa: E731 (each chunk is trimmed)
+    if len(exp) % size == 0:
+        assert padded(micros) <= padded(micro_batches(exp, size))

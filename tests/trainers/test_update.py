@@ -32,21 +32,32 @@ def _loss(weight: torch.nn.Parameter):
     return loss
 
 
-def test_micro_batch_accumulation_is_the_minibatch_gradient():
+@pytest.mark.parametrize("by_length", [False, True])
+def test_micro_batch_accumulation_is_the_minibatch_gradient(by_length):
     """Micro-batches of 3, 3 and 2 rows, weighted len(micro)/len(minibatch), sum to the gradient of the
-    minibatch's mean loss. float64 throughout: each gradient entry sums 8 terms of a few ops each, so
-    the two orders of summation differ by a few ulps of 1e-16 relative; rtol 1e-12 leaves room."""
+    minibatch's mean loss, whichever rows share a micro-batch (``by_length``: longest rows first). float64
+    throughout: each gradient entry sums 8 terms of a few ops each, so the two orders of summation differ by a
+    few ulps of 1e-16 relative; rtol 1e-12 leaves room."""
     exp = _batch()
+    lengths = []
     toy = torch.nn.Module()
     toy.weight = weight = torch.nn.Parameter(torch.tensor([0.3, -0.2, 0.1], dtype=torch.float64))
     strategy = TorchStrategy(StrategyConfig(grad_clip=0.0, device="cpu"))
     actor = strategy.prepare(toy, lr=1e-2, name="toy")
     seen = []
     strategy._step = lambda trainable: seen.append(weight.grad.clone()) or 1.0  # the accumulated gradient, no step
-    stats = update(strategy, actor, exp, _loss(weight), epochs=1, minibatches=1, micro_batch_size=3,
-                   shuffle=torch.Generator().manual_seed(0), memory=MemoryMeter(torch.device("cpu")))
+    loss = _loss(weight)
+
+    def recorded(micro: Experience):
+        lengths.extend(micro.attention_mask.sum(1).tolist())
+        return loss(micro)
+
+    stats = update(strategy, actor, exp, recorded, epochs=1, minibatches=1, micro_batch_size=3,
+                   shuffle=torch.Generator().manual_seed(0), memory=MemoryMeter(torch.device("cpu")), by_length=by_length)
     want = torch.autograd.grad(_loss(weight)(exp)[0], weight)[0]
-    assert len(seen) == 1
+    assert len(seen) == 1 and sorted(lengths) == sorted(exp.attention_mask.sum(1).tolist())
+    assert len(set(lengths)) > 1  # the batch's rows differ in length, so the order below says something
+    assert (lengths == sorted(lengths, reverse=True)) == by_length
     torch.testing.assert_close(seen[0], want, rtol=1e-12, atol=0.0)
     assert set(stats) == {"sq", "grad_norm"}
 

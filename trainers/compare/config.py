@@ -248,7 +248,9 @@ PRESETS: dict[str, Preset] = {
         "webshop-cpu", "WebShop on CPU: sapo/WebShop-Mini-v0 (200 generated products, 100 held-out goals), the CPU "
         "default's tiny model and warm start; the model writes its own queries", False,
         (("env", "sapo/WebShop-Mini-v0"), ("env_arg", []), ("history_length", 1), ("max_response_tokens", 40),
-         ("sft_episodes", 150), ("episodes_per_iteration", 16), ("eval_every", 10))),
+         ("sft_episodes", 150), ("episodes_per_iteration", 16), ("eval_every", 10),
+         # results pages are 3-8x a search page's tokens: micro-batches of 4 turns of similar length pad far less
+         ("micro_batch_size", 4), ("group_by_length", True))),
     "paper-1.5b": Preset("paper-1.5b", "the paper's setting with Qwen2.5-1.5B-Instruct, Table 1's five methods (recipes/paper.sh: "
                          f"lr 1e-6, KL 0.01, 150 iterations × 128 episodes; {_PAPER_RUN})", True, _paper("Qwen/Qwen2.5-1.5B-Instruct", 16)),
     "paper-7b": Preset("paper-7b", "the paper's setting with Qwen2.5-7B-Instruct, Table 1's five methods (recipes/paper.sh: "
