@@ -197,6 +197,10 @@ class TrainConfig:
     value and Q gradients outweighed the policy's on the shared weights and destabilized it, docs/compare.md)."""
     q_coef: float = 0.1
     """c_Q, weight of SAPO's SARSA Q loss (not printed in the paper; our choice, as c_V)."""
+    critic_warmup: int = 0
+    """Iterations at the start that train the value function alone (verl's ``trainer.critic_warmup``): PPO updates its
+    critic and not the actor; SAPO's actor update keeps its c_V/c_Q terms and the KL, without the policy term; the
+    methods without a value function skip their update. They count in ``iterations``."""
     value_clip: float = 0.2
     """ε_V, value clip around the old value, in R_max-normalized units (not printed in the paper; our choice)."""
     q_clip: float = 0.2

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import random
 import time
 from collections.abc import Callable
@@ -204,17 +205,20 @@ class Trainer:
             with timer("critic_update"), strategy.autocast():
                 if self.critic is not None:
                     stats.update({f"critic/{k}": v for k, v in self._update(self.critic, exp, method.critic_loss, memory).items()})
+            warming = self.iteration < self.cfg.critic_warmup  # the value function alone (TrainConfig.critic_warmup)
             with timer("actor_update"):
-                stats.update({f"actor/{k}": v for k, v in self._update(self.actor, exp, self._actor_loss, memory).items()})
+                if not warming or method.readout:  # SAPO's V and Q are the actor's own: its update keeps them
+                    actor_loss = functools.partial(self._actor_loss, policy=not warming)
+                    stats.update({f"actor/{k}": v for k, v in self._update(self.actor, exp, actor_loss, memory).items()})
         except TrainingDiverged as err:
             where = self.last_checkpoint or "none saved yet"
             raise TrainingDiverged(f"{err} at iteration {self.iteration} of {self.cfg.algo}; weights not updated; "
                                    f"last good checkpoint: {where}") from None
         return stats
 
-    def _actor_loss(self, micro: Experience) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def _actor_loss(self, micro: Experience, policy: bool = True) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         logits = forward_positions(self.actor.module, micro, readout=self.method.readout)
-        return self.method.actor_loss(micro, logits)
+        return self.method.actor_loss(micro, logits, policy)
 
     def _update(self, trainable: Trainable, exp: Experience, loss: Any, memory: MemoryMeter) -> dict[str, float]:
         """One model's update phase, in train mode (the models have no dropout; it lets gradient checkpointing engage)."""

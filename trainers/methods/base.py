@@ -110,13 +110,15 @@ class Method:
         raise NotImplementedError(f"{self.name} has no critic")
 
     # ----------------------------------------------------------------- actor loss
-    def actor_loss(self, mb: Experience, logits: PositionLogits) -> tuple[Tensor, dict[str, Tensor]]:
-        """``L = L_pol + β·L_KL − c_H·H (+ the method's value terms)`` on one micro-batch."""
+    def actor_loss(self, mb: Experience, logits: PositionLogits, policy: bool = True) -> tuple[Tensor, dict[str, Tensor]]:
+        """``L = L_pol + β·L_KL − c_H·H (+ the method's value terms)`` on one micro-batch; without ``L_pol`` when not
+        ``policy`` (the critic warm-up, ``TrainConfig.critic_warmup``: its statistic is still reported)."""
         cfg = self.cfg
         assert mb.advantages is not None
         lp = action_log_probs(logits, mb, self.value_token_ids, cfg.temperature)
         loss, stats = clipped_policy_loss(lp, mb.old_log_probs, mb.advantages, mb.action_mask, cfg.clip_eps)
         stats["policy_loss"] = loss.detach()
+        loss = loss if policy else loss.new_zeros(())
         if mb.ref_log_probs is not None and cfg.kl_coef > 0:
             kl = aggregate_loss(kl_penalty(lp, mb.ref_log_probs), mb.action_mask)
             loss = loss + cfg.kl_coef * kl
