@@ -253,6 +253,10 @@ class Experience:
         }
         return replace(self, **changes)
 
+    def longest_first(self) -> "Experience":
+        """The rows sorted by length, longest first (ties keep their order): consecutive rows pad alike."""
+        return self.select(torch.sort(self.attention_mask.sum(1), descending=True, stable=True).indices)
+
     def minibatches(
         self,
         size: int,
@@ -281,14 +285,7 @@ class Experience:
 def micro_batches(exp: Experience, size: int, by_length: bool = False) -> Iterator[Experience]:
     """Consecutive, trimmed chunks of ``size`` rows: in the batch's order, or, when ``by_length``, longest rows first
     (ties in the batch's order), so that each chunk is padded to its own longest row, not to the batch's."""
-    if not by_length:
-        yield from exp.minibatches(size, shuffle=False)
-        return
-    if size <= 0:
-        raise ValueError("micro-batch size must be positive")
-    order = torch.sort(exp.attention_mask.sum(1), descending=True, stable=True).indices
-    for start in range(0, len(exp), size):
-        yield exp.select(order[start : start + size]).trim()
+    yield from (exp.longest_first() if by_length else exp).minibatches(size, shuffle=False)
 
 
 def _generation(turn: TurnRecord) -> GenerationOutput:

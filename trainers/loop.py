@@ -185,7 +185,10 @@ class Trainer:
         timer.add("reward", rollout.env_s)
         if not rollout.turns:
             return rollout, None
-        return rollout, Experience.collate(rollout.turns, self.policy.pad_token_id).to(self.device)
+        exp = Experience.collate(rollout.turns, self.policy.pad_token_id).to(self.device)
+        # rows carry their trajectory ids, so their order is free: longest first, the inference passes' micro-batches
+        # (old log-probs, reference, PPO's values) pad alike too
+        return rollout, exp.longest_first() if self.cfg.group_by_length else exp
 
     def learn(self, exp: Experience, timer: PhaseTimer, memory: MemoryMeter) -> dict[str, float]:
         """The six learning phases on one batch (the order every method follows)."""

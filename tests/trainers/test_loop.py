@@ -151,3 +151,15 @@ def test_a_sapo_critic_warmup_trains_the_readout_without_the_policy_term(make_tr
         row = trainer.run_iteration()
         assert _moved(before, trainer.policy.model) == moves
         assert math.isfinite(row["actor/policy_loss"]) and "actor/value_loss" in row  # reported, not trained on
+
+
+@pytest.mark.parametrize("algo", ["sapo", "ppo"])
+def test_group_by_length_orders_the_batch_longest_first_and_trains(algo, make_trainer):
+    from trainers.profiling import PhaseTimer
+
+    trainer = make_trainer(algo, group_by_length=True, micro_batch_size=3)
+    _, exp = trainer.collect_batch(PhaseTimer(trainer.device))
+    lengths = exp.attention_mask.sum(1).tolist()
+    assert lengths == sorted(lengths, reverse=True) and len(set(lengths)) > 1
+    row = trainer.run_iteration()
+    assert math.isfinite(row["actor/loss"]) and row["rollout/turns"] >= 8
