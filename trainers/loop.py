@@ -293,7 +293,9 @@ class Trainer:
                 if self.iteration == cfg.iterations or (cfg.checkpoint_every and self.iteration % cfg.checkpoint_every == 0):
                     self.save()
                 bar.update(1)
-                bar.set_postfix(success=f"{row['rollout/success']:.2f}", loss=f"{row['actor/loss']:.3f}")
+                # a row may lack either: a critic warm-up has no actor update, a lost batch neither
+                bar.set_postfix({name: f"{row[key]:.{digits}f}" for name, key, digits in
+                                 (("success", "rollout/success", 2), ("loss", "actor/loss", 3)) if key in row})
         finally:
             bar.close()
             if logger is not None:

@@ -141,6 +141,13 @@ def test_a_critic_warmup_leaves_the_actor_of_a_method_with_its_own_critic_or_non
     assert _moved(actor, trainer.policy.model)
 
 
+def test_a_run_with_a_critic_warmup_shows_its_progress(make_trainer):
+    """A warm-up row has no actor statistics: the progress bar shows what the row has (it raised KeyError)."""
+    trainer = make_trainer("grpo", critic_warmup=1, iterations=2, progress=True, checkpoint_every=0)
+    rows = trainer.train()
+    assert "actor/loss" not in rows[0] and "actor/loss" in rows[1]
+
+
 def test_a_sapo_critic_warmup_trains_the_readout_without_the_policy_term(make_trainer):
     """SAPO's V and Q are the actor's: its warm-up update keeps them and drops the policy term. With c_V = c_Q = 0
     and no KL nothing is left, so Adam's first step (a zero gradient moves nothing) leaves the weights bit-equal;
