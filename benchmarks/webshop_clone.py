@@ -1,7 +1,7 @@
 """One epoch of ``--preset webshop-cpu``'s behaviour cloning, whole minibatches against length-grouped micro-batches.
 
 The preset's warm start clones 150 oracle episodes of ``sapo/WebShop-Mini-v0`` (653 turns whose prompts run from
-~90 tokens, a search page, to ~930, a results page) in shuffled 16-turn minibatches. A whole minibatch pads every
+~70 tokens, a search page, to ~930, a results page) in shuffled 16-turn minibatches. A whole minibatch pads every
 turn to its longest one. ``--group-by-length`` runs each minibatch as micro-batches of ``--micro-batch-size``
 turns sorted by length (:func:`trainers.sft.clone_step`; the same gradient). This times one epoch (forward and
 backward, no optimizer step, so every row sees the same weights) for each cut, side by side in one process,

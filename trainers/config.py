@@ -133,10 +133,10 @@ class TrainConfig:
     micro_batch_size: int = 8
     """Turns per forward/backward (gradient accumulation inside a minibatch; bounds memory)."""
     group_by_length: bool = False
-    """Cut each minibatch (the update's and the warm start's) into micro-batches longest turns first, and order the
-    iteration's batch so (the inference passes' micro-batches), so that a short turn is not padded to a long one's
-    length: faster where prompt lengths vary (WebShop's results pages). The warm start's gradient is the same; the
-    update's moves, since each micro-batch's loss is its own token mean."""
+    """Cut each minibatch (the update's and the warm start's) into micro-batches longest turns first, and order each
+    iteration's batch the same way for its inference passes (old log-probs, reference, PPO's values): a short turn is
+    then not padded to a long one's length, which is faster where prompt lengths vary (WebShop's results pages). The
+    warm start's gradient stays the same; the update's moves, since each micro-batch's loss is its own token mean."""
     bf16: bool = False
     """bfloat16 autocast for every forward pass — sampling, old log-probs, reference, PPO's critic, updates —
     over float32 weights (trainers.strategy.TorchStrategy; DeepSpeed: its bf16 mode)."""
