@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from tests.support.params import moved, snapshot
 from trainers.checkpoint import latest_checkpoint
 from trainers.strategy import TrainingDiverged
 from trainers.profiling import PHASES
@@ -118,27 +119,19 @@ def test_bf16_autocast_update_is_finite(make_trainer):
     assert math.isfinite(row["actor/loss"]) and math.isfinite(row["critic/value_loss"])
 
 
-def _weights(module: torch.nn.Module) -> list[torch.Tensor]:
-    return [p.detach().clone() for p in module.parameters()]
-
-
-def _moved(before: list[torch.Tensor], module: torch.nn.Module) -> bool:
-    return any(not torch.equal(b, p) for b, p in zip(before, module.parameters()))
-
-
 @pytest.mark.parametrize("algo", ["ppo", "grpo"])
 def test_a_critic_warmup_leaves_the_actor_of_a_method_with_its_own_critic_or_none(algo, make_trainer):
     """--critic-warmup 1: the first iteration does not move the actor (PPO trains its critic, GRPO has no value
     function to train); the second one does."""
     trainer = make_trainer(algo, critic_warmup=1)
-    actor = _weights(trainer.policy.model)
-    critic = trainer.critic and _weights(trainer.critic.module)
+    actor = snapshot(trainer.policy.model)
+    critic = trainer.critic and snapshot(trainer.critic.module)
     row = trainer.run_iteration()
-    assert not _moved(actor, trainer.policy.model) and not any(k.startswith("actor/") for k in row)
+    assert not moved(actor, trainer.policy.model) and not any(k.startswith("actor/") for k in row)
     if critic is not None:
-        assert _moved(critic, trainer.critic.module) and "critic/value_loss" in row
+        assert moved(critic, trainer.critic.module) and "critic/value_loss" in row
     trainer.run_iteration()
-    assert _moved(actor, trainer.policy.model)
+    assert moved(actor, trainer.policy.model)
 
 
 def test_a_run_with_a_critic_warmup_shows_its_progress(make_trainer):
@@ -154,9 +147,9 @@ def test_a_sapo_critic_warmup_trains_the_readout_without_the_policy_term(make_tr
     with the value terms on, the same iteration moves them."""
     for coef, moves in ((0.0, False), (0.1, True)):
         trainer = make_trainer("sapo", critic_warmup=1, value_coef=coef, q_coef=coef, kl_coef=0.0)
-        before = _weights(trainer.policy.model)
+        before = snapshot(trainer.policy.model)
         row = trainer.run_iteration()
-        assert _moved(before, trainer.policy.model) == moves
+        assert moved(before, trainer.policy.model) == moves
         assert math.isfinite(row["actor/policy_loss"]) and "actor/value_loss" in row  # reported, not trained on
 
 

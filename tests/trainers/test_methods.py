@@ -11,31 +11,24 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tests.support.float_bounds import RECOMPUTE_ATOL
+from tests.support.params import snapshot, unchanged
 from trainers.config import ALGOS  # every registered method (trainers/methods/registry.py)
 from trainers.profiling import PHASES, PhaseTimer
 
 U = torch.finfo(torch.float32).eps / 2  # float32 unit roundoff
 
 
-def _snapshot(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {n: p.detach().clone() for n, p in module.named_parameters() if p.requires_grad}
-
-
-def _unchanged(before: dict[str, torch.Tensor], module: torch.nn.Module) -> list[str]:
-    return [n for n, p in module.named_parameters() if n in before and torch.equal(before[n], p.detach())]
-
-
 @pytest.mark.parametrize("algo", ALGOS)
 def test_one_update_is_finite_and_moves_every_parameter(make_trainer, algo):
     trainer = make_trainer(algo)
-    policy_before = _snapshot(trainer.policy.model)
-    critic_before = _snapshot(trainer.method.critic) if trainer.method.critic is not None else {}
+    policy_before = snapshot(trainer.policy.model)
+    critic_before = snapshot(trainer.method.critic) if trainer.method.critic is not None else {}
     row = trainer.run_iteration()
     assert math.isfinite(row["actor/loss"]) and math.isfinite(row["actor/policy_loss"])
     assert row["rollout/invalid_rate"] < 1.0, "the warm start should give some valid actions"
-    assert _unchanged(policy_before, trainer.policy.model) == []
+    assert unchanged(policy_before, trainer.policy.model) == []
     if algo == "ppo":
-        assert math.isfinite(row["critic/value_loss"]) and _unchanged(critic_before, trainer.method.critic) == []
+        assert math.isfinite(row["critic/value_loss"]) and unchanged(critic_before, trainer.method.critic) == []
     if algo == "sapo":
         assert math.isfinite(row["actor/value_loss"]) and math.isfinite(row["actor/q_loss"])
     assert trainer.iteration == 1
