@@ -37,8 +37,9 @@ def run(args: argparse.Namespace) -> int:
     export_policy(trainer, trainer.out_dir / "final")
     if not trainer.is_main:  # under torchrun: rank 0 reports and evaluates
         return 0
-    if rows:
-        last = rows[-1]
+    played = [row for row in rows if "rollout/success" in row]  # not an iteration whose episodes were all lost
+    if played:
+        last = played[-1]
         print(f"{cfg.algo}: {len(rows)} iterations, last rollout success {last['rollout/success']:.2f}, "
               f"{last['time/iteration']:.2f} s/iteration; metrics: {trainer.out_dir / 'metrics.jsonl'}")
     if args.eval_split:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -239,6 +240,37 @@ def test_collapse_by_hand():
     assert collapse([0.0] * 4, [0.2, 0.0, 0.0, 0.3]) is None  # recovered
     assert collapse([0.0] * 4, [0.0, 0.0, 0.0, 0.0]) is None  # never above 0: nothing to fall from
     assert collapse([0.0] * 3, [0.5, 0.0, 0.0]) is None  # only 2 iterations at 0
+    # None: an iteration whose episodes were all lost (--env-workers ray) is skipped, neither breaking nor counting
+    assert collapse([0.1, 0.6, None, 0.7, 0.9], [0.3] * 5) == "invalid-format rate above 0.5 for 3 iterations from iteration 1"
+    assert collapse([0.6, None, 0.7], [0.3] * 3) is None  # two observed iterations only
+    assert collapse([0.0] * 5, [0.2, 0.0, None, 0.0, 0.0]) == "success 0 from iteration 1 to the end (3 iterations)"
+    assert collapse([0.0] * 4, [0.2, 0.0, 0.0, None]) is None  # 2 observed zeros
+
+
+def test_a_run_with_an_iteration_of_lost_episodes_is_reported(tmp_path):
+    """``--env-workers ray``: an iteration whose episodes were all lost with their workers writes a row without
+    rollout metrics. The report keeps it as a gap (JSON null), its collapse check skips it, and the plots draw."""
+    pytest.importorskip("matplotlib")
+    from trainers.compare.config import CompareConfig
+    from trainers.compare.plots import write_plots
+    from trainers.compare.report import build_results
+    from trainers.compare.runner import RunResult
+
+    def row(i: int, success: float | None) -> dict:
+        if success is None:
+            return {"iteration": i, "rollout/dropped_episodes": 8, "rollout/skipped_update": 1, "time/generation": 1.0}
+        return {"iteration": i, "rollout/success": success, "rollout/invalid_rate": 0.0, "time/generation": 1.0}
+
+    summary = {"all": {"episodes": 60, "success": 0.5, "score": 0.5}}
+    start = RunResult("warm-start", None, None, {"all": {"episodes": 60, "success": 0.3, "score": 0.3}}, [], 1.0, 1.0, "")
+    runs = [RunResult(f"sapo-seed{k}", "sapo", k, summary, [row(0, 0.2), row(1, None), row(2, 0.4)], 1.0, 1.0, "")
+            for k in (0, 1)]
+    res = build_results(CompareConfig().replace(algos="sapo", seeds=2, out=str(tmp_path)), start, runs, complete=True)
+    sapo = res["methods"]["sapo"]
+    assert sapo["curves"]["rollout_success"] == [[0.2, None, 0.4]] * 2
+    assert sapo["collapses"] == {"0": None, "1": None}
+    json.dumps(res, allow_nan=False)  # strict JSON: the gap is null, not NaN
+    assert {p.name for p in write_plots(res, tmp_path / "plots")} >= {"learning_curves.png", "learning_curves.svg"}
 
 
 def test_a_killed_compare_takes_its_worker_processes_with_it(tmp_path):

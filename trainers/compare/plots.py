@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +42,16 @@ def _save(fig: Any, out: Path, name: str) -> list[Path]:
 
 
 def _band(ax: Any, x: Any, series: list[list[float]], colour: str | None, label: str, marker: str | None = None) -> None:
-    """Mean over seeds as a line, the min–max over seeds as a band."""
+    """Mean over seeds as a line, the min–max over seeds as a band (``None``, an iteration without episodes, is a gap)."""
     import numpy as np
 
-    ys = np.asarray([s[: len(x)] for s in series if len(s) >= len(x)], dtype=float)
-    ax.plot(x, ys.mean(0), color=colour, label=f"{label} (n={len(ys)})", lw=2, marker=marker)
+    ys = np.asarray([s[: len(x)] for s in series if len(s) >= len(x)], dtype=float)  # None → nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a column that is nan for every seed stays nan: a gap
+        mean, low, high = np.nanmean(ys, 0), np.nanmin(ys, 0), np.nanmax(ys, 0)
+    ax.plot(x, mean, color=colour, label=f"{label} (n={len(ys)})", lw=2, marker=marker)
     if len(ys) > 1:
-        ax.fill_between(x, ys.min(0), ys.max(0), color=colour, alpha=0.2, lw=0)
+        ax.fill_between(x, low, high, color=colour, alpha=0.2, lw=0)
 
 
 def learning_curves(res: dict[str, Any], axes: Any) -> None:

@@ -73,13 +73,14 @@ def _method(algo: str, runs: list[RunResult], start: RunResult, categories: list
         "iteration_seconds": sum(phases.values()),
         "curves": {
             "iteration": [row["iteration"] for row in runs[0].metrics],
-            "rollout_success": [[row["rollout/success"] for row in r.metrics] for r in runs],
+            "rollout_success": [[row.get("rollout/success") for row in r.metrics] for r in runs],
             **_held_out_curves(runs, start),
         },
         "bundles": [r.bundle for r in runs],
         "per_seed": {str(r.seed): r.summary for r in runs},
-        "collapses": {str(r.seed): collapse([row["rollout/invalid_rate"] for row in r.metrics],
-                                            [row["rollout/success"] for row in r.metrics]) for r in runs},
+        # an iteration whose episodes were all lost with their env workers has no rollout metrics: None
+        "collapses": {str(r.seed): collapse([row.get("rollout/invalid_rate") for row in r.metrics],
+                                            [row.get("rollout/success") for row in r.metrics]) for r in runs},
     }
 
 

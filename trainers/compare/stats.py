@@ -151,21 +151,25 @@ def lift_over(baseline: float, per_seed: Sequence[float], episodes: int = 0, bas
     return Lift(baseline, after, verdict, low, high)
 
 
-def collapse(invalid_rates: Sequence[float], successes: Sequence[float], window: int = 3) -> str | None:
+def collapse(invalid_rates: Sequence[float | None], successes: Sequence[float | None], window: int = 3) -> str | None:
     """Did a training run collapse? ``None``, or the first collapse as a sentence.
 
     Two kinds, on the per-iteration rollout metrics: the invalid-format rate above 0.5 for ``window``
     consecutive iterations; or success falling to 0 and staying there (0 from some iteration to the end,
-    at least ``window`` iterations long, after a success above 0).
+    at least ``window`` iterations long, after a success above 0). ``None`` marks an iteration without
+    episodes (all lost with their env workers): it is skipped, neither breaking a run nor counting in it.
     """
-    run = 0
+    run, first = 0, 0
     for i, rate in enumerate(invalid_rates):
-        run = run + 1 if rate > 0.5 else 0
+        if rate is None:
+            continue
+        run, first = (run + 1, first if run else i) if rate > 0.5 else (0, 0)
         if run == window:
-            return f"invalid-format rate above 0.5 for {window} iterations from iteration {i - window + 1}"
-    tail = len(successes)
-    while tail > 0 and successes[tail - 1] == 0:
+            return f"invalid-format rate above 0.5 for {window} iterations from iteration {first}"
+    seen = [(i, s) for i, s in enumerate(successes) if s is not None]
+    tail = len(seen)
+    while tail > 0 and seen[tail - 1][1] == 0:
         tail -= 1
-    if len(successes) - tail >= window and any(s > 0 for s in successes[:tail]):
-        return f"success 0 from iteration {tail} to the end ({len(successes) - tail} iterations)"
+    if len(seen) - tail >= window and any(s > 0 for _, s in seen[:tail]):
+        return f"success 0 from iteration {seen[tail][0]} to the end ({len(seen) - tail} iterations)"
     return None
