@@ -228,6 +228,14 @@ class TrainConfig:
     """Passes over the expert turns."""
     sft_lr: float = 1e-4
     """Learning rate of the warm start."""
+    readout_warmup_episodes: int = 0
+    """SAPO only: before RL (after any behaviour-cloning warm start), roll the policy out for this many training
+    episodes and fit its V and Q readouts to their discounted returns (trainers/readout_warmup.py); 0 = off.
+    Our choice, not the paper's: the RL loop's one step per iteration leaves the readout near a constant at CPU scale."""
+    readout_warmup_epochs: int = 1
+    """Passes over the readout warm start's turns (16-turn minibatches)."""
+    readout_warmup_lr: float = 3e-5
+    """Learning rate of the readout warm start (every weight moves, so it is kept low)."""
 
     def __post_init__(self) -> None:
         for name, valid in CHOICES.items():
@@ -248,9 +256,13 @@ class TrainConfig:
                 f"episodes_per_iteration ({self.episodes_per_iteration}) must be a multiple of the group size "
                 f"({self.rollouts_per_task}) so that every method plays the same number of episodes"
             )
-        for name in ("iterations", "episodes_per_iteration", "ppo_epochs", "minibatches", "micro_batch_size", "max_response_tokens"):
+        for name in ("iterations", "episodes_per_iteration", "ppo_epochs", "minibatches", "micro_batch_size", "max_response_tokens",
+                     "readout_warmup_epochs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("critic_warmup", "sft_episodes", "readout_warmup_episodes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 
     def _check_lora(self) -> None:
         if self.lora_rank < 0:

@@ -32,6 +32,7 @@ import copy
 import functools
 import random
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -69,9 +70,9 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, policy: Any | None = None):
         self.cfg = cfg
         self.distributed = cfg.strategy == "deepspeed"
-        if self.distributed and cfg.sft_episodes > 0:
-            raise ValueError("the warm start (--sft-episodes) trains outside the strategy: run it with --strategy torch, "
-                             "then start the DeepSpeed run from the saved model (--model DIR)")
+        if self.distributed and (cfg.sft_episodes > 0 or cfg.readout_warmup_episodes > 0):
+            raise ValueError("the warm starts (--sft-episodes, --readout-warmup-episodes) train outside the strategy: run "
+                             "them with --strategy torch, then start the DeepSpeed run from the saved model (--model DIR)")
         self.strategy = make_strategy(StrategyConfig(
             backend=cfg.strategy, zero_stage=cfg.zero_stage, bf16=cfg.bf16, grad_clip=cfg.grad_clip,
             gradient_checkpointing=cfg.gradient_checkpointing, device=cfg.device))
@@ -126,6 +127,14 @@ class Trainer:
         """A frozen copy of the current policy in ``cfg.reference_dtype``: the KL reference."""
         dtype = resolve_dtype(self.cfg.reference_dtype, self.cfg.device)
         return copy.deepcopy(self.policy.model).to(getattr(torch, dtype)).eval().requires_grad_(False)
+
+    @property
+    def fits_readout(self) -> bool:
+        """Whether :meth:`train` warm-starts SAPO's readout first (``cfg.readout_warmup_episodes``; SAPO only)."""
+        if self.cfg.readout_warmup_episodes > 0 and not self.method.readout:
+            warnings.warn(f"--readout-warmup-episodes fits SAPO's readout; {self.cfg.algo} has none, so it is skipped",
+                          stacklevel=2)
+        return self.cfg.readout_warmup_episodes > 0 and self.method.readout
 
     @property
     def is_main(self) -> bool:
@@ -272,10 +281,15 @@ class Trainer:
         from tqdm import tqdm
 
         cfg = self.cfg
-        if self.iteration == 0 and self.last_checkpoint is None and cfg.sft_episodes > 0:
-            from trainers.sft import warm_start
+        if self.iteration == 0 and self.last_checkpoint is None and (cfg.sft_episodes > 0 or self.fits_readout):
+            if cfg.sft_episodes > 0:
+                from trainers.sft import warm_start
 
-            warm_start(self.policy, cfg, cfg.gym_make_kwargs())
+                warm_start(self.policy, cfg, cfg.gym_make_kwargs())
+            if self.fits_readout:
+                from trainers.readout_warmup import readout_warm_start
+
+                readout_warm_start(self)
             self.start_reinforcement()
             self.save()
         logger = MetricsLogger(self.out_dir, self.iteration, cfg.tensorboard) if self.is_main else None

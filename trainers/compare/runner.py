@@ -179,11 +179,12 @@ def prepare_warm_start(cfg: CompareConfig, state: CompareState) -> tuple[str, Ru
     """
     from sapo_gym.evaluation import summarize
     from trainers.loop import Trainer
+    from trainers.readout_warmup import readout_warm_start
     from trainers.sft import warm_start
 
     folder = Path(cfg.out) / "warm_start"
     # 'tiny' is a seeded random init: save it too, so that every seed starts from the same weights
-    saved = cfg.train.sft_episodes > 0 or cfg.train.model == "tiny"
+    saved = cfg.train.sft_episodes > 0 or cfg.train.readout_warmup_episodes > 0 or cfg.train.model == "tiny"
     model_path = str(folder / "policy") if saved else cfg.train.model
     if state.warm_start_done and (folder / "result.json").exists():
         return model_path, read_result(folder / "result.json")
@@ -193,6 +194,7 @@ def prepare_warm_start(cfg: CompareConfig, state: CompareState) -> tuple[str, Ru
     t0, losses = time.perf_counter(), []
     if cfg.train.sft_episodes > 0:
         losses = warm_start(trainer.policy, tcfg, tcfg.gym_make_kwargs())
+    readout = readout_warm_start(trainer) if trainer.fits_readout else None  # shared: every method starts from it
     if saved:
         trainer.policy.save_pretrained(model_path)
     train_s = time.perf_counter() - t0
@@ -204,7 +206,8 @@ def prepare_warm_start(cfg: CompareConfig, state: CompareState) -> tuple[str, Ru
     bundle = _write_bundle(cfg, "warm-start", records, tcfg.gym_make_kwargs(), trainer.policy, None, budget)
     trainer.vec.close()
     result = RunResult("warm-start", None, None, summarize(records), [], train_s, eval_s, bundle,
-                       {"sft_loss": losses, "first_seed_success": first_seed_success(records, cfg)})
+                       {"sft_loss": losses, "first_seed_success": first_seed_success(records, cfg),
+                        **({"readout_warmup": readout} if readout else {})})
     _write_json(folder / "result.json", dataclasses.asdict(result))
     state.warm_start_done = True
     state.save(cfg)
@@ -218,7 +221,7 @@ def run_one(cfg: CompareConfig, algo: str, seed: int, model_path: str) -> RunRes
     from trainers.metrics import read_metrics
 
     name = run_key(algo, seed)
-    tcfg = dataclasses.replace(cfg.train_config(algo, seed), model=model_path, sft_episodes=0)
+    tcfg = dataclasses.replace(cfg.train_config(algo, seed), model=model_path, sft_episodes=0, readout_warmup_episodes=0)
     trainer = Trainer(tcfg)
     t0 = time.perf_counter()
     trainer.train(after_iteration=held_out_curve(cfg, tcfg.gym_make_kwargs()))
