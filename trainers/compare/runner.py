@@ -203,6 +203,8 @@ def prepare_warm_start(cfg: CompareConfig, state: CompareState) -> tuple[str, Ru
     eval_s = time.perf_counter() - t0
     budget = (f"behaviour cloning on {cfg.train.sft_episodes} {cfg.train.sft_agent} episodes x {cfg.train.sft_epochs} epochs"
               if cfg.train.sft_episodes else "none (base model)")
+    if readout:
+        budget += f"; SAPO's readout fitted on the returns of {readout['turns']} turns of its own rollouts"
     bundle = _write_bundle(cfg, "warm-start", records, tcfg.gym_make_kwargs(), trainer.policy, None, budget)
     trainer.vec.close()
     result = RunResult("warm-start", None, None, summarize(records), [], train_s, eval_s, bundle,
