@@ -18,7 +18,7 @@ The paper leaves warm-starting the readout open; this is our choice, off by defa
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
@@ -30,7 +30,7 @@ from trainers.experience import Experience, micro_batches
 from trainers.forward import forward_positions, readout_values
 from trainers.rollout import collect
 
-__all__ = ["readout_loss", "readout_step", "fit_readout", "collect_returns", "readout_warm_start"]
+__all__ = ["readout_loss", "readout_step", "fit_readout", "collect_returns", "explained", "readout_warm_start"]
 
 BATCH_TURNS = 16
 """Turns per optimizer step (the clone's minibatch)."""
@@ -59,9 +59,11 @@ def readout_step(policy: Any, mb: Experience, cfg: TrainConfig) -> float:
     return loss
 
 
-def fit_readout(policy: Any, data: Experience, returns: Tensor, cfg: TrainConfig) -> list[float]:
+def fit_readout(policy: Any, data: Experience, returns: Tensor, cfg: TrainConfig,
+                on_step: Callable[[int], None] | None = None) -> list[float]:
     """Fit the readout of ``policy`` to ``returns (B,)`` of the turns in ``data``; the mean loss of each epoch.
-    Each step is one shuffled minibatch of :data:`BATCH_TURNS` turns (:func:`readout_step`)."""
+    Each step is one shuffled minibatch of :data:`BATCH_TURNS` turns (:func:`readout_step`); ``on_step(k)`` is
+    called after the k-th (benchmarks/readout_generalization.py measures held-out episodes there)."""
     params = [p for p in policy.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.readout_warmup_lr)
     shuffle = torch.Generator().manual_seed(cfg.seed)
@@ -75,6 +77,8 @@ def fit_readout(policy: Any, data: Experience, returns: Tensor, cfg: TrainConfig
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
             steps += 1
+            if on_step is not None:
+                on_step(len(history) * -(-len(data) // BATCH_TURNS) + steps)
         history.append(total / max(steps, 1))
     return history
 
@@ -111,13 +115,14 @@ def readout_warm_start(trainer: Any) -> dict[str, Any]:
     cfg = trainer.cfg
     data, returns = collect_returns(trainer, cfg.readout_warmup_episodes)
     data, returns = data.to(trainer.device), returns.to(trainer.device)
-    before = _explained(trainer.policy, data, returns, cfg)
+    before = explained(trainer.policy, data, returns, cfg)
     loss = fit_readout(trainer.policy, data, returns, cfg)
     return {"loss": loss, "turns": len(data), "explained_var_before": before,
-            "explained_var_after": _explained(trainer.policy, data, returns, cfg)}
+            "explained_var_after": explained(trainer.policy, data, returns, cfg)}
 
 
-def _explained(policy: Any, data: Experience, returns: Tensor, cfg: TrainConfig) -> float:
+def explained(policy: Any, data: Experience, returns: Tensor, cfg: TrainConfig) -> float:
+    """How much of ``returns (B,)`` the readout's V explains on the turns of ``data`` (``explained_variance``)."""
     with torch.no_grad():
         v = torch.cat([_readout(policy, micro, cfg)[0] for micro in micro_batches(data, cfg.micro_batch_size, False)])
     return float(explained_variance(v, returns))

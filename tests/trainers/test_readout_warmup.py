@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 
 from agents.policy import PolicyModel  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
-from trainers.readout_warmup import _explained, collect_returns, fit_readout, readout_loss, readout_step  # noqa: E402
+from trainers.readout_warmup import explained, collect_returns, fit_readout, readout_loss, readout_step  # noqa: E402
 from trainers.sft import Demonstration, _batch  # noqa: E402
 
 
@@ -74,9 +74,9 @@ def test_fit_readout_learns_the_returns_it_is_shown():
     batch = _batch(policy, demos)
     returns = torch.tensor([0.0, 10.0, 0.0, 9.0, 8.1, 0.0])
     cfg = TrainConfig(readout_warmup_epochs=100, readout_warmup_lr=1e-3)
-    assert _explained(policy, batch, returns, cfg) == 0.0
+    assert explained(policy, batch, returns, cfg) == 0.0
     loss = fit_readout(policy, batch, returns, cfg)
-    assert loss[-1] < 0.1 * loss[0] and _explained(policy, batch, returns, cfg) > 0.5
+    assert loss[-1] < 0.1 * loss[0] and explained(policy, batch, returns, cfg) > 0.5
 
 
 def test_train_fits_the_readout_once_before_the_first_iteration(make_trainer, monkeypatch):
