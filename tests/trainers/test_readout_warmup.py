@@ -10,8 +10,16 @@ torch = pytest.importorskip("torch")
 
 from agents.policy import PolicyModel  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
+from trainers.forward import action_log_probs, forward_positions  # noqa: E402
 from trainers.readout_warmup import explained, collect_returns, fit_readout, readout_loss, readout_step  # noqa: E402
 from trainers.sft import Demonstration, _batch  # noqa: E402
+
+
+def own_log_probs(policy: PolicyModel, batch) -> torch.Tensor:
+    """``(B, T)`` the policy's own log-probs of the batch's action tokens (temperature 1), 0 elsewhere."""
+    with torch.no_grad():
+        logits = forward_positions(policy.model, batch)
+        return action_log_probs(logits, batch, tuple(policy.value_token_ids), 1.0).to(batch.old_log_probs.dtype)
 
 
 def test_readout_loss_by_hand():
@@ -23,9 +31,10 @@ def test_readout_loss_by_hand():
 @pytest.mark.parametrize("by_length", [False, True])
 def test_a_micro_batched_readout_step_is_the_minibatch_gradient(by_length):
     """Six turns of different lengths, fitted whole and in micro-batches of 4 and 2 (longest first when ``by_length``):
-    each micro-batch's row sum over the minibatch's rows adds up to the minibatch's mean, so the loss and gradient
-    agree up to the order of summation. The model is float64 but the readout is float32 (u = 6e-8): regrouping n
-    rows' terms moves the loss by at most ~n·u relative and each gradient entry by ~n·u of the largest entry."""
+    row sums over the minibatch's rows and KL token sums over its tokens add up to the minibatch's loss, so the loss
+    and gradient agree up to the order of summation. The model is float64 but the readout and the log-probs are
+    float32 (u = 6e-8): regrouping n terms (n: the action tokens, more than the rows) moves the loss by at most ~n·u
+    relative and each gradient entry by ~n·u of the largest entry."""
     policy = PolicyModel.tiny(seed=0)
     policy.model.double()
     with torch.no_grad():  # w⁺/w⁻ start equal (V ≡ 0); part them so that V and Q vary across the rows
@@ -34,19 +43,37 @@ def test_a_micro_batched_readout_step_is_the_minibatch_gradient(by_length):
              for k in range(1, 7)]
     batch = _batch(policy, demos)
     batch.value_targets = torch.tensor([0.0, 10.0, 0.0, 9.0, 8.1, 0.0])
+    batch.old_log_probs = own_log_probs(policy, batch) - 0.5 * batch.action_mask  # sampled elsewhere: the KL is not 0
 
-    def gradient(size: int, grouped: bool) -> tuple[float, torch.Tensor]:
+    def gradient(size: int, grouped: bool, kl: float = 1.0) -> tuple[float, torch.Tensor]:
         policy.model.zero_grad(set_to_none=True)
-        loss = readout_step(policy, batch, TrainConfig(micro_batch_size=size, group_by_length=grouped))
+        cfg = TrainConfig(micro_batch_size=size, group_by_length=grouped, readout_warmup_kl=kl)
+        loss = readout_step(policy, batch, cfg)
         return loss, torch.cat([p.grad.flatten() for p in policy.model.parameters() if p.grad is not None])
 
     whole_loss, whole = gradient(len(batch), False)
-    assert whole.abs().max() > 0
-    bound = len(batch) * torch.finfo(torch.float32).eps
+    assert not torch.equal(gradient(len(batch), False, kl=0.0)[1], whole)  # the KL term is in the gradient
+    bound = int(batch.action_mask.sum()) * torch.finfo(torch.float32).eps
     for size in (4, 2):
         loss, grad = gradient(size, by_length)
         assert loss == pytest.approx(whole_loss, rel=bound)
         torch.testing.assert_close(grad, whole, rtol=0, atol=bound * float(whole.abs().max()))
+
+
+def test_the_kl_term_holds_the_actions_where_they_were_sampled():
+    """With targets V already meets (V ≡ 0 = G) the readout term is 0, and at the sampler's own log-probs the KL is 0
+    too. With the log-probs recorded 1 lower than the policy's, the KL term alone is e^(−1) and has a gradient."""
+    policy = PolicyModel.tiny(seed=0)
+    demos = [Demonstration("Task: open the vault", "<think>try</think><action>press red</action>")]
+    batch = _batch(policy, demos)
+    batch.value_targets = torch.zeros(1)
+    batch.old_log_probs = own_log_probs(policy, batch)
+    assert readout_step(policy, batch, TrainConfig()) == pytest.approx(0.0, abs=1e-6)
+    batch.old_log_probs = batch.old_log_probs - 1.0 * batch.action_mask
+    policy.model.zero_grad(set_to_none=True)
+    # each token's k3 is e^(−1) − (−1) − 1 = e^(−1), so is their mean; float32 (u = 6e-8) over ~20 tokens: 1e-5 relative
+    assert readout_step(policy, batch, TrainConfig()) == pytest.approx(math.exp(-1.0), rel=1e-5)
+    assert any(p.grad is not None and p.grad.abs().max() > 0 for p in policy.model.parameters())
 
 
 def test_collected_returns_are_each_turns_discounted_return(make_trainer):
@@ -73,7 +100,7 @@ def test_fit_readout_learns_the_returns_it_is_shown():
              for k in range(1, 7)]
     batch = _batch(policy, demos)
     returns = torch.tensor([0.0, 10.0, 0.0, 9.0, 8.1, 0.0])
-    cfg = TrainConfig(readout_warmup_epochs=100, readout_warmup_lr=1e-3)
+    cfg = TrainConfig(readout_warmup_epochs=100, readout_warmup_lr=1e-3, readout_warmup_kl=0.0)  # the readout term alone
     assert explained(policy, batch, returns, cfg) == 0.0
     loss = fit_readout(policy, batch, returns, cfg)
     assert loss[-1] < 0.1 * loss[0] and explained(policy, batch, returns, cfg) > 0.5
@@ -96,6 +123,7 @@ def test_a_method_without_a_readout_says_it_skips_the_readout_warm_start(make_tr
         assert not trainer.fits_readout
 
 
-def test_a_negative_readout_warm_start_is_refused():
-    with pytest.raises(ValueError, match="readout_warmup_episodes must be >= 0"):
-        TrainConfig(readout_warmup_episodes=-1)
+@pytest.mark.parametrize("field", ["readout_warmup_episodes", "readout_warmup_kl"])
+def test_a_negative_readout_warm_start_setting_is_refused(field):
+    with pytest.raises(ValueError, match=f"{field} must be >= 0"):
+        TrainConfig(**{field: -1})
