@@ -48,13 +48,18 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=3e-5, help="the fit's learning rate")
     parser.add_argument("--epochs", type=int, default=2, help="passes over the fitted turns")
     parser.add_argument("--every", type=int, default=100, help="measure every N steps")
+    parser.add_argument("--kl", type=float, default=None,
+                        help="weight of the fit's KL from the sampled log-probs (default: TrainConfig's readout_warmup_kl)")
     args = parser.parse_args()
     print(cpu_line(), f"torch {torch.__version__}", flush=True)
 
     with tempfile.TemporaryDirectory() as out:
         cfg = dataclasses.replace(CompareConfig().train_config("sapo", 0, model=args.model), out_dir=out, resume=False,
                                   episodes_per_iteration=16, readout_warmup_lr=args.lr, readout_warmup_epochs=args.epochs)
+        if args.kl is not None:
+            cfg = dataclasses.replace(cfg, readout_warmup_kl=args.kl)
         trainer = Trainer(cfg)
+        print(f"lr {cfg.readout_warmup_lr}, epochs {cfg.readout_warmup_epochs}, KL weight {cfg.readout_warmup_kl}", flush=True)
         t0 = time.perf_counter()
         data, returns = collect_returns(trainer, args.episodes)
         trainer.close()
