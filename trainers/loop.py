@@ -281,12 +281,14 @@ class Trainer:
         from tqdm import tqdm
 
         cfg = self.cfg
-        if self.iteration == 0 and self.last_checkpoint is None and (cfg.sft_episodes > 0 or self.fits_readout):
+        fresh = self.iteration == 0 and self.last_checkpoint is None
+        fit_readout = fresh and self.fits_readout
+        if fresh and (cfg.sft_episodes > 0 or fit_readout):
             if cfg.sft_episodes > 0:
                 from trainers.sft import warm_start
 
                 warm_start(self.policy, cfg, cfg.gym_make_kwargs())
-            if self.fits_readout:
+            if fit_readout:
                 from trainers.readout_warmup import readout_warm_start
 
                 readout_warm_start(self)

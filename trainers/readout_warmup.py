@@ -104,7 +104,8 @@ def collect_returns(trainer: Any, episodes: int) -> tuple[Experience, Tensor]:
     parts, targets = [], []
     for k in range(-(-episodes // per_batch)):
         with torch.no_grad():
-            rollout = collect(trainer.vec, trainer.agent.act_detailed, episode=cfg.iterations + k, seed=cfg.seed)
+            rollout = collect(trainer.vec, trainer.agent.act_detailed, episode=cfg.iterations + k, seed=cfg.seed,
+                              score_reward=cfg.r_max if cfg.train_reward == "score" else None)  # RL's own reward
         if not rollout.turns:
             continue
         exp = Experience.collate(rollout.turns, trainer.policy.pad_token_id)
