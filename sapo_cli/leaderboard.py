@@ -73,6 +73,10 @@ def _register_serve(cmds: argparse._SubParsersAction) -> None:
                         "--max-connections and timeouts; the replay verifier runs in worker 0 only (with --no-verify "
                         "in none: run 'leaderboard verify --forever' beside it). PostgreSQL is the production database; "
                         "SQLite (WAL) works but every write waits for the one before")
+    s.add_argument("--db-pool", type=_positive_int, default=30,
+                   help="PostgreSQL connections each server process may hold at once (10 kept open, the rest when busy); "
+                        "--workers N opens up to N times as many (plus one for the parent at start-up), which the "
+                        "database's max_connections must hold")
     s.add_argument("--body-timeout", type=float, default=None,
                    help="seconds a client has to send a request body, however it trickles in (408 past it; default: "
                         "10 + the max upload at 1 MiB/s, 74 for 64 MiB)")
@@ -107,7 +111,7 @@ def server_config(args: argparse.Namespace, port: int):  # type: ignore[no-untyp
     """``serve``'s arguments as the app's :class:`~leaderboard.server.app.ServerConfig` (also for gunicorn: sapo_cli.leaderboard_wsgi)."""
     from leaderboard.server.app import ServerConfig
 
-    return ServerConfig(db_url=args.db, max_upload_mb=args.max_upload_mb, boards=tuple(args.board) if args.board else None,
+    return ServerConfig(db_url=args.db, db_pool=args.db_pool, max_upload_mb=args.max_upload_mb, boards=tuple(args.board) if args.board else None,
                         verify=not args.no_verify, base_url=args.base_url or f"http://{args.host}:{port}",
                         rate_per_minute=args.rate_per_minute, rate_burst=args.rate_burst,
                         live_max_open=args.live_max_open, live_max_parallel=args.live_max_parallel,
@@ -135,6 +139,7 @@ def _serve(args: argparse.Namespace) -> int:
     import logging
 
     from leaderboard.server.app import create_app
+    from leaderboard.server.db import shown_url
     from leaderboard.server.serving import listen, serve
 
     # the pid on every line: with --workers, it says which worker served a request
@@ -146,7 +151,7 @@ def _serve(args: argparse.Namespace) -> int:
         return _serve_workers(args, listener, config)
     app = create_app(config)
     _boards_ready(args, app)
-    print(f"sapo-gym leaderboard on http://{args.host}:{port}/ (database {args.db})", flush=True)
+    print(f"sapo-gym leaderboard on http://{args.host}:{port}/ (database {shown_url(args.db)})", flush=True)
     serve(app, listener, args.request_timeout, args.header_timeout, args.max_connections)
     return 0
 
@@ -159,11 +164,12 @@ def _serve_workers(args: argparse.Namespace, listener, config) -> int:  # type: 
 
     from leaderboard.server import prefork
     from leaderboard.server.app import create_app
+    from leaderboard.server.db import shown_url
     from leaderboard.server.serving import serve
     from leaderboard.server.store import Store
 
-    Store(config.db_url).engine.dispose()  # the tables, once: fresh processes racing create_all fail on PostgreSQL
-    print(f"sapo-gym leaderboard on http://{args.host}:{listener.getsockname()[1]}/ (database {args.db})", flush=True)
+    Store(config.db_url, config.db_pool).engine.dispose()  # the tables, once: fresh processes racing create_all fail on PostgreSQL
+    print(f"sapo-gym leaderboard on http://{args.host}:{listener.getsockname()[1]}/ (database {shown_url(args.db)})", flush=True)
 
     def worker(index: int) -> None:
         app = create_app(dataclasses.replace(config, verify=config.verify and index == 0))  # one verifier thread

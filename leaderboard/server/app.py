@@ -10,6 +10,7 @@ from werkzeug.exceptions import HTTPException
 
 from leaderboard.boards import BoardRegistry
 from leaderboard.server import security
+from leaderboard.server.db import DEFAULT_POOL
 from leaderboard.server.limits import RateLimiter, body_seconds, install_body_deadline
 from leaderboard.server.store import Store
 from leaderboard.server.worker import Verifier
@@ -23,6 +24,8 @@ class ServerConfig:
 
     db_url: str = "sqlite:///leaderboard.db"
     """SQLAlchemy URL: ``sqlite:///path.db`` (WAL) or ``postgresql://user@host/db``."""
+    db_pool: int = DEFAULT_POOL
+    """PostgreSQL connections this process may hold at once (``--workers N`` processes: N times as many)."""
     max_upload_mb: float = 64.0
     """Largest accepted upload (and largest gzip-decompressed bundle), in MiB."""
     boards: tuple[str, ...] | None = None
@@ -91,7 +94,7 @@ def create_app(config: ServerConfig | None = None) -> Flask:
     seconds = config.body_seconds if config.body_seconds is not None else body_seconds(app.config["MAX_CONTENT_LENGTH"])
     install_body_deadline(app, seconds)  # before security's hook, which reads API bodies
     security.install(app, config.base_url)  # before the blueprints: it bounds their <int:...> ids
-    store = Store(config.db_url)
+    store = Store(config.db_url, config.db_pool)
     verifier = Verifier(store, config.poll_seconds)
     keys = config.boards
     if config.private_seed is not None:  # the private boards join the hosted ones (this process holds the seed)

@@ -235,14 +235,38 @@ def _sqlite_pragmas(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for ``url`` (``sqlite:///path.db`` or ``postgresql://...``) with the tables created."""
+def shown_url(url: str) -> str:
+    """``url`` as it may be printed or logged: the password masked (``postgresql://user:***@host/db``).
+
+    A URL SQLAlchemy cannot parse is not echoed at all, since its password could sit anywhere in it."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return "<a database URL that does not parse>"
+
+
+DEFAULT_POOL = 30
+"""PostgreSQL connections one process may hold at once (:func:`make_engine`): 10 kept open, 20 more when busy."""
+
+
+def make_engine(url: str, pool: int = DEFAULT_POOL) -> Engine:
+    """An engine for ``url`` (``sqlite:///path.db`` or ``postgresql://...``) with the tables created.
+
+    ``pool`` bounds the PostgreSQL connections this process opens (up to 10 kept, the rest opened when busy and
+    closed after); a request that finds them all taken waits up to 30 s for one. N server processes open at most
+    N·pool, which the database's ``max_connections`` must hold."""
+    if pool < 1:
+        raise ValueError(f"pool must be >= 1, got {pool}")
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         _sqlite_pragmas(engine)
     else:
         # a statement (or a wait for a lock) that runs past 30 s is cancelled: no request holds a connection forever
-        engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, pool_timeout=30,
+        kept = min(10, pool)
+        engine = create_engine(url, pool_pre_ping=True, pool_size=kept, max_overflow=pool - kept, pool_timeout=30,
                                connect_args={"options": "-c statement_timeout=30000 -c lock_timeout=30000"})
     Base.metadata.create_all(engine)
     return engine

@@ -18,7 +18,7 @@ from leaderboard.boards import Board
 from leaderboard.private import is_private
 from leaderboard.server import queue
 from leaderboard.server import provenance
-from leaderboard.server.db import Submission, Token, make_engine
+from leaderboard.server.db import DEFAULT_POOL, Submission, Token, make_engine
 
 __all__ = ["Store", "SORT_KEYS", "canonical_json"]
 
@@ -47,9 +47,9 @@ class Added:
 class Store:
     """Tokens and submissions over SQLAlchemy (see :mod:`leaderboard.server.db`)."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, pool: int = DEFAULT_POOL):
         self.url = url
-        self.engine = make_engine(url)
+        self.engine = make_engine(url, pool)
         self.session = sessionmaker(self.engine, expire_on_commit=False)
         provenance.migrate(self.session)  # owners keyed by an older digest: re-keyed once
 

@@ -69,3 +69,23 @@ def test_evaluate_submit_wait_against_a_live_server(tmp_path: Path, make_server,
     names = [r["agent"]["name"] for r in rows]  # best success first
     assert names[0] == "expert (oracle)" and sorted(names) == ["cli agent", "expert (oracle)", "random (admissible)"]
     assert json.loads(bundle.read_text())["evaluation"]["seeds"] == [1, 2]
+
+
+@pytest.mark.parametrize("url", ["postgresql://board:s3cr3t-pw@db.internal:5432/lb",
+                                 "postgresql+psycopg://board:s3cr3t-pw%40x@127.0.0.1/lb?sslmode=require",
+                                 "postgresql://board:s3cr3t-pw@/lb?host=/tmp/pg",
+                                 "not a url but s3cr3t-pw"])
+def test_the_start_up_line_never_shows_the_database_password(url: str) -> None:
+    from leaderboard.server.db import shown_url
+
+    shown = shown_url(url)
+    assert "s3cr3t" not in shown
+    if url.startswith("postgresql"):
+        assert shown.startswith(url.split("://")[0] + "://board:***@")  # the rest is still there to read
+
+
+def test_a_url_without_a_password_is_shown_as_given() -> None:
+    from leaderboard.server.db import shown_url
+
+    assert shown_url("sqlite:////var/lib/board.db") == "sqlite:////var/lib/board.db"
+    assert shown_url("postgresql://board@127.0.0.1/lb") == "postgresql://board@127.0.0.1/lb"

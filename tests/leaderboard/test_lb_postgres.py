@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from leaderboard.server.worker import Verifier
 from tests.support.leaderboard import body, named
 
@@ -47,3 +49,29 @@ def test_postgres_concurrent_submissions_stored_exactly_once(pg_app, random_bund
     assert sorted(codes) == [200] * 8 + [201] * 24
     names = sorted(r.agent_name for r in store.submissions(limit=1000))
     assert names == sorted(f"pg agent {i}" for i in range(24))
+
+
+@pytest.mark.parametrize("pool, kept, overflow", [(30, 10, 20), (4, 4, 0), (1, 1, 0)])
+def test_serve_db_pool_bounds_the_connections_a_process_holds(pg_cluster: str, pool: int, kept: int, overflow: int) -> None:
+    """``serve --db-pool P`` reaches the engine: at most P connections per process, so N workers hold at most N·P."""
+    from sapo_cli import build_parser
+    from sapo_cli.leaderboard import server_config
+    from leaderboard.server.store import Store
+
+    args = build_parser().parse_args(["leaderboard", "--db", pg_cluster.format(db="postgres"), "serve", "--db-pool", str(pool)])
+    config = server_config(args, 8000)
+    assert config.db_pool == pool
+    engine = Store(config.db_url, config.db_pool).engine
+    try:
+        assert (engine.pool.size(), engine.pool._max_overflow) == (kept, overflow)  # type: ignore[attr-defined]
+    finally:
+        engine.dispose()
+
+
+def test_the_cli_default_pool_is_the_engines() -> None:
+    from leaderboard.server.db import DEFAULT_POOL
+    from sapo_cli import build_parser
+
+    assert build_parser().parse_args(["leaderboard", "serve"]).db_pool == DEFAULT_POOL
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["leaderboard", "serve", "--db-pool", "0"])
