@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from sapo_gym.registration import ENVS
 
-__all__ = ["Board", "EVAL_SPLITS", "BoardRegistry", "default_board_keys", "make_env"]
+__all__ = ["Board", "EVAL_SPLITS", "BoardRegistry", "board_keys", "default_board_keys", "env_board_keys", "make_env"]
 
 log = logging.getLogger(__name__)
 
@@ -60,15 +60,28 @@ def make_env(env_id: str, split: str | None) -> Any:
     return gym.make(env_id, **kwargs)
 
 
+def env_board_keys(env_id: str) -> list[str]:
+    """``env_id:split`` for each board of one env: the splits in :data:`EVAL_SPLITS`, else ``env_id:`` (its default)."""
+    splits = EVAL_SPLITS.get(env_id)
+    return [f"{env_id}:"] if splits is None else [f"{env_id}:{s}" for s in splits]
+
+
 def default_board_keys() -> list[str]:
     """``env_id:split`` for every registered env (``env_id:`` = its default split)."""
     import sapo_gym
 
-    keys = []
-    for env_id in sapo_gym.ENVS:
-        splits = EVAL_SPLITS.get(env_id)
-        keys += [f"{env_id}:"] if splits is None else [f"{env_id}:{s}" for s in splits]
-    return keys
+    return [key for env_id in sapo_gym.ENVS for key in env_board_keys(env_id)]
+
+
+def board_keys(keys: Iterable[str]) -> list[str]:
+    """``keys`` as ``env_id:split``, each once, in order: a bare ``env_id`` (``--board sapo/Vault-v0``) stands for
+    that env's boards (:func:`env_board_keys`), and surrounding whitespace is dropped."""
+    out: list[str] = []
+    for key in (k.strip() for k in keys):
+        for full in [key] if ":" in key else env_board_keys(key):
+            if full not in out:
+                out.append(full)
+    return out
 
 
 def _build_board(key: str) -> Board:
@@ -94,7 +107,7 @@ class BoardRegistry:
     """Boards by spec hash, built lazily on first use (building an env can take seconds)."""
 
     def __init__(self, keys: Iterable[str] | None = None):
-        self._keys = list(keys) if keys is not None else None
+        self._keys = board_keys(keys) if keys is not None else None
         self._boards: dict[str, Board] | None = None
         self._lock = threading.Lock()
         self.skipped: dict[str, str] = {}

@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--db", type=_db_url, default=DEFAULT_DB,
                    help="database: SQLAlchemy URL (postgresql://...) or SQLite file (default: $SAPO_GYM_LEADERBOARD_DB or ./leaderboard.db)")
     p.add_argument("--board", action="append", default=None, metavar="ENV_ID:SPLIT",
-                   help="host only these boards (repeatable; default: every registered env, see leaderboard.boards)")
+                   help="host only these boards (repeatable; ENV_ID alone: each of its evaluation splits; default: every registered env, see leaderboard.boards)")
     cmds = p.add_subparsers(dest="leaderboard_command", required=True, metavar="ACTION")
 
     _register_serve(cmds)

@@ -35,6 +35,17 @@ def test_boards_command_lists_spec_hash_and_unavailable(capsys: pytest.CaptureFi
     assert vault_board.spec_hash in out and "unavailable: sapo/Vault-v0:nosuch" in out and "valid choices" in out
 
 
+def test_a_board_named_by_its_env_alone_hosts_that_envs_boards(capsys: pytest.CaptureFixture[str], vault_board) -> None:  # type: ignore[no-untyped-def]
+    """``--board sapo/Vault-v0`` (no ``:SPLIT``) was read as env id '' and failed in gymnasium; it is the env's boards."""
+    from leaderboard.boards import EVAL_SPLITS
+
+    assert main(["leaderboard", "--board", "sapo/Vault-v0", "--board", " sapo/Vault-v0:test ", "boards"]) == 0
+    out = capsys.readouterr().out
+    assert "unavailable" not in out and "Malformed" not in out
+    assert [line.split()[:2] for line in out.splitlines()] == [["sapo/Vault-v0", s] for s in EVAL_SPLITS["sapo/Vault-v0"]]
+    assert vault_board.spec_hash in out
+
+
 def test_seed_then_verify_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = str(tmp_path / "s.db")
     assert main(["leaderboard", "--db", db, "--board", "sapo/Vault-v0:test", "seed"]) == 0
