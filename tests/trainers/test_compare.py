@@ -231,3 +231,37 @@ def test_a_lora_compare_starts_every_run_from_a_full_saved_model(tmp_path):
     assert main(["compare", "--preset", "vault", "--algos", "sapo", "--seeds", "1", "--iterations", "1", "--lora-rank", "4",
                  "--sft-episodes", "0", "--eval-seeds", "0", "--out", str(out), "--no-progress"]) == 0
     assert (out / "warm_start" / "policy" / "config.json").exists() and (out / "runs" / "sapo-seed0" / "result.json").exists()
+
+
+def test_the_warm_start_is_evaluated_on_more_seeds_in_a_second_process_with_the_same_numbers(tmp_path):
+    """``warm_start_eval_seeds``: the runs' seeds are evaluated as before (the same records), the extra ones in a
+    second process with ``workers`` 2, which gives the very records one process gives; the bundle lists every seed."""
+    from trainers.compare.runner import CompareState, prepare_warm_start
+
+    def start(name: str, **overrides: Any):
+        cfg = _config(tmp_path / name, sft_episodes=0, **overrides)
+        _, result = prepare_warm_start(cfg, CompareState.open(cfg))
+        return [(e["task_id"], e["seed"], e["success"], [t["output"] for t in e["turns"]])
+                for e in json.loads(Path(result.bundle).read_text())["episodes"]], result
+
+    plain, _ = start("plain")
+    more, result = start("more", warm_start_eval_seeds="0,1,2", workers=1)
+    beside, _ = start("beside", warm_start_eval_seeds="0,1,2", workers=2)
+    assert [e for e in more if e[1] == 0] == plain  # the runs' seed: untouched
+    assert sorted({e[1] for e in more}) == [0, 1, 2] and result.summary["all"]["episodes"] == 3 * len(plain)
+    assert beside == more
+    assert json.loads(Path(result.bundle).read_text())["evaluation"]["seeds"] == [0, 1, 2]
+
+
+def test_warm_start_eval_seeds_must_hold_every_evaluation_seed(tmp_path):
+    cfg = _config(tmp_path, eval_seeds="0,1", warm_start_eval_seeds="1,0,1,5")
+    assert cfg.warm_start_seed_list == [1, 0, 5] and cfg.warm_start_extra_seeds == [5]
+    assert _config(tmp_path, eval_seeds="0,1").warm_start_seed_list == [0, 1]
+    with pytest.raises(ValueError, match="missing \\[1\\]"):
+        _config(tmp_path, eval_seeds="0,1", warm_start_eval_seeds="0,2")
+    from trainers.compare.report import _warm_start_seeds
+
+    res = {"eval_seeds": [0, 1], "start_name": "behaviour-cloning warm start",
+           "warm_start": {"eval_seeds": [0, 1, 5], "summary": {"all": {"episodes": 30}}}}
+    assert "evaluated on seeds [0, 1, 5] (30 episodes)" in _warm_start_seeds(res)
+    assert _warm_start_seeds({**res, "warm_start": {**res["warm_start"], "eval_seeds": [0, 1]}}) == ""

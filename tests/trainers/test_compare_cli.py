@@ -59,6 +59,8 @@ def test_the_webshop_preset_is_the_cpu_default_on_webshop_mini():
     # WebShop's turns run from ~90 to ~930 tokens; the ALFWorld default's measured numbers stay as they are
     assert (web.train.micro_batch_size, web.train.group_by_length, default.train.group_by_length) == (4, True, False)
     assert "data_dir" not in web.train_config("sapo", 0).gym_make_kwargs()  # ALFWorld's embedded-set argument is dropped
+    # the shared start on 10 seeds, the runs on the default's 3; the ALFWorld default measures both on the same 3
+    assert (web.eval_seed_list, web.warm_start_seed_list, default.warm_start_seed_list) == ([0, 1, 2], list(range(10)), [0, 1, 2])
 
 
 # a valid non-default value per shared TrainConfig field where "default + 1" would not do (plus the flags it needs)

@@ -93,6 +93,11 @@ class CompareSettings:
     'test', ALFWorld 'eval_out_of_distribution'; else the env's default)."""
     eval_seeds: str = "0,1,2"
     """Comma-separated evaluation seeds (one pass over the split each)."""
+    warm_start_eval_seeds: str = ""
+    """Evaluation seeds of the shared warm start ('' = ``eval_seeds``; it must list every evaluation seed). The warm
+    start's evaluation noise enters every method's gain, and it is one policy: evaluating it on more seeds narrows
+    every gain's interval for the cost of one policy's evaluation, not one per run. The seeds beyond ``eval_seeds``
+    are evaluated in a second process (with ``workers`` > 1) while ``eval_seeds`` are, as every run is evaluated."""
     eval_tasks: int = 0
     """Evaluate only the first N tasks of the split (0 = all; a board admits only bundles of the whole split)."""
     eval_batch_size: int = 60
@@ -128,6 +133,10 @@ class CompareConfig(CompareSettings):
                              "concurrent runs would share its rendezvous port")
         if not self.eval_seed_list:
             raise ValueError("eval_seeds must list at least one seed")
+        missing = sorted(set(self.eval_seed_list) - set(self.warm_start_seed_list))
+        if missing:
+            raise ValueError(f"warm_start_eval_seeds must list every evaluation seed (the warm start is measured where "
+                             f"each run is); missing {missing}")
 
     def replace(self, **changes: Any) -> CompareConfig:
         """A copy with ``changes``: compare's fields by name, TrainConfig fields by name into ``train``
@@ -161,6 +170,17 @@ class CompareConfig(CompareSettings):
 
         entry = ENVS.get(self.train.env)
         return self.eval_split or (entry.eval_splits[0] if entry is not None and entry.eval_splits else None)
+
+    @property
+    def warm_start_seed_list(self) -> list[int]:
+        """The warm start's evaluation seeds: ``warm_start_eval_seeds``, else ``eval_seeds``; each once, in order."""
+        seeds = [int(s) for s in self.warm_start_eval_seeds.split(",") if s.strip()] or self.eval_seed_list
+        return list(dict.fromkeys(seeds))
+
+    @property
+    def warm_start_extra_seeds(self) -> list[int]:
+        """The warm start's evaluation seeds that the runs are not evaluated on."""
+        return [s for s in self.warm_start_seed_list if s not in self.eval_seed_list]
 
     def runs(self) -> list[tuple[str, int]]:
         """Every (algo, seed) pair, seed-major so an early stop still has every method at seed 0."""
@@ -250,7 +270,9 @@ PRESETS: dict[str, Preset] = {
         (("env", "sapo/WebShop-Mini-v0"), ("env_arg", []), ("history_length", 1), ("max_response_tokens", 40),
          ("sft_episodes", 150), ("episodes_per_iteration", 16), ("eval_every", 10),
          # a turn runs from ~70 tokens (search page) to ~930 (results page): 4-turn micro-batches by length pad far less
-         ("micro_batch_size", 4), ("group_by_length", True))),
+         ("micro_batch_size", 4), ("group_by_length", True),
+         # the shared start measured on 1,000 episodes (the runs on 300): its noise was most of each gain's interval
+         ("warm_start_eval_seeds", "0,1,2,3,4,5,6,7,8,9"))),
     "paper-1.5b": Preset("paper-1.5b", "the paper's setting with Qwen2.5-1.5B-Instruct, Table 1's five methods (recipes/paper.sh: "
                          f"lr 1e-6, KL 0.01, 150 iterations × 128 episodes; {_PAPER_RUN})", True, _paper("Qwen/Qwen2.5-1.5B-Instruct", 16)),
     "paper-7b": Preset("paper-7b", "the paper's setting with Qwen2.5-7B-Instruct, Table 1's five methods (recipes/paper.sh: "

@@ -5,7 +5,8 @@
 * ``env``, ``eval_split``, ``eval_seeds``, ``seeds``, ``algos``, ``fingerprint``, ``config``
   (the :class:`~trainers.compare.config.CompareConfig`, flat: :meth:`~trainers.compare.config.CompareConfig.as_dict`), ``complete`` (every run finished);
 * ``warm_start``: ``summary`` (per category and ``all``: episodes, success, Wilson CI, score, steps,
-  invalid_rate, as :func:`sapo_gym.evaluation.summarize`), ``sft_loss``, ``train_s``, ``bundle``;
+  invalid_rate, as :func:`sapo_gym.evaluation.summarize`), ``eval_seeds`` (the runs' seeds, or more:
+  ``warm_start_eval_seeds``), ``sft_loss``, ``train_s``, ``bundle``;
 * ``methods.<algo>``: ``seeds``; ``overall`` and ``categories.<category>``, each with ``success`` and
   ``score`` as ``{mean, ci_low, ci_high, values}`` over seeds (95 % Student-t; null with one seed);
   ``lift`` (``baseline``, ``after``, ``gain``, ``gain_ci_low``/``gain_ci_high`` (seed spread plus the
@@ -97,8 +98,8 @@ def build_results(cfg: CompareConfig, start: RunResult, runs: Sequence[RunResult
         "env": cfg.train.env, "eval_split": cfg.resolved_eval_split, "eval_seeds": cfg.eval_seed_list, "seeds": cfg.seed_list,
         "algos": cfg.algo_list, "fingerprint": cfg.fingerprint(), "complete": complete,
         "config": cfg.as_dict(), "start_name": start_name, "categories": categories,
-        "warm_start": {"summary": start.summary, "sft_loss": start.extra.get("sft_loss", []), "train_s": start.train_s,
-                       "bundle": start.bundle},
+        "warm_start": {"summary": start.summary, "eval_seeds": cfg.warm_start_seed_list, "sft_loss": start.extra.get("sft_loss", []),
+                       "train_s": start.train_s, "bundle": start.bundle},
         "methods": methods,
         "environment": run_environment(),
     }
@@ -168,6 +169,15 @@ def _timing_table(res: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _warm_start_seeds(res: dict[str, Any]) -> str:
+    """The sentence saying the warm start was evaluated on more seeds than the runs, when it was."""
+    seeds = res.get("warm_start", {}).get("eval_seeds", res["eval_seeds"])
+    if seeds == res["eval_seeds"]:
+        return ""
+    return (f" The shared {res['start_name']} is evaluated on seeds {seeds} ({res['warm_start']['summary']['all']['episodes']} "
+            "episodes): its evaluation noise enters every gain.")
+
+
 def render_markdown(res: dict[str, Any]) -> str:
     """results.md: the success table (+ a score table when scores give partial credit), the lift lines, the timings."""
     cfg = res["config"]
@@ -179,7 +189,7 @@ def render_markdown(res: dict[str, Any]) -> str:
         (f"Evaluation: split `{res['eval_split'] or 'default'}`{subset}, seeds {res['eval_seeds']}, temperature {cfg['eval_temperature']}; "
         f"model `{cfg['model']}`; {cfg['iterations']} iterations × {cfg['episodes_per_iteration']} episodes per method "
         f"(horizon {cfg['horizon'] or 'as registered'}); {seeds} seed(s) per method. Cells: mean ± half-width of the 95 % Student-t "
-        "interval over seeds (no interval with one seed)."),
+        "interval over seeds (no interval with one seed)." + _warm_start_seeds(res)),
         "",
         *(
             ["**Incomplete**: not every method/seed has finished; rerun the same command to continue.", ""]

@@ -149,7 +149,7 @@ def _eval_kwargs(cfg: CompareConfig, env_kwargs: dict[str, Any]) -> dict[str, An
 
 
 def _write_bundle(cfg: CompareConfig, name: str, records: list[Any], env_kwargs: dict[str, Any], policy: Any,
-                  algo: str | None, budget: str) -> str:
+                  algo: str | None, budget: str, seeds: list[int] | None = None) -> str:
     """One leaderboard result bundle for ``records`` (env spec and hash probed with the same kwargs)."""
     import gymnasium as gym
 
@@ -165,10 +165,44 @@ def _write_bundle(cfg: CompareConfig, name: str, records: list[Any], env_kwargs:
         description=f"sapo-gym compare run {name}; config fingerprint {cfg.fingerprint()}", decoding=cfg.train.constrain,
     )
     command = "sapo-gym " + shlex.join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith(("sapo-gym", "__main__.py")) else None
-    bundle = build_bundle(records, spec_fields, spec_hash, agent, cfg.eval_seed_list, cfg.eval_batch_size, command)
+    bundle = build_bundle(records, spec_fields, spec_hash, agent, seeds or cfg.eval_seed_list, cfg.eval_batch_size, command)
     path = Path(cfg.out) / "bundles" / f"{name}.json"
     _write_json(path, bundle)
     return str(path)
+
+
+def _evaluate_saved(cfg: CompareConfig, tcfg: Any, model_path: str, seeds: list[int]) -> list[Any]:
+    """The policy saved at ``model_path`` evaluated on ``seeds``, in whichever process calls it (the same numbers)."""
+    from trainers.models import build_policy
+
+    policy = build_policy(dataclasses.replace(tcfg, model=model_path))
+    policy.model.to(tcfg.device)
+    return evaluate_policy(policy, tcfg, cfg, tcfg.gym_make_kwargs(), seeds)
+
+
+def _start_extra_evaluation(cfg: CompareConfig, tcfg: Any, model_path: str) -> Any:
+    """Start the warm start's evaluation on :attr:`CompareConfig.warm_start_extra_seeds`, one seed per call (so the
+    numbers do not depend on which process plays it): with ``workers`` > 1 a second process starts on them at once,
+    beside the evaluation on the runs' seeds, on the core the runs have not taken yet. Returns a callable that plays
+    in this process the seeds not yet started and returns every extra seed's records, in seed order."""
+    seeds = cfg.warm_start_extra_seeds
+    if cfg.workers == 1 or not seeds:
+        return lambda: [r for seed in seeds for r in _evaluate_saved(cfg, tcfg, model_path, [seed])]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_die_with_parent)
+    quiet = dataclasses.replace(cfg, progress=False)
+    jobs = [pool.submit(_evaluate_saved, quiet, tcfg, model_path, [seed]) for seed in seeds]
+
+    def wait() -> list[Any]:
+        try:
+            # the seeds the second process has not started are played here, from the last one back
+            here = {i: _evaluate_saved(quiet, tcfg, model_path, [seeds[i]]) for i in reversed(range(len(jobs))) if jobs[i].cancel()}
+            return [r for i, job in enumerate(jobs) for r in (here[i] if i in here else job.result())]
+        finally:
+            pool.shutdown()
+    return wait
 
 
 def prepare_warm_start(cfg: CompareConfig, state: CompareState) -> tuple[str, RunResult]:
@@ -199,13 +233,16 @@ def prepare_warm_start(cfg: CompareConfig, state: CompareState) -> tuple[str, Ru
         trainer.policy.save_pretrained(model_path)
     train_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    records = evaluate_policy(trainer.policy, tcfg, cfg, tcfg.gym_make_kwargs())
+    extra = _start_extra_evaluation(cfg, tcfg, model_path)
+    records = evaluate_policy(trainer.policy, tcfg, cfg, tcfg.gym_make_kwargs())  # as every run is evaluated
+    records += extra()
     eval_s = time.perf_counter() - t0
     budget = (f"behaviour cloning on {cfg.train.sft_episodes} {cfg.train.sft_agent} episodes x {cfg.train.sft_epochs} epochs"
               if cfg.train.sft_episodes else "none (base model)")
     if readout:
         budget += f"; SAPO's readout fitted on the returns of {readout['turns']} turns of its own rollouts"
-    bundle = _write_bundle(cfg, "warm-start", records, tcfg.gym_make_kwargs(), trainer.policy, None, budget)
+    bundle = _write_bundle(cfg, "warm-start", records, tcfg.gym_make_kwargs(), trainer.policy, None, budget,
+                           cfg.warm_start_seed_list)
     trainer.vec.close()
     result = RunResult("warm-start", None, None, summarize(records), [], train_s, eval_s, bundle,
                        {"sft_loss": losses, "first_seed_success": first_seed_success(records, cfg),
