@@ -253,6 +253,22 @@ def test_the_warm_start_is_evaluated_on_more_seeds_in_a_second_process_with_the_
     assert json.loads(Path(result.bundle).read_text())["evaluation"]["seeds"] == [0, 1, 2]
 
 
+def test_each_extra_warm_start_seed_draws_its_own_episodes_where_the_env_ignores_the_seed(tmp_path):
+    """WebShop's episode is its goal alone: an extra seed evaluated under the runs' sampling seed would replay seed 0's
+    episodes (it did, in a first version: 7 extra seeds of WebShop-Mini, each exactly seed 0's 100 episodes)."""
+    from trainers.compare.runner import CompareState, prepare_warm_start
+
+    cfg = _config(tmp_path / "ws", env="sapo/WebShop-Mini-v0", eval_split="test", sft_episodes=0, eval_tasks=4,
+                  eval_seeds="0", warm_start_eval_seeds="0,1,2", max_response_tokens=12, max_prompt_tokens=1024)
+    _, result = prepare_warm_start(cfg, CompareState.open(cfg))
+    outputs = {}
+    for e in json.loads(Path(result.bundle).read_text())["episodes"]:
+        outputs.setdefault(e["seed"], []).append(e["turns"][0]["output"])
+    assert sorted(outputs) == [0, 1, 2] and all(len(v) == 4 for v in outputs.values())
+    # a random-init model's 12 sampled tokens: two independent draws agree on all four goals with probability ~0
+    assert outputs[0] != outputs[1] and outputs[1] != outputs[2] and outputs[0] != outputs[2]
+
+
 def test_warm_start_eval_seeds_must_hold_every_evaluation_seed(tmp_path):
     cfg = _config(tmp_path, eval_seeds="0,1", warm_start_eval_seeds="1,0,1,5")
     assert cfg.warm_start_seed_list == [1, 0, 5] and cfg.warm_start_extra_seeds == [5]

@@ -86,11 +86,17 @@ def read_result(path: Path) -> RunResult:
     return RunResult(**json.loads(path.read_text()))
 
 
+SAMPLING_SEED = 12345
+"""torch's seed at the start of every evaluation call (common random numbers: every policy draws the same stream)."""
+
+
 def evaluate_policy(policy: Any, tcfg: Any, cfg: CompareConfig, env_kwargs: dict[str, Any],
-                    seeds: list[int] | None = None) -> list[Any]:
+                    seeds: list[int] | None = None, sampling_seed: int = SAMPLING_SEED) -> list[Any]:
     """Every task of the evaluation split, at the evaluation temperature, with the same sampling seed for all.
 
-    ``seeds``: the evaluation seeds (default: all of ``cfg.eval_seed_list``)."""
+    ``seeds``: the evaluation seeds (default: all of ``cfg.eval_seed_list``), played in one call, so each draws
+    its own part of the one stream. An env that ignores the seed (WebShop: the goal is the task) plays the same
+    episodes again in a call of its own with the same ``sampling_seed``: a separate call needs its own."""
     import torch
 
     from sapo_gym.evaluation import evaluate
@@ -103,7 +109,7 @@ def evaluate_policy(policy: Any, tcfg: Any, cfg: CompareConfig, env_kwargs: dict
         probe = gym.make(cfg.train.env, **_eval_kwargs(cfg, env_kwargs))
         task_ids = list(probe.unwrapped.task_ids)[: cfg.eval_tasks]
         probe.close()
-    torch.manual_seed(12345)  # common random numbers: every policy is evaluated under the same sampling seed
+    torch.manual_seed(sampling_seed)  # common random numbers: every policy is evaluated under the same sampling seed
     agent = build_agent(policy, tcfg, tcfg.eval_temperature)
     with torch.no_grad():
         return evaluate(agent, cfg.train.env, split=cfg.resolved_eval_split, task_ids=task_ids, seeds=seeds or cfg.eval_seed_list,
@@ -171,13 +177,15 @@ def _write_bundle(cfg: CompareConfig, name: str, records: list[Any], env_kwargs:
     return str(path)
 
 
-def _evaluate_saved(cfg: CompareConfig, tcfg: Any, model_path: str, seeds: list[int]) -> list[Any]:
-    """The policy saved at ``model_path`` evaluated on ``seeds``, in whichever process calls it (the same numbers)."""
+def _evaluate_saved(cfg: CompareConfig, tcfg: Any, model_path: str, seed: int) -> list[Any]:
+    """The policy saved at ``model_path`` evaluated on ``seed`` alone, in whichever process calls it (the same
+    numbers), under a sampling stream of the seed's own: the runs' call (``eval_seeds`` together) starts at
+    :data:`SAMPLING_SEED`, so ``SAMPLING_SEED + 1 + seed`` is none of its streams' starts."""
     from trainers.models import build_policy
 
     policy = build_policy(dataclasses.replace(tcfg, model=model_path))
     policy.model.to(tcfg.device)
-    return evaluate_policy(policy, tcfg, cfg, tcfg.gym_make_kwargs(), seeds)
+    return evaluate_policy(policy, tcfg, cfg, tcfg.gym_make_kwargs(), [seed], SAMPLING_SEED + 1 + seed)
 
 
 def _start_extra_evaluation(cfg: CompareConfig, tcfg: Any, model_path: str) -> Any:
@@ -187,18 +195,18 @@ def _start_extra_evaluation(cfg: CompareConfig, tcfg: Any, model_path: str) -> A
     in this process the seeds not yet started and returns every extra seed's records, in seed order."""
     seeds = cfg.warm_start_extra_seeds
     if cfg.workers == 1 or not seeds:
-        return lambda: [r for seed in seeds for r in _evaluate_saved(cfg, tcfg, model_path, [seed])]
+        return lambda: [r for seed in seeds for r in _evaluate_saved(cfg, tcfg, model_path, seed)]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_die_with_parent)
     quiet = dataclasses.replace(cfg, progress=False)
-    jobs = [pool.submit(_evaluate_saved, quiet, tcfg, model_path, [seed]) for seed in seeds]
+    jobs = [pool.submit(_evaluate_saved, quiet, tcfg, model_path, seed) for seed in seeds]
 
     def wait() -> list[Any]:
         try:
             # the seeds the second process has not started are played here, from the last one back
-            here = {i: _evaluate_saved(quiet, tcfg, model_path, [seeds[i]]) for i in reversed(range(len(jobs))) if jobs[i].cancel()}
+            here = {i: _evaluate_saved(quiet, tcfg, model_path, seeds[i]) for i in reversed(range(len(jobs))) if jobs[i].cancel()}
             return [r for i, job in enumerate(jobs) for r in (here[i] if i in here else job.result())]
         finally:
             pool.shutdown()
