@@ -196,17 +196,16 @@ def _start_extra_evaluation(cfg: CompareConfig, tcfg: Any, model_path: str) -> A
     seeds = cfg.warm_start_extra_seeds
     if cfg.workers == 1 or not seeds:
         return lambda: [r for seed in seeds for r in _evaluate_saved(cfg, tcfg, model_path, seed)]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_die_with_parent)
+    pool = _spawn_pool(1)
     quiet = dataclasses.replace(cfg, progress=False)
     jobs = [pool.submit(_evaluate_saved, quiet, tcfg, model_path, seed) for seed in seeds]
 
     def wait() -> list[Any]:
         try:
-            # the seeds the second process has not started are played here, from the last one back
-            here = {i: _evaluate_saved(quiet, tcfg, model_path, seeds[i]) for i in reversed(range(len(jobs))) if jobs[i].cancel()}
+            here = {}
+            for i in reversed(range(len(jobs))):  # the seeds the second process has not started, from the last one back
+                if jobs[i].cancel():
+                    here[i] = _evaluate_saved(quiet, tcfg, model_path, seeds[i])
             return [r for i, job in enumerate(jobs) for r in (here[i] if i in here else job.result())]
         finally:
             pool.shutdown()
@@ -309,6 +308,14 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def _spawn_pool(workers: int) -> Any:
+    """A pool of ``workers`` spawned processes (each a clean interpreter, as a resumed run is) that die with this one."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_die_with_parent)
+
+
 def _run_in_worker(cfg: CompareConfig, algo: str, seed: int, model_path: str) -> str:
     """One run in a worker process (no per-iteration bar: several runs share the terminal)."""
     run_one(dataclasses.replace(cfg, progress=False), algo, seed, model_path)
@@ -341,11 +348,9 @@ def run_compare(cfg: CompareConfig) -> tuple[RunResult, list[RunResult], bool]:
                 run_one(cfg, algo, seed, model_path)
                 finished(run_key(algo, seed))
         else:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor, as_completed
+            from concurrent.futures import as_completed
 
-            with ProcessPoolExecutor(cfg.workers, mp_context=multiprocessing.get_context("spawn"),
-                                     initializer=_die_with_parent) as pool:
+            with _spawn_pool(cfg.workers) as pool:
                 jobs = [pool.submit(_run_in_worker, cfg, algo, seed, model_path) for algo, seed in pending]
                 for job in as_completed(jobs):
                     finished(job.result())
