@@ -16,17 +16,21 @@ from typing import Any, Iterable
 
 from sapo_gym.registration import ENVS
 
-__all__ = ["Board", "EVAL_SPLITS", "BoardRegistry", "board_keys", "default_board_keys", "env_board_keys", "make_env"]
+__all__ = ["Board", "EVAL_SPLITS", "UNHOSTED", "BoardRegistry", "board_keys", "default_board_keys", "env_board_keys", "make_env"]
 
 log = logging.getLogger(__name__)
 
 EVAL_SPLITS: dict[str, tuple[str, ...]] = {
     env_id: entry.eval_splits for env_id, entry in ENVS.items() if entry.eval_splits
 }
-# The same shop as sapo/WebShop-v0, driven through a browser: replayed there, not hosted.
-EVAL_SPLITS["sapo/WebShop-Browser-v0"] = ()
 """Hosted splits per env id (the registry's evaluation splits); ids not listed are hosted on the split
 their env makes by default."""
+
+UNHOSTED: dict[str, str] = {
+    "sapo/WebShop-Browser-v0": "not hosted: the same shop as sapo/WebShop-v0 driven through a browser; "
+                               "its episodes are replayed on sapo/WebShop-v0's boards",
+}
+"""Registered env ids that have no board of their own, with the reason a server gives when asked for one."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,10 @@ def make_env(env_id: str, split: str | None) -> Any:
 
 
 def env_board_keys(env_id: str) -> list[str]:
-    """``env_id:split`` for each board of one env: the splits in :data:`EVAL_SPLITS`, else ``env_id:`` (its default)."""
+    """``env_id:split`` for each board of one env: the splits in :data:`EVAL_SPLITS`, else ``env_id:`` (its default);
+    none for an id in :data:`UNHOSTED`."""
+    if env_id in UNHOSTED:
+        return []
     splits = EVAL_SPLITS.get(env_id)
     return [f"{env_id}:"] if splits is None else [f"{env_id}:{s}" for s in splits]
 
@@ -75,10 +82,11 @@ def default_board_keys() -> list[str]:
 
 def board_keys(keys: Iterable[str]) -> list[str]:
     """``keys`` as ``env_id:split``, each once, in order: a bare ``env_id`` (``--board sapo/Vault-v0``) stands for
-    that env's boards (:func:`env_board_keys`), and surrounding whitespace is dropped."""
+    that env's boards (:func:`env_board_keys`), and surrounding whitespace is dropped. An id in :data:`UNHOSTED`
+    (bare or with a split) is kept as given, so that the registry reports it as skipped, with the reason."""
     out: list[str] = []
     for key in (k.strip() for k in keys):
-        for full in [key] if ":" in key else env_board_keys(key):
+        for full in [key] if ":" in key or key in UNHOSTED else env_board_keys(key):
             if full not in out:
                 out.append(full)
     return out
@@ -121,6 +129,10 @@ class BoardRegistry:
         if self._boards is None:
             boards: dict[str, Board] = {}
             for key in self._keys if self._keys is not None else default_board_keys():
+                env_id = key.rpartition(":")[0] or key
+                if env_id in UNHOSTED:
+                    self.skipped[key] = UNHOSTED[env_id]
+                    continue
                 try:
                     board = _build_board(key)
                 except Exception as exc:  # a missing backend or data set only removes that board

@@ -46,6 +46,14 @@ def test_a_board_named_by_its_env_alone_hosts_that_envs_boards(capsys: pytest.Ca
     assert vault_board.spec_hash in out
 
 
+def test_an_env_without_boards_named_alone_says_why_it_has_none(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--board sapo/WebShop-Browser-v0`` hosted nothing and said nothing; it is now reported as skipped, with why."""
+    assert main(["leaderboard", "--board", "sapo/WebShop-Browser-v0", "--board", "sapo/WebShop-Browser-v0:test", "boards"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(": ")[1] for line in lines] == ["sapo/WebShop-Browser-v0", "sapo/WebShop-Browser-v0:test"]
+    assert all(line.startswith("unavailable: ") and "replayed on sapo/WebShop-v0's boards" in line for line in lines)
+
+
 def test_seed_then_verify_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = str(tmp_path / "s.db")
     assert main(["leaderboard", "--db", db, "--board", "sapo/Vault-v0:test", "seed"]) == 0
