@@ -90,6 +90,9 @@ def _register_serve(cmds: argparse._SubParsersAction) -> None:
                         "--live-max-open x this many envs)")
     s.add_argument("--live-idle-seconds", type=float, default=300.0,
                    help="live evaluation: a run without progress (a reset or a step) this long expires")
+    s.add_argument("--live-keep-closed-seconds", type=float, default=24 * 3600.0,
+                   help="live evaluation: a closed run's episodes and turns are deleted this long after it closed "
+                        "(its bundle is a submission by then; a request retried later is a 404)")
     s.add_argument("--seed", action="store_true", help="seed the expert and random baselines (in the background) when the database is empty")
     add_seed_options(s)
     s.set_defaults(func=_serve)
@@ -115,7 +118,7 @@ def server_config(args: argparse.Namespace, port: int):  # type: ignore[no-untyp
                         verify=not args.no_verify, base_url=args.base_url or f"http://{args.host}:{port}",
                         rate_per_minute=args.rate_per_minute, rate_burst=args.rate_burst,
                         live_max_open=args.live_max_open, live_max_parallel=args.live_max_parallel,
-                        live_idle_seconds=args.live_idle_seconds,
+                        live_idle_seconds=args.live_idle_seconds, live_keep_closed_seconds=args.live_keep_closed_seconds,
                         private_seed=activate_from_args(args), private_tasks=args.private_tasks,
                         private_envs=tuple(args.private_env) if args.private_env else None, body_seconds=args.body_timeout)
 

@@ -47,6 +47,8 @@ class ServerConfig:
     ``live_max_open * live_max_parallel`` envs."""
     live_idle_seconds: float = 300.0
     """Live evaluation: a run without progress (a reset or a step) for this long expires (abandoned)."""
+    live_keep_closed_seconds: float = 24 * 3600.0
+    """Live evaluation: a closed run's episodes and turns are deleted this long after it closed."""
     body_seconds: float | None = None
     """Time a client has to send a request's body, from its headers on (408 past it); None: 10 s plus the
     largest upload at 1 MiB/s (74 s for 64 MiB)."""
@@ -108,7 +110,7 @@ def create_app(config: ServerConfig | None = None) -> Flask:
     boards = app.extensions["sapo_gym"]["boards"]
     app.extensions["sapo_gym"]["live"] = LiveManager(store, boards, verifier, LiveLimits(
         max_open=config.live_max_open, max_parallel=config.live_max_parallel, idle_seconds=config.live_idle_seconds,
-        max_output_bytes=int(config.max_upload_mb * (1 << 20))))
+        keep_closed_seconds=config.live_keep_closed_seconds, max_output_bytes=int(config.max_upload_mb * (1 << 20))))
     app.register_blueprint(api)
     app.register_blueprint(live_api)
     app.register_blueprint(pages)

@@ -25,7 +25,9 @@ in the database, under a start lock: a PostgreSQL advisory lock, SQLite's write 
 most ``max_parallel`` envs per process that plays it; a run expires after ``idle_seconds`` without
 progress (a reset that deals an episode or a step that plays a turn; reading the run's status, a
 refused or a retried request is no progress) or ``max_seconds`` in all (the run stays in ``live_runs``
-as *expired*: abandoned runs are counted on the submission page). A start refused because the server is
+as *expired*: abandoned runs are counted on the submission page). A closed run's episodes and turns are deleted
+``keep_closed_seconds`` after it closed (a day by default), so the turn tables do not grow with every run ever
+played. A start refused because the server is
 full is a 429 with ``Retry-After`` and puts the token in line for the next freed slot
 (:mod:`leaderboard.server.live_waitlist`, a table too).
 """
@@ -40,7 +42,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import func, not_, or_, select, text, update
+from sqlalchemy import delete, func, not_, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from leaderboard.boards import Board
@@ -76,6 +78,12 @@ class LiveLimits:
     """``Retry-After`` of a start refused because the server is full."""
     hold_seconds: float = 30.0
     """A token refused while the server was full keeps its place in line while it asks again this often."""
+    keep_closed_seconds: float = 24 * 3600.0
+    """A closed run's episodes and turns (``live_episodes``, ``live_turns``) are deleted this long after it closed: its
+    bundle is a submission by then, and a request retried later than this is a 404. The turn tables hold the open runs
+    and the recently closed ones only; the run's row and plan stay (the submission page counts abandoned runs)."""
+    prune_every_seconds: float = 60.0
+    """How often (at most) a process looks for closed runs to prune, on its next request."""
     max_output_bytes: int = 64 << 20
     """Outputs (UTF-8 bytes) a run may record in all: the largest bundle a submitter could upload instead. ``serve``
     sets it to ``--max-upload-mb``. A step past it is a 413 that costs no turn."""
@@ -99,6 +107,7 @@ class LiveManager:
         self.store, self.boards, self.verifier = store, boards, verifier
         self.limits = limits or LiveLimits()
         self.envs = EnvCache(self.limits.max_open * self.limits.max_parallel)
+        self._next_prune = 0.0
         with self.store.session.begin() as s:  # open runs of a server from before runs were kept in the database
             s.execute(update(LiveRun).where(LiveRun.status == "open", not_(
                 select(LivePlan.run_id).where(LivePlan.run_id == LiveRun.id).exists())).values(
@@ -123,7 +132,21 @@ class LiveManager:
                     _end_row(s, row.id, "expired", f"abandoned after {row.episodes_done} of {row.episodes_total} episodes ({why})")
             log.info("live run %s: expired (%s)", row.id, why)
             self.envs.drop_run(row.id)
+        if time.monotonic() >= self._next_prune:
+            self.prune()
         return len(rows)
+
+    def prune(self) -> int:
+        """Delete the episodes and turns of runs closed more than ``keep_closed_seconds`` ago; how many turns."""
+        self._next_prune = time.monotonic() + self.limits.prune_every_seconds
+        cutoff = utcnow() - dt.timedelta(seconds=self.limits.keep_closed_seconds)
+        closed = select(LiveRun.id).where(LiveRun.status != "open", LiveRun.ended_at.is_not(None), LiveRun.ended_at <= cutoff)
+        with self.store.session.begin() as s:
+            turns = s.execute(delete(LiveTurn).where(LiveTurn.run_id.in_(closed))).rowcount
+            s.execute(delete(LiveEpisode).where(LiveEpisode.run_id.in_(closed)))
+        if turns:
+            log.info("live runs: pruned %d turns of runs closed before %s", turns, cutoff.isoformat(timespec="seconds"))
+        return turns
 
     def counts(self, token_id: int, spec_hash: str) -> dict[str, int]:
         """This token's live runs on a board, by status (best-of-N over runs shows as abandoned ones)."""

@@ -140,3 +140,47 @@ def test_opening_live_runs_counts_against_the_tokens_rate_limit(tmp_path: Path) 
     again = client.post("/api/v1/live/runs", json=start, headers=auth)
     assert again.status_code == 429 and "rate limit exceeded" in again.json["message"]
     store.engine.dispose()
+
+
+@pytest.mark.parametrize("keep", [0.0, 3600.0])
+def test_a_closed_runs_turns_are_pruned_after_the_keep_time_and_open_runs_keep_theirs(tmp_path: Path, keep: float) -> None:
+    """Every played turn was kept forever: the turn tables grew with every run ever played. A run closed ``keep``
+    seconds ago loses its episodes and turns (a retried step is then a 404); an open run keeps everything."""
+    from sqlalchemy import func, select, update
+
+    from leaderboard.server.app import ServerConfig, create_app
+    from leaderboard.server.db import LiveEpisode, LivePlan, LiveRun, LiveTurn
+    from tests.support.leaderboard import VAULT
+
+    app = create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=(VAULT,), verify=False,
+                                  live_keep_closed_seconds=keep))
+    store, client, live = app.extensions["sapo_gym"]["store"], app.test_client(), app.extensions["sapo_gym"]["live"]
+    auth = {n: {"Authorization": f"Bearer {store.create_token(n)[1]}"} for n in ("a", "b")}
+    start = {"env_id": "sapo/Vault-v0", "split": "test", "agent": {"name": "x"}}
+    runs = {}
+    for name, turns in (("a", 3), ("b", 2)):
+        runs[name] = client.post("/api/v1/live/runs", json=start, headers=auth[name]).json["run_id"]
+        assert client.post(f"/api/v1/live/runs/{runs[name]}/reset", headers=auth[name]).status_code == 200
+        for turn in range(turns):
+            answer = client.post(f"/api/v1/live/runs/{runs[name]}/step", json={"output": "<action>look</action>", "turn": turn},
+                                 headers=auth[name])
+            assert answer.status_code == 200, answer.json
+
+    def turns(run_id: int) -> tuple[int, int]:
+        with store.session() as s:
+            return (s.scalar(select(func.count()).select_from(LiveTurn).where(LiveTurn.run_id == run_id)),
+                    s.scalar(select(func.count()).select_from(LiveEpisode).where(LiveEpisode.run_id == run_id)))
+
+    assert turns(runs["a"]) == (3, 1) and turns(runs["b"]) == (2, 1)
+    with store.session.begin() as s:  # a's run went idle long ago; b's is in play
+        s.execute(update(LivePlan).where(LivePlan.run_id == runs["a"]).values(touched_at=0.0))
+    assert live.sweep() == 1 and live.prune() == (3 if keep == 0 else 0)
+    with store.session() as s:
+        assert s.get(LiveRun, runs["a"]).status == "expired" and s.get(LivePlan, runs["a"]) is not None
+    assert turns(runs["a"]) == ((0, 0) if keep == 0 else (3, 1)) and turns(runs["b"]) == (2, 1)
+    retried = client.post(f"/api/v1/live/runs/{runs['a']}/step", json={"output": "<action>look</action>", "turn": 2},
+                          headers=auth["a"])
+    assert retried.status_code == (404 if keep == 0 else 200)  # kept: the recorded answer, as before
+    nxt = client.post(f"/api/v1/live/runs/{runs['b']}/step", json={"output": "<action>look</action>", "turn": 2}, headers=auth["b"])
+    assert nxt.status_code == 200 and nxt.json["turn"] == 2  # the open run plays on
+    store.engine.dispose()
