@@ -65,6 +65,8 @@ def _register_serve(cmds: argparse._SubParsersAction) -> None:
     s.add_argument("--header-timeout", type=float, default=20.0,
                    help="seconds a client has to send a request's line and headers, however they trickle in, and that an "
                         "idle keep-alive connection stays open (0: only --request-timeout per read)")
+    s.add_argument("--drain-seconds", type=float, default=10.0,
+                   help="on SIGTERM/SIGINT: stop accepting and let the requests in service finish for at most this long")
     s.add_argument("--max-connections", type=int, default=128,
                    help="connections served at once (a thread each) by each worker; one more is answered 503 at once")
     s.add_argument("--workers", type=_positive_int, default=1,
@@ -155,7 +157,7 @@ def _serve(args: argparse.Namespace) -> int:
     app = create_app(config)
     _boards_ready(args, app)
     print(f"sapo-gym leaderboard on http://{args.host}:{port}/ (database {shown_url(args.db)})", flush=True)
-    serve(app, listener, args.request_timeout, args.header_timeout, args.max_connections)
+    serve(app, listener, args.request_timeout, args.header_timeout, args.max_connections, args.drain_seconds)
     return 0
 
 
@@ -180,9 +182,9 @@ def _serve_workers(args: argparse.Namespace, listener, config) -> int:  # type: 
             _boards_ready(args, app)
         sys.stdout.write(f"worker {index} pid {os.getpid()} serving\n")  # one write: print() under python -u makes two,
         sys.stdout.flush()  # and another worker's line could land between them
-        serve(app, listener, args.request_timeout, args.header_timeout, args.max_connections)
+        serve(app, listener, args.request_timeout, args.header_timeout, args.max_connections, args.drain_seconds)
 
-    return prefork.run(listener, args.workers, worker)
+    return prefork.run(listener, args.workers, worker, grace_seconds=args.drain_seconds + 5.0)  # a worker drains first
 
 
 def _token(args: argparse.Namespace) -> int:

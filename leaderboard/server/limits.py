@@ -259,6 +259,10 @@ def request_handler(timeout: float, header_timeout: float | None = None) -> type
 
     class TimeoutRequestHandler(WSGIRequestHandler):
         def handle_one_request(self) -> None:
+            mark = getattr(self.server, "mark_waiting", None)  # a draining BoundedServer takes no further request
+            if mark is not None and not mark(self.connection, True):
+                self.close_connection = True
+                return
             raw = getattr(self.rfile, "raw", None)
             guarded = header_timeout is not None and header_timeout > 0 and isinstance(raw, socket.SocketIO)
             if guarded:
@@ -270,6 +274,9 @@ def request_handler(timeout: float, header_timeout: float | None = None) -> type
             raw = getattr(self.rfile, "raw", None)
             if isinstance(getattr(raw, "_sock", None), _DeadlineSocket):
                 raw._sock = self.connection  # type: ignore[union-attr]
+            mark = getattr(self.server, "mark_waiting", None)
+            if mark is not None:
+                mark(self.connection, False)
             return ok
 
     TimeoutRequestHandler.timeout = float(timeout)

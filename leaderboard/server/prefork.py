@@ -7,8 +7,9 @@ hands each new connection to one of the workers waiting on the socket.
 
 The parent only supervises: a worker that dies (a crash, ``kill -9``) is logged and replaced, at most
 ``restarts_per_minute`` times a minute (a worker that dies at start-up does not spin the machine: later restarts
-wait their turn); SIGTERM or SIGINT to the parent ends every worker (SIGTERM, then SIGKILL after ``grace_seconds``)
-and waits for them. A worker whose parent dies (even by ``kill -9``) is sent SIGTERM by the kernel (Linux's
+wait their turn); SIGTERM or SIGINT to the parent closes its copy of the socket and ends every worker (SIGTERM: each
+drains the requests it serves, :func:`leaderboard.server.serving.serve`; SIGKILL after ``grace_seconds``) and waits
+for them. A worker whose parent dies (even by ``kill -9``) is sent SIGTERM by the kernel (Linux's
 ``PR_SET_PDEATHSIG``), so no worker outlives its supervisor to serve on a stale socket.
 """
 
@@ -73,11 +74,13 @@ class Supervisor:
     """Forks ``workers`` processes running ``worker(index)`` and keeps that many alive until SIGTERM or SIGINT."""
 
     def __init__(self, workers: int, worker: Callable[[int], None], restarts_per_minute: int = 10,
-                 grace_seconds: float = 5.0):
+                 grace_seconds: float = 5.0, on_stop: Callable[[], None] | None = None):
         if workers < 1 or restarts_per_minute < 1:
             raise ValueError(f"workers and restarts_per_minute must be >= 1, got {workers} and {restarts_per_minute}")
         self.workers, self.worker = workers, worker
         self.restarts_per_minute, self.grace_seconds = restarts_per_minute, grace_seconds
+        self.on_stop = on_stop
+        """Called once the supervisor stops, before it signals the workers (``run`` closes the listening socket)."""
         self.pids: dict[int, int] = {}  # pid -> worker index
         self._due: dict[int, float] = {}  # worker index -> when it is restarted (monotonic)
         self._restarts: collections.deque[float] = collections.deque()  # restart times, in order
@@ -99,6 +102,8 @@ class Supervisor:
                 self._reap()
                 self._restart_due(mask)
         finally:
+            if self.on_stop is not None:
+                self.on_stop()
             self._stop_all()
             _take_signals(0.0)  # a second SIGTERM during the shutdown does not kill this process once unblocked
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
@@ -179,12 +184,14 @@ def _describe(status: int) -> str:
     return f"exited with {os.waitstatus_to_exitcode(status)}"
 
 
-def run(listener: socket.socket, workers: int, worker: Callable[[int], None], restarts_per_minute: int = 10) -> int:
+def run(listener: socket.socket, workers: int, worker: Callable[[int], None], restarts_per_minute: int = 10,
+        grace_seconds: float = 5.0) -> int:
     """Serve with ``workers`` processes forked from this one: ``worker(index)`` runs in each (it builds the app and
     serves on ``listener``) until SIGTERM or SIGINT here. The listener is made non-blocking: a worker woken for a
     connection another worker accepted first goes back to waiting instead of blocking in ``accept``."""
     listener.setblocking(False)
     try:
-        return Supervisor(workers, worker, restarts_per_minute).run()
+        # the parent's copy of the socket closes first: while the workers drain, a new connection is refused, not queued
+        return Supervisor(workers, worker, restarts_per_minute, grace_seconds, on_stop=listener.close).run()
     finally:
         listener.close()
