@@ -4,7 +4,11 @@ The teacher (``ExpertAgent`` by default: the env's oracle) plays episodes throug
 ``make_vec`` members and prompts the RL rollout uses, so the policy imitates exactly the
 (prompt → output) pairs it will later see. Only format-valid teacher turns are kept. The loss is
 the token-level negative log-likelihood of the teacher's output (and the end-of-turn token) under
-the policy *without* the value tokens w⁺/w⁻, the same distribution RL samples from.
+the policy *without* the value tokens w⁺/w⁻, the distribution RL samples from, at temperature 1: the clone fits
+the model's own logits, and RL's sampling temperature (``--temperature``) is a decoding choice on top of them, as
+in verl's and TRL's SFT trainers. (Until session 17 the clone was fitted at ``--temperature``; at 1, the default,
+nothing changed. At 0.7 the clone fitted at 0.7 samples at 0.7 what a clone fitted at 1 samples at 1, so the
+sharper rollouts that lift ALFWorld-Mini, docs/compare.md, were out of reach.)
 
 With ``sft_agent="random"`` (random admissible actions) the warm start teaches the output format
 only: success stays at chance, which is what the learning test wants to start from.
@@ -108,10 +112,10 @@ def behaviour_clone(
 
 
 def warm_start(policy: Any, cfg: TrainConfig, env_kwargs: dict[str, Any]) -> list[float]:
-    """Collect ``cfg.sft_episodes`` episodes of ``cfg.sft_agent`` and clone them (``cfg.sft_*``)."""
+    """Collect ``cfg.sft_episodes`` episodes of ``cfg.sft_agent`` and clone them (``cfg.sft_*``) at temperature 1,
+    whatever ``cfg.temperature`` RL samples at."""
     from agents.registry import load_agent
 
     demos = collect_demonstrations(cfg, env_kwargs, load_agent(cfg.sft_agent, seed=cfg.seed), cfg.sft_episodes)
     return behaviour_clone(policy, demos, epochs=cfg.sft_epochs, lr=cfg.sft_lr, seed=cfg.seed,
-                           temperature=cfg.temperature, micro_batch_size=cfg.micro_batch_size,
-                           by_length=cfg.group_by_length)
+                           micro_batch_size=cfg.micro_batch_size, by_length=cfg.group_by_length)  # at temperature 1

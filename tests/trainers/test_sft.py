@@ -35,3 +35,26 @@ def test_a_micro_batched_clone_step_is_the_minibatch_gradient(by_length):
         loss, grad = gradient(size, by_length)
         assert loss == pytest.approx(whole_loss, rel=bound)
         torch.testing.assert_close(grad, whole, rtol=0, atol=bound * float(whole.abs().max()))
+
+
+def test_the_warm_start_clones_at_temperature_one_whatever_rl_samples_at():
+    """``warm_start`` fits the model's own logits (temperature 1): RL's ``--temperature`` is a decoding choice on top,
+    so a run sampling at 0.7 starts from the same clone as one at 1. Until session 17 it fitted at ``--temperature``,
+    and a clone fitted at 0.7 would sample at 0.7 what one fitted at 1 samples at 1 (the same fitted distribution)."""
+    import dataclasses
+
+    from agents.policy import PolicyModel
+    from sapo_gym.prompts import PLAIN_PROMPT
+    from trainers.config import TrainConfig
+    from trainers.sft import warm_start
+
+    cfg = TrainConfig(env="sapo/Vault-v0", prompt="plain", history_length=0, max_response_tokens=16, micro_batch_size=16,
+                      sft_episodes=4, sft_agent="random", sft_epochs=1, sft_lr=3e-3)
+    states = []
+    for temperature in (1.0, 0.7):
+        policy = PolicyModel.tiny(seed=0)
+        warm_start(policy, dataclasses.replace(cfg, temperature=temperature), {"prompt": PLAIN_PROMPT, "history_length": 0})
+        states.append(policy.model.state_dict())
+    assert states[0].keys() == states[1].keys()
+    for name in states[0]:  # one process, the same operations in the same order: bit for bit
+        assert torch.equal(states[0][name], states[1][name]), name
