@@ -118,6 +118,22 @@ def test_replace_routes_fields_and_refuses_per_run_ones():
         CompareConfig().replace(strategy="deepspeed", workers=2)
 
 
+def test_the_cpu_presets_keep_the_warm_start_and_temperature_they_were_measured_with():
+    """Session 17 moved the CPU default to a 7-epoch clone at lr 1e-3 and rollouts at 0.7; the WebShop and Vault presets
+    were measured on the 10-epoch clone at 3e-3 (Vault: its own 50 epochs) and rollouts at 1, and set those themselves,
+    so their documented runs stay what a rerun gives."""
+    from sapo_cli.compare import config_from_args
+
+    def fields(*flags: str) -> tuple[int, float, float]:
+        train = config_from_args(build_parser().parse_args(["compare", *flags])).train
+        return train.sft_epochs, train.sft_lr, train.temperature
+
+    assert fields() == (7, 1e-3, 0.7)
+    assert fields("--preset", "webshop-cpu") == (10, 3e-3, 1.0)
+    assert fields("--preset", "vault") == (50, 3e-3, 1.0)
+    assert fields("--preset", "webshop-cpu", "--temperature", "0.7") == (10, 3e-3, 0.7)  # an explicit flag still wins
+
+
 def test_paper_preset_without_gpu_or_weights_says_why(capsys, tmp_path):
     torch = pytest.importorskip("torch")
     code = main(["compare", "--preset", "paper-1.5b", "--out", str(tmp_path / "out")])
