@@ -55,7 +55,7 @@ def test_the_webshop_preset_is_the_cpu_default_on_webshop_mini():
     assert web.train.constrain == "admissible"  # clicks held to the page's clickables; the query is the model's own
     assert (web.train.model, web.train.tiny_hidden_size, web.train.prompt, web.train.lr) == (
         default.train.model, default.train.tiny_hidden_size, default.train.prompt, default.train.lr)
-    assert web.algo_list == default.algo_list and web.seeds == default.seeds and web.train.history_length == 1
+    assert web.algo_list == default.algo_list and (web.seeds, default.seeds) == (3, 4) and web.train.history_length == 1
     # WebShop's turns run from ~90 to ~930 tokens; the ALFWorld default's measured numbers stay as they are
     assert (web.train.micro_batch_size, web.train.group_by_length, default.train.group_by_length) == (4, True, False)
     assert "data_dir" not in web.train_config("sapo", 0).gym_make_kwargs()  # ALFWorld's embedded-set argument is dropped
@@ -119,19 +119,19 @@ def test_replace_routes_fields_and_refuses_per_run_ones():
 
 
 def test_the_cpu_presets_keep_the_warm_start_and_temperature_they_were_measured_with():
-    """Session 17 moved the CPU default to a 7-epoch clone at lr 1e-3 and rollouts at 0.7; the WebShop and Vault presets
-    were measured on the 10-epoch clone at 3e-3 (Vault: its own 50 epochs) and rollouts at 1, and set those themselves,
-    so their documented runs stay what a rerun gives."""
+    """Session 17 moved the CPU default to a 7-epoch clone at lr 1e-3, rollouts at 0.7 and 4 seeds; the WebShop and Vault
+    presets were measured on the 10-epoch clone at 3e-3 (Vault: its own 50 epochs), rollouts at 1 and 3 seeds, and set
+    those themselves, so their documented runs stay what a rerun gives."""
     from sapo_cli.compare import config_from_args
 
-    def fields(*flags: str) -> tuple[int, float, float]:
-        train = config_from_args(build_parser().parse_args(["compare", *flags])).train
-        return train.sft_epochs, train.sft_lr, train.temperature
+    def fields(*flags: str) -> tuple[int, float, float, int]:
+        cfg = config_from_args(build_parser().parse_args(["compare", *flags]))
+        return cfg.train.sft_epochs, cfg.train.sft_lr, cfg.train.temperature, cfg.seeds
 
-    assert fields() == (7, 1e-3, 0.7)
-    assert fields("--preset", "webshop-cpu") == (10, 3e-3, 1.0)
-    assert fields("--preset", "vault") == (50, 3e-3, 1.0)
-    assert fields("--preset", "webshop-cpu", "--temperature", "0.7") == (10, 3e-3, 0.7)  # an explicit flag still wins
+    assert fields() == (7, 1e-3, 0.7, 4)
+    assert fields("--preset", "webshop-cpu") == (10, 3e-3, 1.0, 3)
+    assert fields("--preset", "vault") == (50, 3e-3, 1.0, 3)
+    assert fields("--preset", "webshop-cpu", "--temperature", "0.7") == (10, 3e-3, 0.7, 3)  # an explicit flag still wins
 
 
 def test_paper_preset_without_gpu_or_weights_says_why(capsys, tmp_path):
