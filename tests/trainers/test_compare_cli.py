@@ -124,14 +124,14 @@ def test_the_cpu_presets_keep_the_warm_start_and_temperature_they_were_measured_
     those themselves, so their documented runs stay what a rerun gives."""
     from sapo_cli.compare import config_from_args
 
-    def fields(*flags: str) -> tuple[int, float, float, int]:
+    def fields(*flags: str) -> tuple[int, float, float, int, int]:
         cfg = config_from_args(build_parser().parse_args(["compare", *flags]))
-        return cfg.train.sft_epochs, cfg.train.sft_lr, cfg.train.temperature, cfg.seeds
+        return cfg.train.sft_epochs, cfg.train.sft_lr, cfg.train.temperature, cfg.seeds, cfg.eval_every
 
-    assert fields() == (7, 1e-3, 0.7, 4)
-    assert fields("--preset", "webshop-cpu") == (10, 3e-3, 1.0, 3)
-    assert fields("--preset", "vault") == (50, 3e-3, 1.0, 3)
-    assert fields("--preset", "webshop-cpu", "--temperature", "0.7") == (10, 3e-3, 0.7, 3)  # an explicit flag still wins
+    assert fields() == (7, 1e-3, 0.7, 4, 10)
+    assert fields("--preset", "webshop-cpu") == (10, 3e-3, 1.0, 3, 10)
+    assert fields("--preset", "vault") == (50, 3e-3, 1.0, 3, 5)
+    assert fields("--preset", "webshop-cpu", "--temperature", "0.7") == (10, 3e-3, 0.7, 3, 10)  # an explicit flag wins
 
 
 def test_paper_preset_without_gpu_or_weights_says_why(capsys, tmp_path):
