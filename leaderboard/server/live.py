@@ -25,11 +25,9 @@ in the database, under a start lock: a PostgreSQL advisory lock, SQLite's write 
 most ``max_parallel`` envs per process that plays it; a run expires after ``idle_seconds`` without
 progress (a reset that deals an episode or a step that plays a turn; reading the run's status, a
 refused or a retried request is no progress) or ``max_seconds`` in all (the run stays in ``live_runs``
-as *expired*: abandoned runs are counted on the submission page). A closed run's episodes and turns are deleted
-``keep_closed_seconds`` after it closed (a day by default), so the turn tables do not grow with every run ever
-played. A start refused because the server is
-full is a 429 with ``Retry-After`` and puts the token in line for the next freed slot
-(:mod:`leaderboard.server.live_waitlist`, a table too).
+as *expired*: abandoned runs are counted on the submission page; a day later its episodes and turns are pruned). A
+start refused because the server is full is a 429 with ``Retry-After`` and puts the token in line for the next freed
+slot (:mod:`leaderboard.server.live_waitlist`, a table too).
 """
 
 from __future__ import annotations
@@ -42,14 +40,14 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import delete, func, not_, or_, select, text, update
+from sqlalchemy import func, not_, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from leaderboard.boards import Board
 from leaderboard.server import live_waitlist as waitlist
 from leaderboard.server.db import LiveEpisode, LivePlan, LiveRun, LiveTurn, utcnow
 from leaderboard.server.live_envs import EnvCache
-from leaderboard.server.live_run import LiveError, RunView, answered, episode_records, jsonable, outputs_of
+from leaderboard.server.live_run import LiveError, RunView, answered, episode_records, jsonable, outputs_of, prune_closed
 
 __all__ = ["LiveError", "LiveLimits", "LiveManager", "jsonable"]
 
@@ -79,9 +77,8 @@ class LiveLimits:
     hold_seconds: float = 30.0
     """A token refused while the server was full keeps its place in line while it asks again this often."""
     keep_closed_seconds: float = 24 * 3600.0
-    """A closed run's episodes and turns (``live_episodes``, ``live_turns``) are deleted this long after it closed: its
-    bundle is a submission by then, and a request retried later than this is a 404. The turn tables hold the open runs
-    and the recently closed ones only; the run's row and plan stay (the submission page counts abandoned runs)."""
+    """A closed run's episodes and turns are deleted this long after it closed (:func:`prune_closed`; its bundle is a
+    submission by then, and a request retried later is a 404): the turn tables hold open and recent runs only."""
     prune_every_seconds: float = 60.0
     """How often (at most) a process looks for closed runs to prune, on its next request."""
     max_output_bytes: int = 64 << 20
@@ -140,10 +137,8 @@ class LiveManager:
         """Delete the episodes and turns of runs closed more than ``keep_closed_seconds`` ago; how many turns."""
         self._next_prune = time.monotonic() + self.limits.prune_every_seconds
         cutoff = utcnow() - dt.timedelta(seconds=self.limits.keep_closed_seconds)
-        closed = select(LiveRun.id).where(LiveRun.status != "open", LiveRun.ended_at.is_not(None), LiveRun.ended_at <= cutoff)
         with self.store.session.begin() as s:
-            turns = s.execute(delete(LiveTurn).where(LiveTurn.run_id.in_(closed))).rowcount
-            s.execute(delete(LiveEpisode).where(LiveEpisode.run_id.in_(closed)))
+            turns = prune_closed(s, cutoff)
         if turns:
             log.info("live runs: pruned %d turns of runs closed before %s", turns, cutoff.isoformat(timespec="seconds"))
         return turns

@@ -4,23 +4,24 @@
 says holds until that transaction ends, whichever server process reads it. It decides what a deal or
 a step may do (:meth:`RunView.check_deal`, :meth:`RunView.which`) and what the run looks like to its
 client (:meth:`RunView.public`); :func:`episode_records` rebuilds the run's ``EpisodeRecord``\\ s from
-its rows when the last episode ends.
+its rows when the last episode ends; :func:`prune_closed` deletes the rows of runs closed long ago.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from leaderboard.boards import Board
 from leaderboard.server.db import LiveEpisode, LivePlan, LiveRun, LiveTurn
 
-__all__ = ["LiveError", "RunView", "answered", "episode_records", "jsonable", "outputs_of"]
+__all__ = ["LiveError", "RunView", "answered", "episode_records", "jsonable", "outputs_of", "prune_closed"]
 
 
 class LiveError(Exception):
@@ -140,3 +141,12 @@ def episode_records(s: Session, run_id: int) -> list[Any]:
         turns.setdefault(row.episode, []).append(json.loads(row.step_json))
     episodes = s.scalars(select(LiveEpisode).where(LiveEpisode.run_id == run_id).order_by(LiveEpisode.episode))
     return [EpisodeRecord.from_dict({**json.loads(ep.record_json), "turns": turns.get(ep.episode, [])}) for ep in episodes]
+
+
+def prune_closed(s: Session, cutoff: dt.datetime) -> int:
+    """Delete the episodes and turns of the runs closed (finished, expired, rejected) at or before ``cutoff``; how many
+    turns. Their rows and plans stay."""
+    closed = select(LiveRun.id).where(LiveRun.status != "open", LiveRun.ended_at.is_not(None), LiveRun.ended_at <= cutoff)
+    turns = s.execute(delete(LiveTurn).where(LiveTurn.run_id.in_(closed))).rowcount
+    s.execute(delete(LiveEpisode).where(LiveEpisode.run_id.in_(closed)))
+    return int(turns or 0)
