@@ -41,7 +41,7 @@ import torch
 
 from trainers.checkpoint import latest_checkpoint, load_trainer, save_trainer
 from trainers.config import TrainConfig
-from trainers.core_algos import explained_variance
+from trainers.core_algos import equal_return_groups, explained_variance
 from trainers.distributed import gather_rollout, map_micro_batches, rank_groups
 from trainers.experience import Experience
 from trainers.forward import action_log_probs, forward_positions
@@ -210,9 +210,7 @@ class Trainer:
             exp = method.compute_values(exp)
         with timer("advantage"):
             exp = method.compute_advantages(exp)
-        stats = {}  # how much of its targets' variance the frozen V_old explains (SAPO's readout, PPO's critic)
-        if exp.old_values is not None and exp.value_targets is not None:
-            stats["value/explained_var"] = float(explained_variance(exp.old_values, exp.value_targets))
+        stats = self.machinery_stats(exp)
         try:
             with timer("critic_update"), strategy.autocast():
                 if self.critic is not None:
@@ -226,6 +224,18 @@ class Trainer:
             where = self.last_checkpoint or "none saved yet"
             raise TrainingDiverged(f"{err} at iteration {self.iteration} of {self.cfg.algo}; weights not updated; "
                                    f"last good checkpoint: {where}") from None
+        return stats
+
+    def machinery_stats(self, exp: Experience) -> dict[str, float]:
+        """What the method's machinery did with this batch: the share of turns whose advantage is not exactly 0, how
+        much of its targets' variance the frozen V_old explains (SAPO's readout, PPO's critic), and for the group
+        methods the share of task groups whose returns are all equal (no signal)."""
+        assert exp.advantages is not None
+        stats = {"advantage/nonzero_turns": float((exp.advantages != 0).float().mean())}
+        if exp.old_values is not None and exp.value_targets is not None:
+            stats["value/explained_var"] = float(explained_variance(exp.old_values, exp.value_targets))
+        if self.cfg.rollouts_per_task > 1:
+            stats["advantage/equal_return_groups"] = float(equal_return_groups(exp.rewards, exp.traj_ids, exp.group_ids))
         return stats
 
     def _actor_loss(self, micro: Experience, policy: bool = True) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

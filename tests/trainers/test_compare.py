@@ -86,6 +86,23 @@ def test_results_json_has_the_documented_fields(finished):
             assert all(0.0 <= v <= 1.0 for v in curve)
 
 
+def test_results_say_what_each_methods_machinery_did(finished):
+    cfg, res = finished
+    for algo, m in res["methods"].items():
+        mach, rows = m["machinery"], [r for s in m["curves"]["value_explained_var"] for r in s]
+        assert 0.0 <= mach["nonzero_advantage_turns"] <= 1.0
+        if algo == "grpo":  # no V; its groups of G = 4 rollouts are counted
+            assert mach["value_explained_var"] is None and all(v is None for v in rows)
+            assert 0.0 <= mach["equal_return_groups"] <= 1.0
+        else:  # a V per seed (the mean over the second half of training: iteration 1 of 2), no groups
+            assert len(mach["value_explained_var"]["values"]) == 2 and all(v is not None for v in rows)
+            assert mach["value_explained_var"]["values"] == [s[1] for s in m["curves"]["value_explained_var"]]
+            assert mach["equal_return_groups"] is None
+    md = (Path(cfg.out) / "results.md").read_text()
+    assert "## What each method's machinery did" in md and "| GRPO | " in md.split("machinery did")[1]
+    assert "## Ranking" in md and "Power: the observed difference between the two best" in md
+
+
 def test_periodic_held_out_evaluation_leaves_the_run_unchanged(finished, tmp_path):
     """The evaluation reseeds torch; the RNG state is restored after it, so the run is the same without it."""
     from trainers.compare import compare
@@ -118,7 +135,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 def test_plots_are_valid_png_and_svg(finished):
     cfg, _ = finished
     plots = Path(cfg.out) / "plots"
-    for name in ("learning_curves", "category_success", "phase_times"):
+    for name in ("learning_curves", "value_explained_var", "category_success", "phase_times"):
         width, height = _png_size(plots / f"{name}.png")
         assert width > 400 and height > 150 and (plots / f"{name}.png").stat().st_size > 10_000
         root = ET.parse(plots / f"{name}.svg").getroot()

@@ -219,6 +219,27 @@ def test_welch_df_by_hand():
     assert welch_df([(1.0, 5)]) == 5 and welch_df([(0.0, 5), (2.0, 7)]) == 7
 
 
+def test_welch_difference_and_the_seeds_it_would_need_by_hand():
+    from trainers.compare.stats import seeds_to_resolve, welch_difference
+
+    # a = [0.5, 0.7], b = [0.1, 0.3]: d = 0.4, s² = 0.02 each; se² = 0.01 + 0.01, ν = 0.02² / (0.01²/1 + 0.01²/1) = 2,
+    # half = t_{0.975,2} · √0.02 = 4.302653 · 0.141421 = 0.608490
+    d = welch_difference([0.5, 0.7], [0.1, 0.3])
+    assert math.isclose(d.diff, 0.4) and math.isclose(d.high - d.diff, 4.302652730 * math.sqrt(0.02), rel_tol=1e-12)
+    assert not d.resolved
+    # at n seeds a side: ν = 2(n − 1), half = t_ν · √(0.04 / n): n = 2 gives 0.608 > 0.4, n = 3 gives
+    # 2.776445 · 0.115470 = 0.3206 < 0.4
+    assert seeds_to_resolve([0.5, 0.7], [0.1, 0.3]) == 3
+    # the previous CPU default (PPO 96, 101, 70, 89 and SAPO 80, 81, 43, 66 of 180 episodes): +11.9 [−4.0, +27.9]
+    ppo, sapo = [96 / 180, 101 / 180, 70 / 180, 89 / 180], [80 / 180, 81 / 180, 43 / 180, 66 / 180]
+    d = welch_difference(ppo, sapo)
+    assert (round(100 * d.diff, 1), round(100 * d.low, 1), round(100 * d.high, 1)) == (11.9, -4.0, 27.9)
+    assert seeds_to_resolve(ppo, sapo) == 6
+    assert welch_difference([0.5], [0.2]).low is None and seeds_to_resolve([0.5], [0.2]) is None
+    assert seeds_to_resolve([0.4, 0.6], [0.6, 0.4]) is None  # no difference: nothing to resolve
+    assert seeds_to_resolve([0.0, 1.0], [0.0, 0.99], limit=50) is None  # a tiny difference in a huge spread
+
+
 def test_lift_interval_counts_evaluation_noise_by_hand():
     from trainers.compare.stats import binomial_variance, lift_over, t_quantile
 

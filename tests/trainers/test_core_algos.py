@@ -180,6 +180,18 @@ def test_trajectory_returns():
     assert close(ca.trajectory_returns(r, torch.tensor([1, 1, 2, 2, 2])), [1, 1, 0.75, 0.75, 0.75])
 
 
+def test_equal_return_groups_hand_computed():
+    # rows in any order; trajectories 1, 2 in group 0 (returns 1 and 0: informative), 3, 4 in group 7 (returns 0.5 and
+    # 0.25 + 0.25 = 0.5: equal), 5 alone in group 9 (one trajectory: equal) -> 2 of 3 groups
+    rewards = torch.tensor([0.0, 0.25, 1.0, 0.5, 0.0, 0.25, 0.0, 0.3])
+    traj = torch.tensor([1, 4, 1, 3, 2, 4, 4, 5])
+    group = torch.tensor([0, 7, 0, 7, 0, 7, 7, 9])
+    # a float32 mean: 2/3 rounded to float32 is within 2^-24 of it, relatively
+    assert math.isclose(float(ca.equal_return_groups(rewards, traj, group)), 2 / 3, rel_tol=2**-24)
+    everyone_fails = torch.zeros(4)
+    assert float(ca.equal_return_groups(everyone_fails, torch.tensor([0, 1, 2, 3]), torch.tensor([0, 0, 1, 1]))) == 1.0
+
+
 def test_grpo_advantages_hand_computed():
     # group 0: R = [1, 0], mean 0.5, unbiased std sqrt(0.5) -> +-1/sqrt(2); group 1: equal returns -> 0
     adv = ca.grpo_advantages(torch.tensor([1.0, 0.0, 1.0, 1.0]), torch.tensor([0, 0, 5, 5]), eps=0.0)

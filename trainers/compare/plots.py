@@ -3,6 +3,8 @@
 * ``learning_curves``: two panels, training-rollout success per iteration and held-out success every
   ``eval_every`` iterations (first evaluation seed; iteration 0 is the warm start), each the mean over
   seeds with a min–max band, and the starting policy's held-out success as a dashed line;
+* ``value_explained_var``: the explained variance of each iteration's returns by V_old, per method with a value
+  function (mean over seeds, min–max band);
 * ``category_success``: evaluation success per category and method (bars: mean over seeds,
   whiskers: 95 % t-interval), the starting policy beside them;
 * ``phase_times``: the paper's Fig. 2 — seconds per iteration split into its eight phases, one
@@ -78,6 +80,27 @@ def learning_curves(res: dict[str, Any], axes: Any) -> None:
                      transform=held_ax.transAxes)
 
 
+def value_explained_variance(res: dict[str, Any], ax: Any) -> None:
+    """How much of each iteration's return variance V_old explained, per method with a V (mean over seeds, min–max band)."""
+    import numpy as np
+
+    drawn = False
+    for algo, m in res["methods"].items():
+        series = m["curves"].get("value_explained_var") or []
+        if any(v is not None for s in series for v in s):
+            _band(ax, np.asarray(m["curves"]["iteration"]) + 1, series, COLOURS.get(algo), label(algo))
+            drawn = True
+    ax.axhline(0.0, color="black", lw=0.8)
+    ax.set(xlabel="iteration", ylabel="explained variance", ylim=(-0.5, 1.0),
+           title="V explained variance of the new episodes' returns (before each update)")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.grid(alpha=0.3)
+    if drawn:
+        ax.legend(loc="best", fontsize=7)
+    else:
+        ax.text(0.5, 0.5, "no method with a value function", ha="center", va="center", transform=ax.transAxes)
+
+
 def category_success(res: dict[str, Any], ax: Any) -> None:
     import numpy as np
 
@@ -121,12 +144,13 @@ def phase_times(res: dict[str, Any], ax: Any) -> None:
 
 
 def write_plots(res: dict[str, Any], out: str | Path) -> list[Path]:
-    """Draw the three figures into ``out`` (PNG + SVG each); return the written paths."""
+    """Draw the four figures into ``out`` (PNG + SVG each); return the written paths."""
     plt = _pyplot()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for name, draw, size, panels in (("learning_curves", learning_curves, (11.0, 4.0), 2),
+                                     ("value_explained_var", value_explained_variance, (7.2, 4.0), 1),
                                      ("category_success", category_success, (7.2, 4.0), 1),
                                      ("phase_times", phase_times, (7.2, 1.2 + 0.5 * len(res["methods"])), 1)):
         fig, ax = plt.subplots(1, panels, figsize=size, sharey=panels > 1)

@@ -30,7 +30,7 @@ from typing import Any
 
 from trainers.compare.config import CompareConfig, label
 from trainers.compare.runner import RunResult
-from trainers.compare.stats import collapse, lift_over, seed_stat
+from trainers.compare.stats import collapse, lift_over, seed_stat, seeds_to_resolve, welch_difference
 from trainers.hardware import run_environment
 from trainers.profiling import PHASES
 
@@ -55,6 +55,29 @@ def _held_out_curves(runs: list[RunResult], start: RunResult) -> dict[str, Any]:
     }
 
 
+def _second_half_mean(rows: list[dict[str, Any]], key: str) -> float | None:
+    """Mean of ``key`` over the second half of a run's iterations (None: never logged there)."""
+    values = [row[key] for row in rows[len(rows) // 2:] if row.get(key) is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _run_mean(runs: list[RunResult], key: str) -> float | None:
+    """Mean of ``key`` over every iteration of every run (None: never logged)."""
+    values = [row[key] for r in runs for row in r.metrics if row.get(key) is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _machinery(runs: list[RunResult]) -> dict[str, Any]:
+    """What the method's machinery did: V's explained variance (second half of training, per seed), the share of
+    turns with a non-zero advantage and, for the group methods, of groups whose returns were all equal."""
+    ev = [_second_half_mean(r.metrics, "value/explained_var") for r in runs]
+    return {
+        "value_explained_var": seed_stat(ev).to_dict() if all(v is not None for v in ev) else None,
+        "nonzero_advantage_turns": _run_mean(runs, "advantage/nonzero_turns"),
+        "equal_return_groups": _run_mean(runs, "advantage/equal_return_groups"),
+    }
+
+
 def _method(algo: str, runs: list[RunResult], start: RunResult, categories: list[str], start_name: str) -> dict[str, Any]:
     def stat(cat: str, key: str) -> dict[str, Any]:
         return seed_stat([r.summary.get(cat, {}).get(key, 0.0) for r in runs]).to_dict()
@@ -70,11 +93,13 @@ def _method(algo: str, runs: list[RunResult], start: RunResult, categories: list
         "categories": {c: {"success": stat(c, "success"), "score": stat(c, "score")} for c in categories},
         "lift": lift.to_dict(),
         "lift_line": lift.line(label(algo), start_name),
+        "machinery": _machinery(runs),
         "phase_seconds": phases,
         "iteration_seconds": sum(phases.values()),
         "curves": {
             "iteration": [row["iteration"] for row in runs[0].metrics],
             "rollout_success": [[row.get("rollout/success") for row in r.metrics] for r in runs],
+            "value_explained_var": [[row.get("value/explained_var") for row in r.metrics] for r in runs],
             **_held_out_curves(runs, start),
         },
         "bundles": [r.bundle for r in runs],
@@ -160,6 +185,55 @@ def _held_out_table(res: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _machinery_table(res: dict[str, Any]) -> list[str]:
+    """Per method: success with its interval, V's explained variance, non-zero advantages, all-equal groups."""
+    lines = ["## What each method's machinery did", "",
+             "V explained variance: of the returns of each iteration's new episodes, by V_old before the update, mean "
+             "over the second half of training per seed (mean ± 95 % CI over seeds; seeds in brackets). Non-zero "
+             "advantages: share of training turns whose advantage is not exactly 0. Equal groups: share of task "
+             "groups whose G rollouts all had the same return (a group method learns nothing from them).", "",
+             "| method | success % (95 % CI) | V explained variance | turns with a non-zero advantage | groups with all-equal returns |",
+             "|---|---|---|---|---|"]
+    pct = lambda v: "—" if v is None else f"{100 * v:.1f} %"
+    for algo, m in res["methods"].items():
+        st = m["overall"]["success"]
+        ci = "" if st["ci_low"] is None else f" [{100 * st['ci_low']:.1f}, {100 * st['ci_high']:.1f}]"
+        mach = m.get("machinery", {})
+        ev = mach.get("value_explained_var")
+        ev_cell = "—" if ev is None else f"{_cell(ev, pct=False)} ({', '.join(f'{v:+.2f}' for v in ev['values'])})"
+        lines.append(f"| {label(algo)} | {100 * st['mean']:.1f}{ci} | {ev_cell} | {pct(mach.get('nonzero_advantage_turns'))} "
+                     f"| {pct(mach.get('equal_return_groups'))} |")
+    return [*lines, ""]
+
+
+def _ranking(res: dict[str, Any]) -> list[str]:
+    """Welch intervals of every pair's difference in success, and the seeds the two best would need to be told apart."""
+    per_seed = {algo: m["overall"]["success"]["values"] for algo, m in res["methods"].items()}
+    order = sorted(per_seed, key=lambda a: -sum(per_seed[a]) / len(per_seed[a]))
+    if len(order) < 2:
+        return []
+    lines = ["## Ranking (differences in held-out success, 95 % Welch interval over seeds)", ""]
+    for i, a in enumerate(order):
+        for b in order[i + 1:]:
+            d = welch_difference(per_seed[a], per_seed[b])
+            ci = "one seed, no interval" if d.low is None else f"[{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
+            lines.append(f"- {label(a)} − {label(b)}: {100 * d.diff:+.1f} points {ci}"
+                         + (" (resolved)" if d.resolved else ""))
+    a, b = order[:2]
+    diff, have = welch_difference(per_seed[a], per_seed[b]).diff, min(len(per_seed[a]), len(per_seed[b]))
+    need = seeds_to_resolve(per_seed[a], per_seed[b])
+    head = f"Power: the observed difference between the two best, {label(a)} − {label(b)} ({100 * diff:+.1f} points)"
+    if have < 2:
+        power = f"{head}: not estimated (one seed a side)."
+    elif diff == 0:
+        power = f"{head}: no difference to resolve."
+    else:
+        needed = "more than 1,000" if need is None else str(need)
+        power = (f"{head}, with the seed spreads observed, needs {needed} seeds per method for its 95 % Welch interval "
+                 f"to exclude 0 (this run has {have}).")
+    return [*lines, "", power, ""]
+
+
 def _timing_table(res: dict[str, Any]) -> list[str]:
     head = ["method", *PHASES, "iteration"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -206,6 +280,8 @@ def render_markdown(res: dict[str, Any]) -> str:
         + "; ".join(f"{label(algo)} " + (", ".join(f"seed {k}: {v}" for k, v in m["collapses"].items() if v) or "none")
                     for algo, m in res["methods"].items()) + ".",
         "",
+        *_machinery_table(res),
+        *_ranking(res),
         *_held_out_table(res),
         "## Seconds per iteration, by phase (mean over iterations and seeds)",
         "",

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["T975", "Lift", "SeedStat", "binomial_variance", "collapse", "lift_over", "seed_stat", "t_quantile", "welch_df"]
+__all__ = ["T975", "Difference", "Lift", "SeedStat", "binomial_variance", "collapse", "lift_over", "seed_stat",
+           "seeds_to_resolve", "t_quantile", "welch_df", "welch_difference"]
 
 T975 = (12.706204736, 4.302652730, 3.182446305, 2.776445105, 2.570581836, 2.446911851, 2.364624252,
         2.306004135, 2.262157163, 2.228138852, 2.200985160, 2.178812830, 2.160368656, 2.144786688,
@@ -172,4 +173,49 @@ def collapse(invalid_rates: Sequence[float | None], successes: Sequence[float | 
         tail -= 1
     if len(seen) - tail >= window and any(s > 0 for _, s in seen[:tail]):
         return f"success 0 from iteration {seen[tail][0]} to the end ({len(seen) - tail} iterations)"
+    return None
+
+
+@dataclass(frozen=True)
+class Difference:
+    """The difference of two methods' per-seed means with its 95 % Welch interval (None with fewer than 2 seeds each)."""
+
+    diff: float
+    low: float | None
+    high: float | None
+
+    @property
+    def resolved(self) -> bool:
+        """Whether the interval excludes 0."""
+        return self.low is not None and self.high is not None and (self.low > 0 or self.high < 0)
+
+
+def _welch_half(var_a: float, var_b: float, n_a: int, n_b: int) -> float:
+    """Half-width of the 95 % Welch interval of a difference of means (sample variances, seeds per side)."""
+    terms = [(var_a / n_a, n_a - 1), (var_b / n_b, n_b - 1)]
+    return t_quantile(welch_df(terms)) * math.sqrt(var_a / n_a + var_b / n_b)
+
+
+def welch_difference(a: Sequence[float], b: Sequence[float]) -> Difference:
+    """``mean(a) − mean(b)`` with its 95 % Welch interval over seeds (unequal variances, Welch–Satterthwaite df)."""
+    diff = math.fsum(a) / len(a) - math.fsum(b) / len(b)
+    if len(a) < 2 or len(b) < 2:
+        return Difference(diff, None, None)
+    half = _welch_half(statistics.variance(a), statistics.variance(b), len(a), len(b))
+    return Difference(diff, diff - half, diff + half)
+
+
+def seeds_to_resolve(a: Sequence[float], b: Sequence[float], limit: int = 1000) -> int | None:
+    """The seeds per method at which the observed difference of ``a`` and ``b`` would have a Welch interval excluding 0,
+    if the difference and both seed spreads stayed as observed (the smallest n ≥ 2 with t_ν·√((s_a² + s_b²)/n) < |d|).
+    None: no difference, fewer than 2 seeds a side, or more than ``limit`` seeds needed."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    diff = abs(math.fsum(a) / len(a) - math.fsum(b) / len(b))
+    var_a, var_b = statistics.variance(a), statistics.variance(b)
+    if diff == 0:
+        return None
+    for n in range(2, limit + 1):
+        if _welch_half(var_a, var_b, n, n) < diff:
+            return n
     return None

@@ -38,8 +38,8 @@ from torch import Tensor
 
 from trainers.core_algos.masked import gather_turns, group_index, group_stats, group_sum, scatter_turns
 
-__all__ = ["trajectory_returns", "turn_scores", "group_entries", "grpo_advantages", "rloo_advantages",
-           "discounted_returns", "anchor_advantages", "gigpo_advantages"]
+__all__ = ["trajectory_returns", "turn_scores", "group_entries", "equal_return_groups", "grpo_advantages",
+           "rloo_advantages", "discounted_returns", "anchor_advantages", "gigpo_advantages"]
 
 
 def trajectory_returns(rewards: Tensor, traj_ids: Tensor) -> Tensor:
@@ -59,6 +59,26 @@ def turn_scores(rewards: Tensor, traj_ids: Tensor, penalty: Tensor | None = None
     """
     scores = trajectory_returns(rewards, traj_ids)
     return scores if penalty is None else scores - penalty.to(scores.dtype)
+
+
+def equal_return_groups(rewards: Tensor, traj_ids: Tensor, group_ids: Tensor) -> Tensor:
+    """The fraction of task groups whose trajectories all have the same undiscounted return: the groups a
+    group-relative estimator gets no signal from (all success or all failure; their advantages are exactly 0 but for
+    the invalid-action penalty). A group of one trajectory counts as equal.
+
+    Args:
+        rewards, traj_ids, group_ids: ``(B,)`` turn rows.
+
+    Returns a 0-dim float tensor in [0, 1].
+    """
+    traj_of_row, n = group_index(traj_ids)
+    returns = group_sum(rewards.to(torch.float64), traj_of_row, n)  # (N,), float64: a sum of equal rewards stays exact
+    first_row = torch.full((n,), -1, dtype=torch.long, device=traj_ids.device)
+    first_row = first_row.scatter(0, traj_of_row, torch.arange(len(traj_ids), device=traj_ids.device))
+    group_of_traj, g = group_index(group_ids[first_row])
+    low = returns.new_full((g,), float("inf")).scatter_reduce(0, group_of_traj, returns, reduce="amin")
+    high = returns.new_full((g,), float("-inf")).scatter_reduce(0, group_of_traj, returns, reduce="amax")
+    return (low == high).float().mean()
 
 
 def group_entries(traj_ids: Tensor, turn_idx: Tensor, across_steps: bool) -> Tensor:
