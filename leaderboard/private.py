@@ -7,7 +7,8 @@ generates them (:mod:`sapo_gym.private`: ALFWorld games, WebShop goals) from a s
 never publishes them. So a live run there is the only mark that rules out a lookup of public games.
 
 * The seed comes from a file the admin keeps (``serve --private-seed-file PATH``; created with a fresh
-  :func:`secrets.token_hex` when absent, mode 0600). It is never logged or served while the split is active.
+  :func:`secrets.token_hex` when absent, mode 0600; refused unless it can be a secret: see :func:`read_seed_file`).
+  It is never logged or served while the split is active.
 * The boards publish :func:`commitment` (``sha256(DOMAIN_TAG || seed)``) and their spec hash, which covers
   the generated content. When the split is retired, ``sapo-gym leaderboard private reveal`` prints the seed;
   ``sapo-gym leaderboard private check --seed HEX --commitment HEX`` lets anyone check it against the
@@ -22,6 +23,7 @@ through :func:`env_kwargs`.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
@@ -33,7 +35,7 @@ from typing import Any, Iterable
 
 from sapo_gym.private import PRIVATE_SPLIT, check_seed
 
-__all__ = ["ACTIVE", "COUNT_ARGS", "DOMAIN_TAG", "PRIVATE_SPLIT", "PrivateSplits", "activate", "board_info",
+__all__ = ["ACTIVE", "COUNT_ARGS", "DOMAIN_TAG", "PRIVATE_SPLIT", "PrivateSplits", "SeedFileError", "activate", "board_info",
            "commitment", "env_kwargs", "is_private", "read_seed_file", "redact", "withheld"]
 
 log = logging.getLogger(__name__)
@@ -50,22 +52,74 @@ def commitment(seed: str) -> str:
     return hashlib.sha256(DOMAIN_TAG + bytes.fromhex(check_seed(seed))).hexdigest()
 
 
+SEED_FILE_BYTES = (64, 65)
+"""Sizes a seed file may have: 64 hex digits (256 bits), with or without a final newline."""
+
+
+class SeedFileError(ValueError):
+    """The seed file cannot hold a secret (its words never repeat the file's content)."""
+
+
+def _open_seed(file: Path) -> int:
+    """A descriptor of ``file`` opened without following a symlink and without blocking (a FIFO, a device)."""
+    try:
+        return os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SeedFileError(f"{file} is a symbolic link: the private seed must be a regular file of its own") from None
+        raise
+
+
+def _check_seed_stat(file: Path, st: os.stat_result) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise SeedFileError(f"{file} is not a regular file (a FIFO, a device or a directory cannot hold the private seed)")
+    if st.st_uid != os.geteuid():
+        raise SeedFileError(f"{file} is owned by uid {st.st_uid}, not by this server's uid {os.geteuid()}")
+    if st.st_mode & 0o077:
+        raise SeedFileError(f"{file} has mode {stat.S_IMODE(st.st_mode):o}: group or others may read or write it "
+                            "(chmod 600 it, and rotate the seed if anyone else could have read it)")
+    if st.st_size not in SEED_FILE_BYTES:
+        raise SeedFileError(f"{file} holds {st.st_size} bytes; a private seed file holds 64 hex digits (256 bits) and "
+                            "an optional newline, as 'sapo-gym leaderboard serve --private-seed-file' writes it")
+
+
+def _check_seed_text(file: Path, raw: bytes) -> str:
+    text = raw[:-1] if raw.endswith(b"\n") else raw
+    if len(raw) not in SEED_FILE_BYTES or len(text) != 64 or not all(c in b"0123456789abcdefABCDEF" for c in text):
+        raise SeedFileError(f"{file} does not hold a private seed: 64 hex digits and an optional newline")
+    seed = bytes.fromhex(text.decode())
+    steps = {(b - a) % 256 for a, b in zip(seed, seed[1:])}
+    if len(set(seed)) < 16 or len(steps) < 16:  # 32 random bytes: ~30 distinct values and steps; a pattern: a few
+        raise SeedFileError(f"{file} does not hold a random secret (its bytes repeat or follow a pattern): write a new "
+                            "one, e.g. python -c 'import secrets; print(secrets.token_hex(32))'")
+    return check_seed(text.decode())
+
+
+def _create_seed_file(file: Path) -> None:
+    fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secrets.token_hex(32) + "\n")
+    log.info("private split: wrote a new secret seed to %s (keep it; it is revealed when the split is retired)", file)
+
+
 def read_seed_file(path: str | os.PathLike[str], create: bool = True) -> str:
-    """The seed in ``path`` (hex), or a fresh 256-bit one written there (mode 0600) when it is absent."""
+    """The seed in ``path`` (hex), or a fresh 256-bit one written there (mode 0600) when it is absent.
+
+    Refused (:class:`SeedFileError`) unless it can be a secret: a regular file (not a symlink, a FIFO or a device;
+    opened with ``O_NOFOLLOW | O_NONBLOCK``, so nothing blocks), owned by this process's user, with no permission
+    for group or others, of the size the server writes, holding 64 hex digits that are not a constant or a pattern."""
     file = Path(path).expanduser()
-    if not file.exists():
+    if not os.path.lexists(file):
         if not create:
             raise FileNotFoundError(f"no private seed file {file}")
-        fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(secrets.token_hex(32) + "\n")
-        log.info("private split: wrote a new secret seed to %s (keep it; it is revealed when the split is retired)", file)
-    if file.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        log.warning("private split: %s is readable by others than its owner (chmod 600 it)", file)
+        _create_seed_file(file)
+    fd = _open_seed(file)
     try:
-        return check_seed(file.read_text())
-    except ValueError:
-        raise ValueError(f"{file} does not hold a private seed (hex digits, at least 32)") from None
+        _check_seed_stat(file, os.fstat(fd))
+        raw = os.read(fd, max(SEED_FILE_BYTES) + 1)
+    finally:
+        os.close(fd)
+    return _check_seed_text(file, raw)
 
 
 @dataclass(frozen=True)
@@ -136,7 +190,10 @@ def withheld(split: str | None) -> str | None:
 
 
 def redact(split: str | None, message: str) -> str:
-    """A verifier message fit to publish: on a private split, without the episode text a mismatch quotes."""
+    """A verifier message fit to publish: on a private split, without the episode text a mismatch quotes; never the
+    active seed (an env's error could echo its arguments)."""
+    if ACTIVE is not None and ACTIVE.seed in message:
+        message = message.replace(ACTIVE.seed, "<the private seed>")
     if not is_private(split):
         return message
     head = message.split(":", 1)[0] if message.startswith("episode ") else message

@@ -5,6 +5,12 @@ episode, resetting to its task with its seed and stepping its recorded outputs r
 initial observation, every turn (parsed action, think, validity, admissibility, observation,
 reward), the episode's end exactly at its last turn, and its success, score, steps, invalid
 actions and return.
+
+A verdict is the submission's, never the verifier's set-up: a verifier that cannot build the board's
+env as the board has it (a backend or data missing, no private seed, another private task count or
+WebShop noun rule: an env whose spec hash is not the board's) raises :class:`SetupError` and records
+nothing against the submission (:attr:`ReplayResult.verifiable` False; the server's worker leaves it
+pending, "not verifiable here").
 """
 
 from __future__ import annotations
@@ -15,9 +21,17 @@ from typing import Any, Callable, Mapping
 
 from leaderboard.boards import make_env
 
-__all__ = ["ReplayResult", "replay_episode", "replay_bundle"]
+__all__ = ["ReplayResult", "SetupError", "SETUP_ERRORS", "board_env", "replay_episode", "replay_bundle"]
 
 _TURN_KEYS = ("action", "think", "valid", "admissible", "observation", "reward")
+
+
+SETUP_ERRORS = (ImportError, OSError, MemoryError)
+"""Exceptions of an env that say the machine lacks something (a module, a file, memory), not that the episode differs."""
+
+
+class SetupError(Exception):
+    """This verifier cannot reproduce the board's env: no verdict on the submission can come from it."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +40,22 @@ class ReplayResult:
     episodes: int
     """Episodes replayed (all of them when verified, up to the first mismatch otherwise)."""
     message: str
+    verifiable: bool = True
+    """False: the verifier could not build the board's env (:class:`SetupError`): not verified, and not failed either."""
+
+
+def board_env(env_id: str, split: str | None, spec_hash: str) -> Any:
+    """The env of board ``spec_hash``, built here; :class:`SetupError` when it cannot be built or is another board's."""
+    try:
+        env = make_env(env_id, split)
+    except Exception as exc:  # a backend, its data or the private seed is missing here
+        raise SetupError(f"this verifier cannot build {env_id}:{split}: {type(exc).__name__}: {exc}") from None
+    here = env.unwrapped.spec_hash()
+    if here != spec_hash:
+        env.close()
+        raise SetupError(f"this verifier's {env_id}:{split} env has spec hash {here}, the board's is {spec_hash} (another "
+                         "private seed or task count, noun rule or backend version here)")
+    return env
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -70,14 +100,19 @@ def replay_episode(env: Any, episode: Mapping[str, Any]) -> str | None:
 
 
 def replay_bundle(bundle: Mapping[str, Any], progress: Callable[[int], None] | None = None) -> ReplayResult:
-    """Replay every episode of ``bundle`` in a fresh env of its id and split; stop at the first mismatch."""
-    env = make_env(bundle["env"]["id"], bundle["env"]["split"])
+    """Replay every episode of ``bundle`` in a fresh env of its id and split; stop at the first mismatch. An env this
+    machine cannot build as the bundle's board has it gives ``verifiable=False``, not a failure."""
     try:
-        if env.unwrapped.spec_hash() != bundle["env"]["spec_hash"]:
-            return ReplayResult(False, 0, f"the replay env's spec hash {env.unwrapped.spec_hash()} differs from the bundle's")
+        env = board_env(bundle["env"]["id"], bundle["env"]["split"], bundle["env"]["spec_hash"])
+    except SetupError as exc:
+        return ReplayResult(False, 0, str(exc), verifiable=False)
+    try:
         episodes = bundle["episodes"]
         for i, ep in enumerate(episodes):
-            problem = replay_episode(env, ep)
+            try:
+                problem = replay_episode(env, ep)
+            except SETUP_ERRORS as exc:
+                return ReplayResult(False, i, f"this verifier failed to run the env: {type(exc).__name__}: {exc}", verifiable=False)
             if problem is not None:
                 return ReplayResult(False, i + 1, f"episode {i} (task {ep['task_id']}, seed {ep['seed']}): {problem}")
             if progress is not None:

@@ -22,6 +22,7 @@ from leaderboard.checks import admit
 from leaderboard.precheck import prescan
 from leaderboard.server.db import Submission
 from leaderboard.server.limits import RateLimited, gunzip_strict, read_body
+from leaderboard.server.names import NameTaken
 from leaderboard.server import summaries
 from leaderboard.server.ranking import STATUS_FILTERS, parse_status_filter, ranks
 from leaderboard.server.security import external_url
@@ -103,6 +104,8 @@ def submit() -> Response:
         added = _ctx()["store"].add(bundle, board, submitter=token.name, token_id=token.id)
     except EpisodesClaimed as exc:
         return _error(409, str(exc), "duplicate_episodes")
+    except NameTaken as exc:
+        return _error(409, str(exc), "name_taken")
     if added.created:
         summaries.ensure(_ctx()["store"], added.id, bundle)  # the pages' summary and episode chunks, from the parsed bundle
     _ctx()["verifier"].wake.set()
@@ -168,8 +171,10 @@ def bundle(submission_id: int) -> Response:
 @api.get("/boards")
 def boards() -> Response:
     registry = _ctx()["boards"]
+    store: Store = _ctx()["store"]
     hosted = [{"env_id": b.env_id, "split": b.split, "spec_hash": b.spec_hash, "tasks": len(b.task_ids), "spec": b.spec_fields,
-               **({"private": private.board_info(b)} if private.is_private(b.split) else {})} for b in registry]
+               **({"private": {**(private.board_info(b) or {}), "live_runs": store.live_board(b.spec_hash, listed=0)}}
+                  if private.is_private(b.split) else {})} for b in registry]
     return jsonify(boards=hosted, unavailable=registry.skipped)
 
 

@@ -8,8 +8,8 @@ from sqlalchemy import (BigInteger, Boolean, DateTime, Engine, Float, ForeignKey
                         create_engine, event)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["Base", "Token", "Submission", "Provenance", "HarnessClaim", "EpisodeOwner", "LiveRun", "LivePlan", "LiveEpisode", "LiveTurn", "LiveWaiting", "RateBucket",
-           "make_engine", "utcnow"]
+__all__ = ["Base", "Token", "Submission", "Provenance", "HarnessClaim", "EpisodeOwner", "DisplayName", "LiveRun", "LivePlan", "LiveEpisode", "LiveTurn", "LiveWaiting", "RateBucket",
+           "driver_url", "make_engine", "utcnow"]
 
 
 def utcnow() -> dt.datetime:
@@ -90,6 +90,15 @@ class EpisodeOwner(Base):
     token_id: Mapped[int | None] = mapped_column(ForeignKey("tokens.id"), nullable=True)
     """None: the seeded baselines."""
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"))
+
+
+class DisplayName(Base):
+    """An agent's display name, by its key (``leaderboard.server.display.name_key``: NFKC, case-folded, spacing
+    collapsed): the first token that used it owns it, another token's submission under it is refused."""
+
+    __tablename__ = "display_names"
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    token_id: Mapped[int] = mapped_column(ForeignKey("tokens.id"))
 
 
 class Migration(Base):
@@ -252,6 +261,18 @@ DEFAULT_POOL = 30
 """PostgreSQL connections one process may hold at once (:func:`make_engine`): 10 kept open, 20 more when busy."""
 
 
+def driver_url(url: str) -> str:
+    """``url`` with a driver SQLAlchemy can load: a bare ``postgresql://`` or ``postgres://`` (what the docs and most
+    hosts give) names the PostgreSQL driver installed here, psycopg2 (else psycopg 3); other URLs are kept as they are."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("postgresql", "postgres"):
+        return url
+    import importlib.util
+
+    driver = "psycopg2" if importlib.util.find_spec("psycopg2") or not importlib.util.find_spec("psycopg") else "psycopg"
+    return f"postgresql+{driver}://{rest}"
+
+
 def make_engine(url: str, pool: int = DEFAULT_POOL) -> Engine:
     """An engine for ``url`` (``sqlite:///path.db`` or ``postgresql://...``) with the tables created.
 
@@ -260,6 +281,7 @@ def make_engine(url: str, pool: int = DEFAULT_POOL) -> Engine:
     N·pool, which the database's ``max_connections`` must hold."""
     if pool < 1:
         raise ValueError(f"pool must be >= 1, got {pool}")
+    url = driver_url(url)
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         _sqlite_pragmas(engine)

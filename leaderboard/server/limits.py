@@ -7,7 +7,8 @@ them, strict gzip framing, and a per-token rate limit.
   body to the parser).
 * ``Content-Encoding: gzip``: every member is inflated (RFC 1952 allows several: ``cat a.gz
   b.gz`` is valid), each must end with its CRC and length trailer, and nothing else may follow
-  the last member; the inflated total is bounded by the same limit.
+  the last member; the inflated total is bounded by the same limit, the members by
+  :data:`MAX_GZIP_MEMBERS`, and inflating costs time linear in the body (many tiny members included).
 * A body must arrive within a deadline (``body_seconds``, from when the request's headers are in):
   on ``sapo-gym leaderboard serve`` (werkzeug's server) every receive from the connection waits at
   most until then, and past it the body ends and the request is a ``408`` — the per-read socket
@@ -39,7 +40,7 @@ from werkzeug.exceptions import HTTPException
 from leaderboard.bundle import BundleError
 from leaderboard.server.db import RateBucket
 
-__all__ = ["read_body", "install_body_deadline", "body_seconds", "gunzip_strict", "RateLimiter", "RateLimited"]
+__all__ = ["read_body", "install_body_deadline", "body_seconds", "gunzip_strict", "MAX_GZIP_MEMBERS", "RateLimiter", "RateLimited"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _READ_CHUNK = 1 << 16
@@ -155,27 +156,49 @@ def read_body(limit: int) -> bytes:
     return data
 
 
-def gunzip_strict(data: bytes, limit: int) -> bytes:
-    """Inflate every gzip member of ``data``; 400 on bad framing, 413 past ``limit`` bytes."""
-    out, total, rest, member = [], 0, data, 0
-    if not rest:
-        raise BundleError("body is not valid gzip: it is empty", status=400)
-    while rest:
-        if rest[:2] != _GZIP_MAGIC:
-            raise BundleError(f"body is not valid gzip: {len(rest)} bytes of trailing data after member {member}"
-                              if member else "body is not valid gzip: no gzip header", status=400)
-        inflater = zlib.decompressobj(wbits=31)
+MAX_GZIP_MEMBERS = 64
+"""gzip members a body may hold (``cat a.gz b.gz`` makes two; thousands of empty ones only cost the server)."""
+_FIRST_WINDOW = 64
+"""Input bytes first given to a member's inflater; doubled while the member goes on (see :func:`gunzip_strict`)."""
+
+
+def _inflate_member(view: memoryview, pos: int, allowed: int, member: int) -> tuple[bytes, int]:
+    """Inflate the member at ``view[pos:]``: (its output, where the next member starts). Its input is fed in windows
+    that double from :data:`_FIRST_WINDOW` up to 64 KiB, so the bytes read past its end (copied into
+    ``unused_data``) are at most about its own size: every member costs time linear in its length."""
+    inflater, out, window = zlib.decompressobj(wbits=31), [], _FIRST_WINDOW
+    while not inflater.eof:
+        if pos >= len(view):
+            raise BundleError(f"body is not valid gzip: member {member + 1} is truncated (no CRC and length trailer)", status=400)
+        end = min(pos + window, len(view))
         try:
-            chunk = inflater.decompress(rest, limit + 1 - total)
+            chunk = inflater.decompress(view[pos:end], allowed + 1)
         except zlib.error as exc:
             raise BundleError(f"body is not valid gzip: {exc}", status=400) from None
-        total += len(chunk)
         out.append(chunk)
-        if total > limit or inflater.unconsumed_tail:
+        allowed -= len(chunk)
+        if allowed < 0 or inflater.unconsumed_tail:
             abort(413)
-        if not inflater.eof:
-            raise BundleError(f"body is not valid gzip: member {member + 1} is truncated (no CRC and length trailer)", status=400)
-        rest, member = inflater.unused_data, member + 1
+        pos, window = end - len(inflater.unused_data), min(window * 2, _READ_CHUNK)
+    return b"".join(out), pos
+
+
+def gunzip_strict(data: bytes, limit: int, max_members: int = MAX_GZIP_MEMBERS) -> bytes:
+    """Inflate every gzip member of ``data``; 400 on bad framing or past ``max_members`` members, 413 past ``limit``
+    bytes. Time and memory are linear in ``len(data)`` and ``limit``, whatever the members' number and sizes."""
+    if not data:
+        raise BundleError("body is not valid gzip: it is empty", status=400)
+    view, out, total, pos, member = memoryview(data), [], 0, 0, 0
+    while pos < len(view):
+        if view[pos:pos + 2] != _GZIP_MAGIC:
+            raise BundleError(f"body is not valid gzip: {len(view) - pos} bytes of trailing data after member {member}"
+                              if member else "body is not valid gzip: no gzip header", status=400)
+        if member >= max_members:
+            raise BundleError(f"body is not valid gzip for this server: more than {max_members} gzip members "
+                              "(compress the bundle as one stream)", status=400)
+        chunk, pos = _inflate_member(view, pos, limit - total, member)
+        total, member = total + len(chunk), member + 1
+        out.append(chunk)
     return b"".join(out)
 
 

@@ -89,6 +89,17 @@ def _handle(fn: Any) -> Response:
         return response
 
 
+def _check_name(name: str, token_id: int) -> None:
+    """A 409 before the run when another token owns the agent's display name (its bundle would be refused at the end)."""
+    from leaderboard.server.names import NameTaken, check
+
+    with current_app.extensions["sapo_gym"]["store"].session() as s:
+        try:
+            check(s, name, token_id)
+        except NameTaken as exc:
+            raise LiveError(str(exc), 409) from None
+
+
 _REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """A start's or a reset's idempotency key: a retry with the same key gets the same run (while it is open) or the same
 episode (while it is in progress)."""
@@ -117,12 +128,26 @@ def start() -> Response:
         request_id = body.get("request_id")
         if request_id is not None and not (isinstance(request_id, str) and _REQUEST_ID.fullmatch(request_id)):
             raise LiveError("request_id is 1 to 64 letters, digits, '-' or '_' (the client's key for retrying a start)", 400)
-        return _manager().start(token, board, validate_agent(body.get("agent")), seeds, parallel, request_id)
+        agent = validate_agent(body.get("agent"))
+        _check_name(agent["name"], token.id)
+        return _manager().start(token, board, agent, seeds, parallel, request_id)
 
     response = _handle(go)
     if response.status_code == 200:
         response.status_code = 201
     return response
+
+
+@live_api.get("/runs")
+def runs() -> Response:
+    """Every token's live runs on board ``spec_hash`` (no token needed): counts by status and the newest runs, abandoned
+    and refused ones included (a run shows its agent every task it deals: :mod:`leaderboard.server.live_exposure`)."""
+    from flask import request
+
+    spec_hash = request.args.get("spec_hash", "")
+    if current_app.extensions["sapo_gym"]["boards"].get(spec_hash) is None:
+        return _error(404, f"no board with spec hash {spec_hash[:32]!r}", "not_found")
+    return jsonify(current_app.extensions["sapo_gym"]["store"].live_board(spec_hash))
 
 
 @live_api.get("/limits")

@@ -10,6 +10,7 @@ from flask import Blueprint, abort, current_app, redirect, render_template, requ
 from leaderboard import private
 from leaderboard.bundle import BundleError
 from leaderboard.server import ranking, summaries
+from leaderboard.server.display import user_plain, user_text
 from leaderboard.server.plots import category_bars
 from leaderboard.server.store import SORT_KEYS, Store
 
@@ -19,6 +20,8 @@ BOARD_PAGE = 500
 """Verified rows per board page (``?page=N``); ranks count every verified row of the board, on any page."""
 
 pages = Blueprint("pages", __name__, template_folder="templates", static_folder="static", static_url_path="/static/leaderboard")
+pages.add_app_template_filter(user_text, "user_text")  # user text: bidi-isolated, bounded, escaped
+pages.add_app_template_filter(user_plain, "user_plain")  # the same without markup (titles, options)
 
 
 def _ctx() -> dict[str, Any]:
@@ -71,7 +74,8 @@ def board(spec_hash: str) -> Any:
     pending = store.submissions(spec_hash, sort="created", descending=False, limit=100, statuses=("pending", "verifying"))
     categories = sorted({c for _, _, agg in entries for c in agg if c != "all"})
     return render_template("board.html", board=hosted, private=private.board_info(hosted), boards=list(registry), entries=entries, ranks=ranks, categories=categories,
-                           sort=sort, order=order, page=page, total=total, first=(page - 1) * BOARD_PAGE, marks=_ctx()["store"].marks(rows + pending), pending=[(r, json.loads(r.aggregates_json)) for r in pending])
+                           sort=sort, order=order, page=page, total=total, first=(page - 1) * BOARD_PAGE, marks=_ctx()["store"].marks(rows + pending), pending=[(r, json.loads(r.aggregates_json)) for r in pending],
+                           live_board=store.live_board(spec_hash))
 
 
 @pages.get("/submission/<int:submission_id>")
@@ -83,13 +87,14 @@ def submission(submission_id: int) -> Any:
     others = [] if withheld else [r for r in _ctx()["store"].submissions(row.spec_hash) if r.id != row.id]
     marks = _ctx()["store"].marks([row])[row.id]
     live_runs = _ctx()["live"].counts(row.token_id, row.spec_hash) if marks["live"] and row.token_id is not None else None
+    board_runs = _ctx()["store"].live_board(row.spec_hash, listed=0) if marks["live"] else None  # every token's runs
     pages_total = max(1, -(-len(bundle["episodes"]) // summaries.PAGE))
     page = min(max(request.args.get("page", 1, type=int), 1), pages_total)
     first = (page - 1) * summaries.PAGE
     return render_template("submission.html", row=row, bundle=bundle, chart=category_bars(bundle["aggregates"]),
                            score_chart=category_bars(bundle["aggregates"], "score"), others=others,
                            episodes=bundle["episodes"][first:first + summaries.PAGE], first=first, page=page, pages=pages_total,
-                           marks=marks, live_runs=live_runs, withheld=withheld)
+                           marks=marks, live_runs=live_runs, board_runs=board_runs, withheld=withheld)
 
 
 @pages.get("/submission/<int:submission_id>/episode/<int:index>")

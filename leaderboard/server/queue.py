@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Sequence
 
 from sqlalchemy import delete, exists, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from leaderboard.server.db import Submission, VerifyJob, utcnow
 
-__all__ = ["Claim", "claim", "renew", "release", "finish", "expire"]
+__all__ = ["Claim", "claim", "renew", "release", "defer", "finish", "expire", "reopen_setup_failures", "NOT_VERIFIABLE"]
 
 _OPEN = ("pending", "verifying")
 
@@ -59,15 +60,17 @@ def _free(now: dt.datetime):  # type: ignore[no-untyped-def]
     return or_(VerifyJob.lease_owner.is_(None), VerifyJob.lease_expires < now)
 
 
-def claim(store: object, owner: str, lease_seconds: float, now: dt.datetime | None = None) -> Claim | None:
-    """Lease the job whose turn it is to ``owner``; None when every open job is leased or none is left."""
+def claim(store: object, owner: str, lease_seconds: float, now: dt.datetime | None = None,
+          skip: Sequence[str] = ()) -> Claim | None:
+    """Lease the job whose turn it is to ``owner``; None when every open job is leased or none is left. Jobs of the
+    boards in ``skip`` (spec hashes whose env the worker cannot build) are left to other workers."""
     now = now or utcnow()
     with store.session.begin() as s:  # type: ignore[attr-defined]
         _add_missing_jobs(s)
         turn = func.row_number().over(partition_by=VerifyJob.submitter, order_by=(VerifyJob.queued_at, VerifyJob.submission_id))
         free = (select(VerifyJob.submission_id, VerifyJob.queued_at, turn.label("turn"))
                 .join(Submission, Submission.id == VerifyJob.submission_id)
-                .where(_free(now), Submission.status.in_(_OPEN)).subquery())
+                .where(_free(now), Submission.status.in_(_OPEN), Submission.spec_hash.notin_(list(skip))).subquery())
         order = select(free.c.submission_id).order_by(free.c.turn, free.c.queued_at, free.c.submission_id).limit(8)
         for sid in s.scalars(order).all():
             taken = s.execute(update(VerifyJob).where(VerifyJob.submission_id == sid, _free(now))
@@ -109,6 +112,37 @@ def release(store: object, sid: int, owner: str, replayed: int, now: dt.datetime
             s.execute(update(Submission).where(Submission.id == sid).values(
                 status="pending", status_message=f"replayed {replayed} of {job.episodes} episodes; waiting for its next turn"))
         return done > 0
+
+
+NOT_VERIFIABLE = "not verifiable here"
+"""How a pending submission's status message starts when a verifier could not build its board's env (no verdict)."""
+
+
+def defer(store: object, sid: int, owner: str, why: str, now: dt.datetime | None = None) -> bool:
+    """Give the lease back without a verdict or progress: this worker cannot reproduce the board's env (``why``). The
+    submission stays pending, for a worker that can; False when the lease was no longer ``owner``'s."""
+    now = now or utcnow()
+    with store.session.begin() as s:  # type: ignore[attr-defined]
+        done = s.execute(update(VerifyJob).where(_mine(sid, owner)).values(lease_owner=None, lease_expires=None)).rowcount
+        if done:
+            s.execute(update(Submission).where(Submission.id == sid).values(
+                status="pending", status_message=f"{NOT_VERIFIABLE}: {why}"[:2000] + "; it waits for a verifier that "
+                "builds the board's env (no verdict was recorded)"))
+        return done > 0
+
+
+_SETUP_FAILURES = ("replay crashed: RuntimeError: % needs this server's private seed%",
+                   "the replay env's spec hash % differs from the bundle's")
+"""Verdicts of older verifiers that were their set-up's, not the submission's (reopened by :func:`reopen_setup_failures`)."""
+
+
+def reopen_setup_failures(store: object) -> int:
+    """Put back in the queue the submissions failed by a verifier that could not build their env; how many."""
+    with store.session.begin() as s:  # type: ignore[attr-defined]
+        return s.execute(update(Submission).where(Submission.status == "failed", or_(
+            *[Submission.status_message.like(p) for p in _SETUP_FAILURES])).values(
+            status="pending", status_message="waiting for replay (an earlier verifier could not build its env)",
+            verified_at=None)).rowcount
 
 
 def finish(store: object, sid: int, owner: str | None, verified: bool, message: str) -> bool:

@@ -16,8 +16,7 @@ from sqlalchemy.orm import defer, sessionmaker
 
 from leaderboard.boards import Board
 from leaderboard.private import is_private
-from leaderboard.server import queue
-from leaderboard.server import provenance
+from leaderboard.server import live_exposure, names, provenance, queue
 from leaderboard.server.db import DEFAULT_POOL, Submission, Token, make_engine
 
 __all__ = ["Store", "SORT_KEYS", "canonical_json"]
@@ -52,6 +51,7 @@ class Store:
         self.engine = make_engine(url, pool)
         self.session = sessionmaker(self.engine, expire_on_commit=False)
         provenance.migrate(self.session)  # owners keyed by an older digest: re-keyed once
+        names.migrate(self.session)  # display names used before they were owned: to their first token
 
     # ------------------------------------------------------------------ tokens
     def create_token(self, name: str) -> tuple[int, str]:
@@ -80,7 +80,9 @@ class Store:
     def add(self, bundle: Mapping[str, Any], board: Board, submitter: str, token_id: int | None,
             live_run_id: int | None = None) -> Added:
         """Store an admitted bundle once (by content digest), status ``pending``; raises
-        :class:`~leaderboard.server.provenance.EpisodesClaimed` when other tokens own half its episodes' work or more."""
+        :class:`~leaderboard.server.provenance.EpisodesClaimed` when other tokens own half its episodes' work or more
+        (also when another token stored this very bundle first, at any moment), :class:`~leaderboard.server.names.NameTaken`
+        when another token owns its agent's display name."""
         works = provenance.works_of(bundle)
         blob = canonical_json(bundle)
         digest = hashlib.sha256(blob).hexdigest()
@@ -95,17 +97,22 @@ class Store:
         try:
             with self.session.begin() as s:
                 provenance.check_owner(s, works, token_id)
+                names.check(s, row.agent_name, token_id)
                 s.add(row)
                 s.flush()
                 provenance.record(s, row.id, bundle, works, token_id, live_run_id)
+                names.claim(s, row.agent_name, token_id)
                 return Added(row.id, True, row.status)
-        except IntegrityError:
+        except IntegrityError:  # another transaction stored this bundle, or claimed its works, at the same moment
             with self.session() as s:
-                existing = s.execute(select(Submission.id, Submission.status).where(Submission.digest == digest)).first()
-                if existing is None:  # lost a race for the episodes' owner row: who won?
-                    provenance.check_owner(s, works, token_id)
+                existing = s.execute(select(Submission.id, Submission.status, Submission.token_id, Submission.agent_name,
+                                            Submission.submitter).where(Submission.digest == digest)).first()
+                # the answer a request sent after the winner's commit gets: the winner's works are visible now
+                provenance.check_owner(s, works, token_id)
             if existing is None:
                 raise
+            if existing.token_id != token_id and token_id is not None:  # never another token's id as a "duplicate"
+                raise provenance.EpisodesClaimed(existing.id, existing.agent_name, existing.submitter, len(works), len(works))
             return Added(existing.id, False, existing.status)
 
     def get(self, submission_id: int) -> Submission | None:
@@ -146,15 +153,25 @@ class Store:
             return s.scalar(query) or 0
 
     def marks(self, rows: Any) -> dict[int, dict[str, bool]]:
-        """``baseline`` / ``privileged`` / ``live`` per submission (see :mod:`leaderboard.server.provenance`), and
-        ``private: True`` on a private split (:mod:`leaderboard.private`; shown as *live · private*)."""
+        """``baseline`` / ``privileged`` / ``live`` per submission (see :mod:`leaderboard.server.provenance`),
+        ``private: True`` on a private split (:mod:`leaderboard.private`), and for a live run there ``private_unseen``
+        (shown as *live · private* only when true) and ``private_exposure`` (:mod:`leaderboard.server.live_exposure`)."""
         rows = list(rows)
         with self.session() as s:
             out = provenance.marks(s, rows)
+            seen = live_exposure.exposures(s, [r.id for r in rows if is_private(r.split) and out[r.id]["live"]])
         for r in rows:
             if is_private(r.split):
                 out[r.id]["private"] = True
+            if r.id in seen:  # the full live·private claim holds only if no other run had dealt its tasks before
+                out[r.id]["private_unseen"] = seen[r.id]["unseen"]
+                out[r.id]["private_exposure"] = seen[r.id]
         return out
+
+    def live_board(self, spec_hash: str, listed: int = live_exposure.RUN_LIST) -> dict[str, Any]:
+        """Every token's live runs on a board: counts by status, tokens, episodes dealt, and the newest ``listed`` runs."""
+        with self.session() as s:
+            return {**live_exposure.board_runs(s, spec_hash), "listed": live_exposure.run_list(s, spec_hash, listed)}
 
     def counts(self) -> dict[str, int]:
         with self.session() as s:
@@ -173,5 +190,6 @@ class Store:
         return queue.finish(self, submission_id, owner, verified, message)
 
     def requeue_stale(self, now: dt.datetime | None = None) -> int:
-        """Put submissions whose worker's lease expired back in the queue (a live worker's claim is left alone)."""
-        return queue.expire(self, now)
+        """Put submissions whose worker's lease expired back in the queue (a live worker's claim is left alone), and
+        those an earlier verifier failed only because it could not build their env (:func:`queue.reopen_setup_failures`)."""
+        return queue.expire(self, now) + queue.reopen_setup_failures(self)

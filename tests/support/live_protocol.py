@@ -25,6 +25,12 @@ def agent(observation: str, who: str = "") -> str:
     return vault_reply(observation).replace("<think>", f"<think>{who}")
 
 
+def agent_name(who: str = "") -> str:
+    """The agent's display name for ``who``: a display name belongs to the first token that used it, so the agents of
+    other tokens go by other names."""
+    return f"{who}{START['agent']['name']}"
+
+
 class Client:
     """The live protocol over HTTP, one episode at a time, against whichever server ``url`` names now."""
 
@@ -50,7 +56,7 @@ class Client:
                 time.sleep(0.05)
 
     def start(self) -> dict[str, Any]:
-        answer = self.post("", START)
+        answer = self.post("", {**START, "agent": {"name": agent_name(self.who)}})
         assert answer.status_code == 201, answer.text
         self.run_id = answer.json()["run_id"]
         return answer.json()
@@ -93,7 +99,7 @@ def uninterrupted(stored: dict[str, Any], who: str = "") -> dict[str, Any]:
         records.append(record)
     env.close()
     spec = env.unwrapped
-    bundle = build_bundle(records, spec.spec_fields(), spec.spec_hash(), AgentInfo(name=START["agent"]["name"]),
+    bundle = build_bundle(records, spec.spec_fields(), spec.spec_hash(), AgentInfo(name=agent_name(who)),
                           stored["evaluation"]["seeds"], batch_size=1, command=stored["evaluation"]["command"],
                           created=stored["created"])
     return parse_bundle(json.dumps(bundle))
