@@ -295,8 +295,8 @@ def goals_from_synthetic(products: Iterable[Product], prices: dict[str, float], 
                 instruction_text=entry["instruction"] + (f" with {option_text}" if option_text else "") + price_text,
                 attributes=list(attrs), price_upper=upper, goal_options=list(combo), option_names=tuple(names),
             ))
-        for a in attrs:
-            counts[a] = counts.get(a, 0) + 1
+            for a in attrs:  # once per goal (option combination), as WebShop counts
+                counts[a] = counts.get(a, 0) + 1
     return [replace(g, weight=sum(1.0 / counts[a] for a in g.attributes) / max(len(g.attributes), 1)) for g in goals]
 
 
