@@ -104,8 +104,19 @@ def _handle(agent: Any, msg: dict[str, Any]) -> dict[str, Any]:
         if msg["op"] == "respond":
             return {"id": msg.get("id"), "ok": agent.respond(msg["observation"], msg["info"], msg.get("turn_seed"))}
         return {"id": msg.get("id"), "ok": list(agent.act(msg["observations"], msg["infos"]))}
-    except Exception:
+    except BaseException:  # SystemExit or KeyboardInterrupt of the agent's code too: every request gets its answer
         return {"id": msg.get("id"), "error": traceback.format_exc()}
+
+
+def _encoded(agent: Any, msg: dict[str, Any]) -> bytes:
+    """The reply to ``msg``, encoded; an answer that cannot be (a lone surrogate, a value JSON has no form for)
+    becomes an error reply to the same request, so the harness's request never waits for a reply that never comes."""
+    reply = _handle(agent, msg)
+    try:
+        return _dumps(reply)
+    except Exception as exc:  # noqa: BLE001 (anything an encoder of the agent's values may raise)
+        return json.dumps({"id": msg.get("id"), "error": f"the agent's answer cannot be sent to the harness as JSON "
+                           f"(UTF-8): {type(exc).__name__}: {str(exc)[:500]}"}).encode()  # ASCII: always encodes
 
 
 def _serve(conn: Any, spec: str, seed: int, config: dict[str, Any] | None = None) -> None:
@@ -128,7 +139,7 @@ def _serve(conn: Any, spec: str, seed: int, config: dict[str, Any] | None = None
     lock = threading.Lock()
 
     def reply(msg: dict[str, Any]) -> None:
-        data = _dumps(_handle(agent, msg))
+        data = _encoded(agent, msg)
         with lock:
             conn.send_bytes(data)
 
@@ -170,13 +181,15 @@ def _shutdown(conn: Any, proc: subprocess.Popen) -> None:
 
 def _receive(conn: Any, proc: subprocess.Popen, spec: str) -> dict[str, Any]:
     try:
-        reply = json.loads(conn.recv_bytes())
-    except (EOFError, OSError):
+        data = conn.recv_bytes()
+    except (EOFError, OSError, TypeError):  # TypeError: the harness closed the connection under the read
         try:
             code = proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             code = None
         raise AgentProcessError(f"the process of agent {spec!r} ended (exit code {code})") from None
+    try:
+        reply = json.loads(data)
     except ValueError as exc:  # not JSON
         raise AgentProcessError(f"agent {spec!r} sent a malformed reply: {exc}") from None
     if not isinstance(reply, dict):
@@ -258,8 +271,9 @@ class IsolatedAgent:
         future: Future = Future()
         with self._send_lock:
             key = next(self._ids)
+            data = _dumps({**msg, "id": key})  # before the request is pending: one that cannot be sent waits for nothing
             self._replies.pending[key] = future
-            self._conn.send_bytes(_dumps({**msg, "id": key}))
+            self._conn.send_bytes(data)
         dead = self._replies.dead  # the reader may have ended between the check above and the registration
         if dead is not None and self._replies.pending.pop(key, None) is not None:
             future.set_exception(dead)

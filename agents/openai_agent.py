@@ -5,9 +5,16 @@ For prompting baselines: vLLM's or llama.cpp's OpenAI server, a hosted API, anyt
 system prompt); the reply's ``choices[0].message.content`` is the raw output sent to the env.
 ``respond`` answers one env (the continuous pool of :mod:`sapo_gym.pool` keeps up to ``max_concurrency``
 of them in flight); ``act`` answers a batch, its requests in parallel. Rate limits, server errors and
-connection failures (429, 408/409, 5xx) are retried as :mod:`agents.retry` says: ``Retry-After`` honoured,
-exponential backoff with jitter, until ``retry_total`` seconds of waiting; any other error, or running out
-of retries, raises: a broken server must not look like an agent that writes invalid actions.
+connection failures (429, 408/409, 5xx) are retried as :mod:`agents.retry` says: ``Retry-After`` honoured
+(never below the backoff's floor), exponential backoff with jitter, until ``retry_total`` seconds or
+``max_retries`` retries; any other error, or running out of retries, raises: a broken server must not look
+like an agent that writes invalid actions.
+
+Each request is bounded (:mod:`agents.http_bounds`): it goes to the configured URL only (a redirect is refused,
+never followed: the prompts, the key and the headers reach no other origin), it ends ``timeout`` seconds after
+it started (a wall-clock deadline for the whole request, not per read), and its decoded body may not pass
+``max_response_bytes``. The numbers the server reports are bounded too (:mod:`sapo_gym.bounds`: a token count
+that is not an int in ``[0, 2**31]`` is unknown).
 
 Each answer from ``respond`` carries its accounting: the server's ``usage`` (prompt and completion tokens),
 ``finish_reason`` (``length``: the reply hit ``max_tokens``) and the latency (first attempt to answer,
@@ -31,6 +38,7 @@ an error that mentions tools (vLLM without ``--enable-auto-tool-choice``, llama.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import threading
@@ -40,8 +48,10 @@ from typing import Any, Callable, Literal, Sequence
 
 import requests
 
-from agents.retry import DEFAULT_RETRY_TOTAL, RetryBudget
+from agents.http_bounds import DEFAULT_MAX_RESPONSE_BYTES, BoundedAdapter, bounded_post
+from agents.retry import DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_TOTAL, RetryBudget
 
+from sapo_gym.bounds import finish_reason, token_count
 from sapo_gym.tools import ARGUMENT, TOOL_NAME
 
 __all__ = ["OpenAIChatAgent", "RetryExhausted", "parse_openai_spec"]
@@ -92,6 +102,7 @@ class OpenAIChatAgent:
         max_retries: int | None = None,
         retry_total: float = DEFAULT_RETRY_TOTAL,
         max_concurrency: int = 8,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         tools: Literal["auto", "always", "never"] = "auto",
         name: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -111,7 +122,7 @@ class OpenAIChatAgent:
         self.seed = seed if request_seed else None
         self.system_prompt = system_prompt
         self.timeout, self.max_retries, self.retry_total = timeout, max_retries, retry_total
-        self.max_concurrency = max_concurrency
+        self.max_concurrency, self.max_response_bytes = max_concurrency, max_response_bytes
         self.tools = tools
         self.server_tools: bool | None = {"auto": None, "always": True, "never": False}[tools]
         """Whether tool calls go to the server as ``tools``: None until the first tool-call turn under ``auto``."""
@@ -121,7 +132,7 @@ class OpenAIChatAgent:
         key = api_key if api_key is not None else os.environ.get(api_key_env)
         self._headers = {**({"Authorization": f"Bearer {key}"} if key else {}), **dict(headers or {})}
         self._session = requests.Session()
-        adapter = requests.adapters.HTTPAdapter(pool_maxsize=max_concurrency)
+        adapter = BoundedAdapter(pool_maxsize=max_concurrency)
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
         self._sleep, self._clock, self._wall_clock = sleep, clock, wall_clock
@@ -151,9 +162,9 @@ class OpenAIChatAgent:
             finish = body["choices"][0].get("finish_reason")
         except (KeyError, IndexError, TypeError, AttributeError):
             finish = None
-        return {"output": output, "prompt_tokens": _count(usage.get("prompt_tokens")),
-                "completion_tokens": _count(usage.get("completion_tokens")),
-                "finish_reason": finish if isinstance(finish, str) else None, "latency_s": self._clock() - start}
+        return {"output": output, "prompt_tokens": token_count(usage.get("prompt_tokens"), "prompt_tokens"),
+                "completion_tokens": token_count(usage.get("completion_tokens"), "completion_tokens"),
+                "finish_reason": finish_reason(finish), "latency_s": self._clock() - start}
 
     def _next_seed(self) -> int | None:
         if self.seed is None:
@@ -197,24 +208,29 @@ class OpenAIChatAgent:
     def _budget(self) -> RetryBudget:
         with self._rng_lock:
             rng = random.Random(self._rng.random())
-        attempts = None if self.max_retries is None else self.max_retries + 1
-        return RetryBudget(self.retry_total, attempts, rng, self._wall_clock)
+        attempts = DEFAULT_MAX_ATTEMPTS if self.max_retries is None else self.max_retries + 1
+        return RetryBudget(self.retry_total, attempts, rng, self._wall_clock, clock=self._clock)
 
     def _post(self, payload: dict[str, Any]) -> Any:
         budget = self._budget()
         while True:
             retry_after = None
             try:
-                response = self._session.post(self.url, json=payload, headers=self._headers, timeout=self.timeout)
+                status, headers, body = bounded_post(self._session, self.url, payload, self._headers, self.timeout,
+                                                     self.max_response_bytes)
             except (requests.ConnectionError, requests.Timeout) as exc:
                 problem = f"{type(exc).__name__}: {exc}"
             else:
-                if response.status_code in _RETRY_STATUS and not ("tools" in payload and "tool" in response.text.lower()):
-                    problem, retry_after = f"HTTP {response.status_code}: {response.text[:200]}", response.headers.get("Retry-After")
-                elif response.status_code != 200:
-                    raise _Refused(self.url, response.status_code, response.text)
+                text = body.decode("utf-8", "replace")
+                if 300 <= status < 400:
+                    raise _Refused(self.url, status, f"a redirect to {str(headers.get('Location'))[:300]!r}, not followed: "
+                                   "the requests go to the configured URL only (give the final URL)")
+                if status in _RETRY_STATUS and not ("tools" in payload and "tool" in text.lower()):
+                    problem, retry_after = f"HTTP {status}: {text[:200]}", headers.get("Retry-After")
+                elif status != 200:
+                    raise _Refused(self.url, status, text)
                 else:
-                    return response.json()
+                    return _json(body, self.url)
             wait = budget.next_wait(retry_after)
             if wait is None:
                 raise RetryExhausted(f"{self.url} failed after {budget.attempts} attempts ({budget.waited:.1f} s of waiting "
@@ -222,8 +238,13 @@ class OpenAIChatAgent:
             self._sleep(wait)
 
 
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+def _json(body: bytes, url: str) -> Any:
+    """The body as JSON; an integer literal of more than 40 digits reads as infinity (no count is that large)."""
+    try:
+        return json.loads(body, parse_int=lambda text: int(text) if len(text) <= 40 else math.inf)
+    except (ValueError, RecursionError) as exc:
+        raise RuntimeError(f"{url} answered HTTP 200 with a body that is not JSON ({type(exc).__name__}: {str(exc)[:200]}): "
+                           f"{body[:200]!r}") from None
 
 
 _NO_TOOLS = (

@@ -23,7 +23,7 @@ from leaderboard.stats import clustered_mean_interval, clustered_rate_interval, 
 from leaderboard.validation import BundleError, check_unicode, finite_float, make_validator, no_constant, strict_int
 
 __all__ = ["BUNDLE_FORMAT", "BUNDLE_VERSION", "AgentInfo", "BundleError", "build_bundle", "aggregate", "parse_bundle", "check_bundle", "load_schema",
-           "evaluation_mode_name"]
+           "evaluation_mode_name", "episode_dict"]
 
 BUNDLE_FORMAT = "sapo-gym-bundle"
 BUNDLE_VERSION = 1
@@ -65,7 +65,9 @@ def load_schema(version: int = BUNDLE_VERSION) -> dict[str, Any]:
     return json.loads((SCHEMA_DIR / f"bundle-v{version}.json").read_text())
 
 
-def _episode_dict(record: Any) -> dict[str, Any]:
+def episode_dict(record: Any) -> dict[str, Any]:
+    """A bundle episode from an :class:`sapo_gym.evaluation.EpisodeRecord` (or its ``to_dict()``): the outcome and
+    the turns' outputs, without the accounting."""
     rec = record.to_dict() if hasattr(record, "to_dict") else dict(record)
     turns = [{k: t[k] for k in ("output", "action", "think", "valid", "admissible", "observation", "reward")} for t in rec["turns"]]
     return {
@@ -98,7 +100,7 @@ def build_bundle(
     import sapo_gym
     from sapo_gym.evaluation import EVERY_TASK, harness_record
 
-    episodes = [_episode_dict(r) for r in records]
+    episodes = [episode_dict(r) for r in records]
     privileged = any(bool(r.privileged if hasattr(r, "privileged") else dict(r).get("privileged")) for r in records)
     env = {k: spec_fields[k] for k in ("id", "version", "protocol", "horizon", "split", "dataset")}
     env.update({k: spec_fields[k] for k in ("revision", "prompt") if spec_fields.get(k) is not None})

@@ -1,22 +1,33 @@
 """The body of ``sapo-gym evaluate``: build the envs and the agent, check the board, play (pool or lockstep),
 log each episode, resume, and write the table, ``--json`` and ``--out``.
 
-What ends a run: every episode done (exit 0); a bad flag or a log of another run (exit 2, before any
-request); Ctrl-C (exit 130) or a request that failed past its retry budget (exit 1). In the last two cases
-every episode finished so far is in the episodes log, and the message says how to resume.
+What ends a run: every episode done (exit 0); a bad flag, an output path that is a symbolic link, a log of
+another run, a log that does not check out or one another evaluation holds (exit 2, before any request);
+Ctrl-C (exit 130), a request that failed past its retry budget, a log or output file that cannot be written
+(exit 1). In the last cases every episode finished so far is in the episodes log, and the message says how
+to resume.
+
+On ``--resume`` every episode the log holds as done is replayed in the env before it is trusted (its outputs
+must give back its observations, rewards and outcome: :func:`leaderboard.replay.replay_episode`), and it must
+have been played with this run's agent's view (privileged or not). The outputs (the table, ``--json``, the
+bundle) are written from the episodes alone, each file atomically, while the log is still locked.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import sys
 from typing import Any, Sequence
 
 from agents.config import OUTPUT_FIELDS, AgentConfig, agent_kind, check_honoured, config_from_args
 
-__all__ = ["run_evaluation", "recorded_command", "run_identity"]
+__all__ = ["run_evaluation", "recorded_command", "run_identity", "MAX_PRICE"]
+
+MAX_PRICE = 1e6
+"""The largest --price-prompt/--price-completion taken, in USD per million tokens."""
 
 
 def recorded_command(argv: Sequence[str]) -> str | None:
@@ -49,15 +60,54 @@ def _board_check(args: argparse.Namespace, spec_fields: dict[str, Any], spec_has
         raise ValueError("--strict-board: " + "; ".join(verdict.reasons))
 
 
-def _open_log(args: argparse.Namespace, run: dict[str, Any]) -> Any:
-    from sapo_gym.episode_log import EpisodeLog, default_log_path
+def _log_path(args: argparse.Namespace) -> str | None:
+    from sapo_gym.episode_log import default_log_path
 
-    path = args.episodes_log or default_log_path(args.bundle_out, args.json_out)
+    return args.episodes_log or default_log_path(args.bundle_out, args.json_out)
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """Before anything runs: the prices are numbers a cost can be computed from; no output path is a symbolic link."""
+    from sapo_gym.files import refuse_symlink
+
+    for flag, price in (("--price-prompt", args.price_prompt), ("--price-completion", args.price_completion)):
+        if price is not None and not (math.isfinite(price) and 0 <= price <= MAX_PRICE):
+            raise ValueError(f"{flag} must be USD per million tokens in [0, {MAX_PRICE:g}], got {price}")
+    for what, path in (("bundle (--out)", args.bundle_out), ("--json file", args.json_out), ("episodes log", _log_path(args))):
+        if path:
+            refuse_symlink(path, what)
+
+
+def _open_log(args: argparse.Namespace, run: dict[str, Any], jobs: list) -> Any:
+    from sapo_gym.episode_log import EpisodeLog
+
+    path = _log_path(args)
     if path is None:
         if args.resume:
             raise ValueError("--resume needs an episodes log: --episodes-log PATH (or the --out/--json it defaults from)")
         return None
-    return EpisodeLog.open(path, run, resume=args.resume)
+    return EpisodeLog.open(path, run, resume=args.resume, plan={job.key: job.task_id for job in jobs})
+
+
+def _verify_done(log: Any, env: Any, agent: Any) -> None:
+    """Replay every episode the log holds as done: a log whose numbers are not its episodes' is refused."""
+    from leaderboard.bundle import episode_dict
+    from leaderboard.replay import replay_episode
+    from sapo_gym.episode_log import LogMismatch
+    from sapo_gym.evaluation import is_privileged
+
+    privileged = is_privileged(agent)
+    for key in sorted(log.done):
+        record, where = log.done[key], f"{log.path} line {log.lines.get(key, '?')}"
+        if record.privileged != privileged:
+            raise LogMismatch(f"{where}: the episode was played {'with' if record.privileged else 'without'} the privileged "
+                              f"info, this run's agent is {'' if privileged else 'not '}privileged")
+        problem = replay_episode(env, episode_dict(record))
+        if problem is not None:
+            problem = problem.replace("bundle", "log")  # what replay_episode compares with is the log's record here
+            raise LogMismatch(f"{where} (task {record.task_id!r}, seed {record.seed}) does not replay in the env: {problem}\n"
+                              f"(the log was edited or is another env's; without --resume a new run starts and keeps it as "
+                              f"{log.path.name}.prev)")
 
 
 def _resume_hint(log: Any, total: int) -> str:
@@ -69,6 +119,7 @@ def _resume_hint(log: Any, total: int) -> str:
 
 def _play(agent: Any, envs: list, jobs: list, log: Any, label: str) -> list:
     from sapo_gym.accounting import Progress
+    from sapo_gym.episode_log import LogWriteError
     from sapo_gym.pool import EvaluationAborted, run_episodes
 
     done = dict(log.done) if log is not None else {}
@@ -78,7 +129,13 @@ def _play(agent: Any, envs: list, jobs: list, log: Any, label: str) -> list:
         return run_episodes(agent, envs, jobs, done=done, on_end=on_end, progress=progress)
     except EvaluationAborted as exc:
         if log is not None:
-            log.error(exc.job.seed, exc.job.slot, exc.job.task_id, str(exc.cause))
+            try:
+                log.error(exc.job.seed, exc.job.slot, exc.job.task_id, str(exc.cause))
+            except LogWriteError:
+                pass  # the episode is not done either way; the error below is what matters
+        print(f"\nerror: {exc}\n{_resume_hint(log, len(jobs))}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except LogWriteError as exc:
         print(f"\nerror: {exc}\n{_resume_hint(log, len(jobs))}", file=sys.stderr)
         raise SystemExit(1) from None
     except KeyboardInterrupt:
@@ -93,6 +150,7 @@ def _outputs(args: argparse.Namespace, records: list, agent: Any, split: str, mo
     from agents.isolated import agent_process
     from sapo_gym.accounting import format_usage, usage_totals
     from sapo_gym.evaluation import format_table, summarize
+    from sapo_gym.files import write_atomic
 
     spec_fields, spec_hash = spec
     summary = summarize(records)
@@ -102,9 +160,8 @@ def _outputs(args: argparse.Namespace, records: list, agent: Any, split: str, mo
     print(format_table(summary, title=title))
     print(format_usage(usage))
     if args.json_out:
-        with open(args.json_out, "w") as fh:
-            json.dump({"split": split, "mode": mode.record(), "summary": summary, "usage": usage,
-                       "episodes": [r.to_dict() for r in records]}, fh)
+        write_atomic(args.json_out, json.dumps({"split": split, "mode": mode.record(), "summary": summary, "usage": usage,
+                                                "episodes": [r.to_dict() for r in records]}).encode(), "--json file")
     if args.bundle_out:
         from leaderboard.agent_args import agent_info_from_args
         from leaderboard.bundle import build_bundle
@@ -116,8 +173,7 @@ def _outputs(args: argparse.Namespace, records: list, agent: Any, split: str, mo
             info.generation = dict(agent.generation)
         bundle = build_bundle(records, spec_fields, spec_hash, info, seeds, batch, recorded_command(sys.argv), mode=mode,
                               agent_process=agent_process(agent), created=created)
-        with open(args.bundle_out, "w") as fh:
-            json.dump(bundle, fh, allow_nan=False)
+        write_atomic(args.bundle_out, json.dumps(bundle, allow_nan=False).encode(), "bundle")
         print(f"wrote result bundle {args.bundle_out} ({len(records)} episodes, spec {spec_hash}); submit it with: "
               f"sapo-gym submit {args.bundle_out}")
 
@@ -126,6 +182,18 @@ def _check_config(spec: str, config: AgentConfig) -> None:
     kind = agent_kind(spec)
     if kind != "module":  # a module:Class is checked where it is imported (it may take a config)
         check_honoured(config, kind)
+
+
+def _write_outputs(args: argparse.Namespace, log: Any, outputs: tuple) -> None:
+    """:func:`_outputs`; a file that cannot be written ends the run with the command that writes it again."""
+    from sapo_gym.files import OutputFileError
+
+    try:
+        _outputs(*outputs)
+    except OutputFileError as exc:
+        records = outputs[1]
+        print(f"error: {exc}\n{_resume_hint(log, len(records))}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 def run_evaluation(args: argparse.Namespace, env_kwargs: dict[str, Any]) -> int:
@@ -139,6 +207,7 @@ def run_evaluation(args: argparse.Namespace, env_kwargs: dict[str, Any]) -> int:
 
     config = config_from_args(args)
     _check_config(args.agent, config)
+    _check_flags(args)
     seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
     mode = evaluation_mode(args.mode, args.workers, args.round)  # before any env is built: a bad name fails fast
     width = max(1, config.concurrency or args.batch_size)
@@ -152,15 +221,18 @@ def run_evaluation(args: argparse.Namespace, env_kwargs: dict[str, Any]) -> int:
             _board_check(args, spec_fields, spec_hash, mode)
         agent = load_for_harness(args.agent, seed=seeds[0] if seeds else 0, process=args.agent_process, config=config)
         lockstep = None if answers_one_at_a_time(agent) else width
-        log = _open_log(args, run_identity(args, env_kwargs, config, spec_fields, spec_hash, ids, seeds, mode, lockstep))
-        records = _play(agent, envs, plan(ids, seeds, mode), log, f"evaluate {args.env}")
-    finally:
+        jobs = plan(ids, seeds, mode)
+        log = _open_log(args, run_identity(args, env_kwargs, config, spec_fields, spec_hash, ids, seeds, mode, lockstep), jobs)
+        if log is not None and log.done:
+            _verify_done(log, envs[0], agent)
+        records = _play(agent, envs, jobs, log, f"evaluate {args.env}")
+        created = log.created if log is not None else run_created()
+        _write_outputs(args, log, (args, records, agent, spec_fields["split"], mode, seeds, (spec_fields, spec_hash), width, created))
+    finally:  # the log (and its lock) is held until the outputs are written
         for env in envs:
             env.close()
         if isinstance(agent, IsolatedAgent):
             agent.close()
         if log is not None:
             log.close()
-    created = log.created if log is not None else run_created()
-    _outputs(args, records, agent, spec_fields["split"], mode, seeds, (spec_fields, spec_hash), width, created)
     return 0

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Sequence
 import gymnasium as gym
 import numpy as np
 
+from sapo_gym.bounds import bound_output
 from sapo_gym.core import PRIVILEGED_INFO_KEYS, public_info
 
 __all__ = ["StepRecord", "EpisodeRecord", "EvaluationMode", "EVALUATION_MODES", "EVERY_TASK", "VERL_AGENT", "evaluation_mode",
@@ -210,6 +211,9 @@ def run_batch(agent: Any, envs: list[gym.Env], task_ids: Sequence[str], seed: in
         start = clock() if clock is not None else 0.0
         outputs = agent.act([obs[i] for i in active], [shown(infos[i]) for i in active])
         latency = clock() - start if clock is not None else None
+        if not isinstance(outputs, (list, tuple)) or len(outputs) != len(active):
+            raise TypeError(f"act must return one output per observation ({len(active)}), got {str(outputs)[:200]}")
+        outputs = [bound_output(out) for out in outputs]  # what the env steps is what the records hold
         still = []
         for i, out in zip(active, outputs):
             o, r, term, trunc, info = envs[i].step(out)

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import gymnasium as gym
 
+from sapo_gym.bounds import bound_output, clean_usage
 from sapo_gym.core import public_info
 from sapo_gym.evaluation import EVERY_TASK, EpisodeRecord, EvaluationMode, batches, is_privileged, new_record, record_step, run_batch
 
@@ -75,11 +76,13 @@ def answers_one_at_a_time(agent: Any) -> bool:
 
 
 def as_reply(reply: Any) -> dict[str, Any]:
-    """``respond``'s answer as a dict (a bare string is its ``output``); TypeError without an ``output`` string."""
+    """``respond``'s answer as a dict (a bare string is its ``output``); TypeError without an ``output`` string.
+    The output is bounded and the accounting cleaned as :mod:`sapo_gym.bounds` says (OutputError for an output no
+    log could hold)."""
     reply = dict(reply) if isinstance(reply, dict) else {"output": reply}
     if not isinstance(reply.get("output"), str):
         raise TypeError(f"respond returned no 'output' string: {str(reply)[:200]}")
-    return reply
+    return {**reply, "output": bound_output(reply["output"]), **clean_usage(reply)}
 
 
 def _worker(agent: Any, work: queue.Queue, results: queue.Queue, clock: Callable[[], float]) -> None:
@@ -91,7 +94,8 @@ def _worker(agent: Any, work: queue.Queue, results: queue.Queue, clock: Callable
         start = clock()
         try:
             reply = as_reply(agent.respond(observation, info, seed))
-            reply.setdefault("latency_s", clock() - start)
+            if reply["latency_s"] is None:
+                reply["latency_s"] = clock() - start
             results.put((index, reply, None))
         except BaseException as exc:  # handed to the calling thread, which ends the run
             results.put((index, None, exc))
@@ -151,6 +155,14 @@ def run_pool(agent: Any, envs: Sequence[gym.Env], jobs: Sequence[Job], on_end: C
     return done
 
 
+class _ReportFailed(Exception):
+    """``on_end`` raised ``cause``: it ends the run as it is, not as a failure of the agent."""
+
+    def __init__(self, cause: Exception):
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 class _TurnsOnly:
     """What :func:`~sapo_gym.evaluation.run_batch` reports to: turns go to the progress, episodes come via ``on_end``."""
 
@@ -180,8 +192,11 @@ def run_lockstep(agent: Any, envs: Sequence[gym.Env], jobs: Sequence[Job], on_en
     for chunk in _chunks(jobs, len(envs)):
         def ended(i: int, rec: EpisodeRecord, chunk: list[Job] = chunk) -> None:
             done[chunk[i].key] = rec
-            if on_end is not None:
-                on_end(chunk[i], rec)
+            try:
+                if on_end is not None:
+                    on_end(chunk[i], rec)
+            except Exception as exc:  # the report failed (the log's disk is full): not the agent's failure
+                raise _ReportFailed(exc) from exc
             if progress is not None:
                 progress.episode(rec.steps)
 
@@ -190,8 +205,10 @@ def run_lockstep(agent: Any, envs: Sequence[gym.Env], jobs: Sequence[Job], on_en
         try:
             run_batch(agent, list(envs[: len(chunk)]), [j.task_id for j in chunk], chunk[0].seed,
                       _TurnsOnly(progress) if progress is not None else None, on_end=ended, clock=clock)
+        except _ReportFailed as failed:
+            raise failed.cause from None
         except Exception as exc:  # the first episode of the batch that had not ended names the failure
-            failed = next(j for j in chunk if j.key not in done)
+            failed = next((j for j in chunk if j.key not in done), chunk[-1])
             raise EvaluationAborted(failed, exc) from exc
     return done
 

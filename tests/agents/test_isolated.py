@@ -96,3 +96,25 @@ def test_the_proxy_hands_over_json_infos_with_arrays_rebuilt(tmp_path, monkeypat
     with pytest.raises(ValueError, match="valid choices"):
         load_for_harness("random", process="elsewhere")
     assert agent_process(load_for_harness("random")) == "in-process"
+
+
+@pytest.mark.parametrize("spec", ["SurrogateAgent", "UnsendableAgent"])
+def test_an_answer_that_cannot_be_encoded_fails_that_request_and_never_hangs(spec: str) -> None:
+    """A lone surrogate or a non-JSON value in a reply: the request gets an error reply (the child lives on)."""
+    import threading
+
+    outcome: list[Any] = []
+    with IsolatedAgent(f"tests.support.hostile_agents:{spec}") as agent:
+        def call() -> None:
+            try:
+                outcome.append(agent.respond("The panel glows red.", {}))
+            except AgentProcessError as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=call, daemon=True)
+        thread.start()
+        thread.join(120)
+        assert not thread.is_alive(), "respond never returned"
+        assert isinstance(outcome[0], AgentProcessError) and "cannot be sent to the harness" in str(outcome[0])
+        with pytest.raises(AgentProcessError, match="cannot be sent"):  # the child still answers the next request
+            agent.respond("The panel glows blue.", {})
