@@ -48,10 +48,11 @@ class AgentConfig:
     system_prompt: str | None = None
     """A system prompt put before every request (openai only)."""
     timeout: float | None = None
-    """Seconds one HTTP request may take (openai only). Agent default: 120."""
+    """Seconds one HTTP request may take in all, connecting, headers and body (openai only; a wall-clock deadline,
+    not a per-read timeout). Agent default: 120."""
     retry_total: float | None = None
-    """Seconds spent waiting between retries of one request (429, 5xx, connection errors) before the run gives
-    up, honouring Retry-After (openai only). Agent default: 600."""
+    """Seconds spent on one request, its attempts and the waits between its retries (429, 5xx, connection
+    errors), before the run gives up, honouring Retry-After (openai only; at most 32 attempts). Agent default: 600."""
     concurrency: int | None = None
     """Episodes in flight at once: requests in flight for agents that answer one env at a time (openai), the
     batch for batch agents (HF models). Default: --batch-size."""

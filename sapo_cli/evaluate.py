@@ -49,8 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="append each finished episode here as it ends (fsync'd JSONL; docs/evaluate.md); default "
                         "<--out>.episodes.jsonl, else <--json>.episodes.jsonl, else none")
     p.add_argument("--resume", action="store_true",
-                   help="continue the run of --episodes-log: skip its done episodes, play its errored and missing ones "
-                        "(refused when the log's run differs from this one)")
+                   help="continue the run of --episodes-log: skip its done episodes (each checked and replayed first), play "
+                        "its errored and missing ones (refused when the log's run differs from this one, a line is not one of "
+                        "this run's episodes, or another evaluate holds the log)")
     p.add_argument("--price-prompt", type=float, default=None, metavar="USD", help="price per million prompt tokens (cost estimate)")
     p.add_argument("--price-completion", type=float, default=None, metavar="USD",
                    help="price per million completion tokens (cost estimate)")

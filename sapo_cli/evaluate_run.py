@@ -75,7 +75,9 @@ def _check_flags(args: argparse.Namespace) -> None:
             raise ValueError(f"{flag} must be USD per million tokens in [0, {MAX_PRICE:g}], got {price}")
     for what, path in (("bundle (--out)", args.bundle_out), ("--json file", args.json_out), ("episodes log", _log_path(args))):
         if path:
-            refuse_symlink(path, what)
+            folder = refuse_symlink(path, what).parent
+            if not folder.is_dir():
+                raise ValueError(f"the {what} {path} cannot be written: its folder {folder} does not exist")
 
 
 def _open_log(args: argparse.Namespace, run: dict[str, Any], jobs: list) -> Any:
@@ -105,7 +107,7 @@ def _verify_done(log: Any, env: Any, agent: Any) -> None:
         problem = replay_episode(env, episode_dict(record))
         if problem is not None:
             problem = problem.replace("bundle", "log")  # what replay_episode compares with is the log's record here
-            raise LogMismatch(f"{where} (task {record.task_id!r}, seed {record.seed}) does not replay in the env: {problem}\n"
+            raise LogMismatch(f"{where} (task {record.task_id!r}, seed {record.seed}) does not replay in the env: {problem} "
                               f"(the log was edited or is another env's; without --resume a new run starts and keeps it as "
                               f"{log.path.name}.prev)")
 

@@ -172,7 +172,7 @@ class EpisodeLog:
         except LogLocked:
             raise
         except LogMismatch as exc:
-            raise LogMismatch(f"{exc}\n(this log cannot be resumed; without --resume a new run starts and keeps it as "
+            raise LogMismatch(f"{exc} (this log cannot be resumed; without --resume a new run starts and keeps it as "
                               f"{path.name}.prev)") from None
 
     @classmethod
