@@ -17,6 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--env-arg", action="append", default=[], metavar="K=V",
                    help="gym.make keyword argument for every session's env (repeatable; JSON values: 10, true, null)")
     s.add_argument("--max-sessions", type=int, default=8, help="open sessions at most; one more is refused (503)")
+    s.add_argument("--max-sessions-per-client", type=int, default=None, metavar="N",
+                   help="open sessions one client (peer address) may hold; one more is refused (429 / CAPACITY_REACHED). "
+                        "Default: a quarter of --max-sessions (at least 1); all of them when --host is a loopback address")
     s.add_argument("--idle-timeout", type=float, default=600.0, help="seconds before an idle session is closed (0: never)")
     s.add_argument("--max-connections", type=int, default=64,
                    help="HTTP and WebSocket connections served at once (>= --max-sessions); past it a request gets 503")
@@ -39,7 +42,8 @@ def serve(args: argparse.Namespace) -> int:
         raise ValueError(f"the OpenEnv server needs the serve extra ({exc.name} is missing): "
                          'pip install "sapo-gym[serve]" && pip install --no-deps openenv==0.10.0') from None
     config = ServeConfig(args.env_id, parse_env_args(args.env_arg), host=args.host, port=args.port,
-                         max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout, public_only=args.public_only,
+                         max_sessions=args.max_sessions, max_sessions_per_client=args.max_sessions_per_client,
+                         idle_timeout_s=args.idle_timeout, public_only=args.public_only,
                          body_timeout_s=args.body_timeout, max_connections=args.max_connections)
     run_server(config)
     return 0

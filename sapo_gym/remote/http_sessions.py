@@ -7,7 +7,8 @@ and idle expiry cover both transports) and answer bad requests with 4xx and a JS
 OpenEnv's shapes (``ResetRequest`` fields, ``{"action": {...}}``; ``{"observation", "reward", "done"}``).
 
 ======================================  =======================================================
-``POST /sessions``                      open a session -> 201 ``{"session_id": ...}`` (503 when full)
+``POST /sessions``                      open a session -> 201 ``{"session_id": ...}`` (503 when full, 429 when
+                                        the client holds ``max_sessions_per_client``)
 ``GET /sessions``                       ``{"active_sessions", "max_sessions"}``
 ``POST /sessions/{id}/reset``           ``{"seed"?, "episode_id"?, "options"?: {"task_id" | "task_index"}}``
 ``POST /sessions/{id}/step``            ``{"action": {"text": "<raw model output>"}}``
@@ -21,7 +22,8 @@ or a reset the env refuses (unknown task id); 404 unknown session; 409 step befo
 held by a WebSocket; 410 session closed meanwhile; 413 body over
 :data:`~sapo_gym.remote.models.MAX_BODY_BYTES`; 422 wrong fields or types
 (an action over :data:`~sapo_gym.remote.models.ACTION_LIMIT_CHARS` characters included); 500 the env
-raised (that session only; it stays open); 503 at capacity.
+raised (that session only; it stays open); 429 the client already holds its bound of open sessions
+(:mod:`sapo_gym.remote.client_bound`); 503 at capacity.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from openenv.core.env_server.serialization import serialize_observation
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sapo_gym.remote import strict_json
+from sapo_gym.remote.client_bound import ClientSessionLimit
 from sapo_gym.remote.environment import BadRequest, NotStarted, SapoEnvironment, SessionClosed, validation_message
 from sapo_gym.remote.models import MAX_BODY_BYTES, ResetRequest, SapoAction
 
@@ -139,6 +142,8 @@ class SessionRoutes:
     async def open(self, request: Request) -> JSONResponse:
         try:
             session_id, _ = await self.server._create_session()
+        except ClientSessionLimit as exc:
+            raise HTTPError(429, "client_limit", str(exc), {"held": exc.active_sessions, "limit": exc.max_sessions}) from None
         except SessionCapacityError as exc:
             raise HTTPError(503, "capacity", str(exc)) from None
         except EnvironmentFactoryError as exc:

@@ -10,6 +10,8 @@ Added around it (OpenEnv 0.10 lacks them):
 
 * HTTP sessions with 4xx on bad requests (:mod:`sapo_gym.remote.http_sessions`), sharing OpenEnv's
   session table, so ``max_sessions`` bounds WebSocket and HTTP sessions together;
+* a bound on the sessions one client (peer address) holds, ``max_sessions_per_client``
+  (:mod:`sapo_gym.remote.client_bound`), so that one client cannot hold every session;
 * an idle reaper for HTTP sessions that checks every ``timeout / 4`` (OpenEnv's waits at least 5 s between
   checks) and closes the env;
 * a guard in front of OpenEnv's ``/ws`` handler (:mod:`sapo_gym.remote.websocket`): every malformed or
@@ -32,6 +34,8 @@ from typing import Any, Mapping
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.types import ConcurrencyConfig, ServerMode
 
+from sapo_gym.remote.client_bound import (UNKNOWN_CLIENT, PeerMiddleware, SessionOwners, default_per_client,
+                                         requesting_client)
 from sapo_gym.remote.environment import SapoEnvironment
 from sapo_gym.remote.models import SapoAction, SapoObservation, SapoState
 from sapo_gym.remote.body_deadline import DEFAULT_BODY_TIMEOUT_S, BodyDeadline
@@ -54,6 +58,10 @@ class ServeConfig:
     """0 picks a free port (printed on start)."""
     max_sessions: int = 8
     """Open sessions at most (WebSocket and HTTP together); one more is refused (503 / CAPACITY_REACHED)."""
+    max_sessions_per_client: int | None = None
+    """Open sessions one client (peer address) may hold; one more is refused (429 / CAPACITY_REACHED). None:
+    :func:`~sapo_gym.remote.client_bound.default_per_client` (a quarter of ``max_sessions``, at least 1; all of
+    them when ``host`` is a loopback address, where every client has the same address)."""
     idle_timeout_s: float = 600.0
     """A session idle this long is closed; 0 keeps idle sessions forever."""
     public_only: bool = False
@@ -67,12 +75,21 @@ class ServeConfig:
     def __post_init__(self) -> None:
         if self.max_sessions < 1:
             raise ValueError(f"max_sessions must be >= 1, got {self.max_sessions}")
+        if self.max_sessions_per_client is not None and self.max_sessions_per_client < 1:
+            raise ValueError(f"max_sessions_per_client must be >= 1, got {self.max_sessions_per_client}")
         if self.idle_timeout_s < 0:
             raise ValueError(f"idle_timeout_s must be >= 0, got {self.idle_timeout_s}")
         if self.max_connections < self.max_sessions:
             raise ValueError(f"max_connections ({self.max_connections}) must be >= max_sessions ({self.max_sessions})")
         if not self.body_timeout_s >= 0:
             raise ValueError(f"body_timeout_s must be >= 0, got {self.body_timeout_s}")
+
+    @property
+    def per_client(self) -> int:
+        """The bound on one client's open sessions (``max_sessions_per_client`` or its default)."""
+        if self.max_sessions_per_client is not None:
+            return self.max_sessions_per_client
+        return default_per_client(self.max_sessions, self.host)
 
 
 def reap_interval(timeout_s: float) -> float:
@@ -87,11 +104,13 @@ def idle_sessions(last_activity: Mapping[str, float], now: float, timeout_s: flo
 
 class SapoEnvServer(HTTPEnvServer):
     """OpenEnv's server with a prompter idle reaper, which leaves sessions held by a socket to the socket's
-    own idle timer (see the module docstring)."""
+    own idle timer, and bounds each client's sessions (see the module docstring)."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, max_sessions_per_client: int | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._socket_sessions: set[str] = set()
+        total = self._max_concurrent_envs
+        self._owners = SessionOwners(min(max_sessions_per_client or total, total), total)
 
     def hold_for_socket(self, session_id: str) -> None:
         """A guarded socket serves ``session_id``: the reaper leaves it alone until :meth:`release_from_socket`."""
@@ -102,11 +121,21 @@ class SapoEnvServer(HTTPEnvServer):
         self._socket_sessions.discard(session_id)
 
     async def _create_session(self) -> tuple[str, Any]:
-        session_id, env = await super()._create_session()
+        client = requesting_client.get() or UNKNOWN_CLIENT
+        self._owners.claim(client, self._sessions)  # synchronous: no other task runs between count and claim
+        session_id = None
+        try:
+            session_id, env = await super()._create_session()
+        finally:
+            self._owners.settle(client, session_id)
         ws = serving_socket.get()
         if ws is not None:  # opened by OpenEnv's /ws handler for the socket this task serves
             ws.session_id = session_id
         return session_id, env
+
+    async def _destroy_session(self, session_id: str) -> None:
+        await super()._destroy_session(session_id)
+        self._owners.forget(session_id)
 
     def _factory_produces_harness_env(self) -> bool:
         # Our factory builds SapoEnvironment, never OpenEnv's HarnessEnvironment; the base class's check
@@ -145,12 +174,14 @@ def create_app(config: ServeConfig) -> Any:
         max_concurrent_envs=config.max_sessions, session_timeout=config.idle_timeout_s or None,
     )
     server = SapoEnvServer(factory, SapoAction, SapoObservation, concurrency_config=concurrency,
-                           env_name=config.env_id.replace("/", "_"), state_cls=SapoState)
+                           env_name=config.env_id.replace("/", "_"), state_cls=SapoState,
+                           max_sessions_per_client=config.per_client)
     app = FastAPI(title=f"sapo_gym {config.env_id} (OpenEnv)", version="1.0.0")
     server.register_routes(app, mode=ServerMode.PRODUCTION)
     guard_websocket_route(app, server, config.idle_timeout_s or None)
     register_session_routes(app, server)
     app.add_middleware(BodyDeadline, seconds=config.body_timeout_s, limit=FRAME_READ_LIMIT)
+    app.add_middleware(PeerMiddleware)
     app.state.env_server = server
     return app
 
@@ -176,5 +207,5 @@ def serve(config: ServeConfig) -> None:
                         limit_concurrency=config.max_connections)
     server = uvicorn.Server(uv)
     print(f"serving {config.env_id} on http://{host}:{port} (OpenEnv WebSocket: ws://{host}:{port}/ws; "
-          f"max {config.max_sessions} sessions, idle timeout {config.idle_timeout_s or 'none'} s)", flush=True)
+          f"max {config.max_sessions} sessions, {config.per_client} per client, idle timeout {config.idle_timeout_s or 'none'} s)", flush=True)
     server.run(sockets=[sock])
