@@ -13,7 +13,8 @@
 * **A cap on the decoded body** (``max_bytes``): the body is read in chunks and counted after decompression
   (gzip and deflate are decoded here, at most ``max_bytes + 1`` bytes of output per step; another
   ``Content-Encoding`` is refused), so an endless stream or a compression bomb ends with
-  :class:`ResponseTooLarge` once ``max_bytes`` is passed, holding no more than that in memory.
+  :class:`ResponseTooLarge` once ``max_bytes`` is passed, holding no more than that in memory (the bytes on
+  the wire are capped too, at twice that).
 """
 
 from __future__ import annotations
@@ -162,13 +163,17 @@ class _Decoder:
         out = bytearray()
         while data and len(out) <= room:
             out += self._zlib.decompress(data, room + 1 - len(out))
-            data = self._zlib.unconsumed_tail
+            if self._zlib.eof:  # the next gzip member, if any (nothing piles up undecoded)
+                data = self._zlib.unused_data
+                self._zlib = zlib.decompressobj(zlib.MAX_WBITS | 32)
+            else:
+                data = self._zlib.unconsumed_tail
         return bytes(out)
 
 
 def _read_body(url: str, response: Any, max_bytes: int, watch: _Watch, seconds: float) -> bytes:
     decoder = _Decoder(url, response.headers.get("Content-Encoding"))
-    body = bytearray()
+    body, raw = bytearray(), 0
     while True:
         try:
             chunk = response.raw.read(_CHUNK, decode_content=False)
@@ -184,6 +189,9 @@ def _read_body(url: str, response: Any, max_bytes: int, watch: _Watch, seconds: 
             raise DeadlineExceeded(f"{url}: no whole answer within {seconds:g} s")
         if not chunk:
             return bytes(body)
+        raw += len(chunk)
+        if raw > 2 * max_bytes + _CHUNK:  # compressed data that decodes to little (empty gzip members, one after another)
+            raise ResponseTooLarge(f"{url} answered with more than {2 * max_bytes:,} bytes on the wire; the answer was refused")
         try:
             body += decoder.feed(chunk, max_bytes - len(body))
         except zlib.error as exc:

@@ -212,6 +212,8 @@ class EpisodeLog:
             log = cls._read(path, data, run, plan)
             if len(data) > log._good:  # a torn last line: cut it off before appending
                 os.ftruncate(fd, log._good)
+                sys.stderr.write(f"note: the last line of {path} was torn (a run killed while writing it): {len(data) - log._good} "
+                                 "bytes cut off; its episode is played again\n")
         except BaseException:
             os.close(fd)
             raise

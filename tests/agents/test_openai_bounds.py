@@ -67,6 +67,14 @@ def test_a_gzip_bomb_is_cut_at_the_body_cap_after_decompression() -> None:
     assert isinstance(outcome, ResponseTooLarge) and "(decoded)" in str(outcome)
 
 
+def test_gzip_members_decode_one_after_another_and_empty_ones_do_not_pile_up() -> None:
+    with HostileServer("members", count=3) as server:
+        assert _agent(server.url).respond(PROMPT, {})["output"] == "<action>press red</action>"
+    with HostileServer("members", empty=True, count=200_000) as server:  # 4 MB on the wire, nothing decoded
+        outcome = _returns(lambda: _agent(server.url, max_response_bytes=1 << 20, retry_total=0).respond(PROMPT, {}))
+    assert isinstance(outcome, ResponseTooLarge) and "on the wire" in str(outcome)
+
+
 @pytest.mark.parametrize("behaviour", ["drip", "drip-headers"])
 def test_a_drip_ends_at_the_request_deadline_not_per_read(behaviour: str) -> None:
     """One byte every 0.25 s never trips a 1 s per-read timeout; the 1 s deadline for the whole request ends it."""

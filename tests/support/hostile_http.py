@@ -5,6 +5,8 @@
 * ``redirect``: ``status`` (302, 307...) with ``Location: location``;
 * ``stream``: a 200 whose chunked body never ends, ``chunk`` bytes at a time, up to ``limit`` bytes in all;
 * ``bomb``: a 200 ``Content-Encoding: gzip`` body that inflates to ``size`` bytes of spaces;
+* ``members``: a 200 ``Content-Encoding: gzip`` body of ``count`` gzip members, the good answer cut among them
+  (``count`` 2) or empty ones (``empty=True``: about 20 bytes each on the wire, nothing decoded);
 * ``drip``: a 200 whose body comes one byte every ``every`` seconds (at most ``limit`` bytes);
 * ``drip-headers``: the status line, then the headers one byte every ``every`` seconds (at most ``limit``);
 * ``retry-after``: 429 with ``Retry-After: value`` (at most ``limit`` times, then a good answer);
@@ -82,6 +84,16 @@ class HostileServer:
 
     def _bomb(self, handler: Any, number: int) -> None:
         body = gzip.compress(b" " * self.options.get("size", 16 << 20), compresslevel=9)
+        self._send(handler, 200, body, {"Content-Encoding": "gzip"})
+
+    def _members(self, handler: Any, number: int) -> None:
+        count = self.options.get("count", 2)
+        if self.options.get("empty"):
+            body = gzip.compress(b"", mtime=0) * count
+        else:
+            text = json.dumps(ANSWER).encode()
+            cut = len(text) // count
+            body = b"".join(gzip.compress(text[i * cut:(i + 1) * cut if i < count - 1 else None], mtime=0) for i in range(count))
         self._send(handler, 200, body, {"Content-Encoding": "gzip"})
 
     def _drip(self, handler: Any, number: int) -> None:
