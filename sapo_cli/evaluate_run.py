@@ -99,6 +99,7 @@ def _verify_done(log: Any, env: Any, agent: Any) -> None:
     from sapo_gym.evaluation import is_privileged
 
     privileged = is_privileged(agent)
+    print(f"resume: replaying the {len(log.done)} episodes {log.path} holds as done, to check them", file=sys.stderr)
     for key in sorted(log.done):
         record, where = log.done[key], f"{log.path} line {log.lines.get(key, '?')}"
         if record.privileged != privileged:
