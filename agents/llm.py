@@ -54,7 +54,8 @@ class LLMAgent:
         return min(self.policy.max_prompt_tokens, self.policy.context_length - self.params.max_new_tokens)
 
     def reset(self, num_envs: int) -> None:
-        """Stateless between turns: the prompt carries the history."""
+        """A new batch of episodes: the prompt carries each turn's history; the sampler forgets earlier responses."""
+        self.generator.reset()
 
     def state_dict(self) -> dict[str, int]:
         """The sampling position (calls made so far): checkpoint it so a resumed run draws the same samples."""

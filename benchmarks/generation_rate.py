@@ -44,11 +44,11 @@ class Call:
     admissible: list[list[str] | None]
 
 
-def record_iteration(model: str) -> tuple[Trainer, list[Call], float]:
+def record_iteration(model: str, draft_tokens: int) -> tuple[Trainer, list[Call], float]:
     """Play one CPU-default training iteration from ``model``; every generate call, and the generation phase's time."""
     cfg = CompareConfig(progress=False)
     tcfg = dataclasses.replace(cfg.train_config("sapo", 0), model=model, sft_episodes=0, progress=False,
-                               out_dir="/tmp/sapo-bench-generation")
+                               out_dir="/tmp/sapo-bench-generation", draft_tokens=draft_tokens)
     trainer = Trainer(tcfg)
     calls: list[Call] = []
     agent = trainer.agent
@@ -90,13 +90,16 @@ def _timed(fn: Any, repeats: int) -> float:
 
 
 @torch.inference_mode()
-def measure(trainer: Trainer, calls: list[Call], repeats: int) -> dict[str, tuple[float, float, float]]:
-    """``{pass: (seconds, tokens, flops)}`` over every recorded call, the median of ``repeats`` rounds."""
-    policy, generator, params = trainer.policy, trainer.agent.generator, trainer.agent.params
+def measure(trainer: Trainer, calls: list[Call], repeats: int, drafts: list[int]) -> dict[str, tuple[float, float, float]]:
+    """``{pass: (seconds, tokens, flops)}`` over every recorded call, the median of ``repeats`` rounds; the sampler once
+    per draft length in ``drafts`` (its drafts from the responses of the calls before, as in a rollout)."""
+    policy, generator = trainer.policy, trainer.agent.generator
     builder = trainer.agent._constraints
     model = policy.model.eval()
 
-    def sampler() -> None:
+    def sampler(draft_tokens: int) -> None:
+        params = dataclasses.replace(trainer.agent.params, draft_tokens=draft_tokens)
+        generator.reset()
         for call in calls:
             constraints = None if builder is None else [builder.build(a) for a in call.admissible]
             generator.generate(call.prompts, params, constraints)
@@ -110,7 +113,8 @@ def measure(trainer: Trainer, calls: list[Call], repeats: int) -> dict[str, tupl
     lengths = [(len(p), len(r)) for c in calls for p, r in zip(c.prompts, c.responses)]
     tokens = float(sum(p + r for p, r in lengths))
     return {
-        "sampler (generate)": (_timed(sampler, repeats), tokens, _flops(model, lengths, "generated")),
+        **{f"sampler, {k} draft tokens" if k else "sampler, no drafts": (_timed(lambda: sampler(k), repeats), tokens,
+                                                                         _flops(model, lengths, "generated")) for k in drafts},
         "prefill only": (_timed(lambda: forward(False), repeats), float(sum(p for p, _ in lengths)),
                          _flops(model, [(p, 0) for p, _ in lengths], "last")),
         "forward only": (_timed(lambda: forward(True), repeats), tokens, _flops(model, lengths, "all")),
@@ -121,9 +125,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="tiny", help="policy: a saved warm start (as the runs sample) or 'tiny'")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--draft-tokens", type=int, nargs="+", default=[0, 8, 16],
+                        help="draft lengths to time the sampler at (the iteration is recorded at the first)")
     args = parser.parse_args()
-    trainer, calls, generation_s = record_iteration(args.model)
-    rows = measure(trainer, calls, args.repeats)
+    trainer, calls, generation_s = record_iteration(args.model, args.draft_tokens[0])
+    rows = measure(trainer, calls, args.repeats, args.draft_tokens)
     turns = sum(len(c.prompts) for c in calls)
     generated = sum(len(r) for c in calls for r in c.responses)
     print(describe())

@@ -112,6 +112,11 @@ class TrainConfig:
     """Source of log π_old (and of SAPO's V_old, Q_old): 'recompute' (one forward pass over the batch after the
     rollout, as verl does) or 'rollout' (kept from the HF sampler, which ran the same weights at the same
     precision: the old-log-prob phase has nothing left to run; generator 'hf' only)."""
+    draft_tokens: int = 0
+    """Speculative sampling in the HF sampler, training and evaluation alike: each forward pass also feeds up to this
+    many draft tokens looked up in the responses of the current batch of episodes and keeps the ones speculative
+    sampling accepts (agents/generation/speculative.py). Every token is drawn from the same distribution as without
+    drafts, with other random draws: another sample of the same process. 0 = one token per forward pass."""
     constrain: str = "none"
     """Decoding constraint: 'none' (free) or 'admissible' (inside <action>…</action> only tokens that continue one of
     the turn's admissible actions, then </action>; the same per-token mask in sampling, old, current and reference
@@ -244,6 +249,8 @@ class TrainConfig:
         for name, valid in CHOICES.items():
             if getattr(self, name) not in valid:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid choices: {list(valid)}")
+        if self.draft_tokens and self.generator != "hf":
+            raise ValueError("draft_tokens needs generator 'hf' (vLLM has speculative decoding of its own)")
         if self.old_log_probs == "rollout" and self.generator != "hf":
             raise ValueError("old_log_probs='rollout' needs generator 'hf': vLLM samples with its own kernels and "
                              "precision, so its log-probs are not the trainer's (recompute them)")
@@ -263,7 +270,7 @@ class TrainConfig:
                      "readout_warmup_epochs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("critic_warmup", "sft_episodes", "readout_warmup_episodes", "readout_warmup_kl"):
+        for name in ("critic_warmup", "sft_episodes", "readout_warmup_episodes", "readout_warmup_kl", "draft_tokens"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 

@@ -186,6 +186,7 @@ class Trainer:
 
     def collect_batch(self, timer: PhaseTimer) -> tuple[Rollout, Experience | None]:
         """Phases *generation* and *reward*: one episode per env, as a padded batch of turns (None: no turn left)."""
+        self.agent.reset(self.vec.num_envs)  # each iteration's episodes are a batch of their own (the sampler's drafts)
         with torch.no_grad(), self.strategy.autocast():  # --bf16 samples in bf16 too, as verl's rollouts do
             rollout = collect(self.vec, self.agent.act_detailed, episode=self.iteration, seed=self.cfg.seed,
                               score_reward=self.cfg.r_max if self.cfg.train_reward == "score" else None)

@@ -58,5 +58,6 @@ def build_agent(policy: Any, cfg: TrainConfig, temperature: float, generator: An
     from agents.generation.hf import HFGenerator
     from agents.llm import LLMAgent
 
-    params = GenerationParams(max_new_tokens=cfg.max_response_tokens, temperature=temperature, value_logits=value_logits)
+    params = GenerationParams(max_new_tokens=cfg.max_response_tokens, temperature=temperature, value_logits=value_logits,
+                              draft_tokens=cfg.draft_tokens)
     return LLMAgent(policy, generator or HFGenerator(policy), params, name=f"{cfg.algo}:{cfg.model}", constrain=cfg.constrain)

@@ -32,12 +32,16 @@ class GenerationParams:
     """Nucleus sampling: sample from the smallest set of tokens holding this much probability."""
     seed: int | None = None
     """Seed of the sampling RNG for this call (None: torch's global RNG)."""
+    draft_tokens: int = 0
+    """Speculative sampling (HF back-end): feed up to this many draft tokens, looked up in the responses of the current
+    batch of episodes, in each forward pass and keep what speculative sampling accepts; every token is drawn from the
+    same distribution as without drafts (another sample, not the same one). 0: one token per forward pass."""
     value_logits: bool = False
     """Also return the raw w⁺/w⁻ logits at SAPO's two readout positions (the last prompt token and the
     last response token), so the trainer can take V_old and Q_old from the rollout (HF back-end only)."""
 
     def __post_init__(self) -> None:
-        if self.max_new_tokens < 0 or self.temperature < 0 or not 0 < self.top_p <= 1:
+        if self.max_new_tokens < 0 or self.temperature < 0 or not 0 < self.top_p <= 1 or self.draft_tokens < 0:
             raise ValueError(f"invalid generation params {self}")
 
     @classmethod
@@ -100,4 +104,8 @@ class Generator(Protocol):
 
     def push_weights(self, model: Any) -> None:
         """Make the next ``generate`` use ``model``'s current weights (after an update)."""
+        ...
+
+    def reset(self) -> None:
+        """A new batch of episodes starts: forget what earlier calls generated (where drafts come from)."""
         ...

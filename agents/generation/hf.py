@@ -22,6 +22,7 @@ from torch import Tensor
 from transformers import DynamicCache
 
 from agents.constraint import allowed_matrix, restrict_logits
+from agents.generation.speculative import DraftMemory, accept_draft
 from agents.generation.base import GenerationOutput, GenerationParams
 from agents.logits import mask_value_tokens
 from agents.policy import PolicyModel
@@ -73,6 +74,12 @@ class HFGenerator:
         # transformers renamed the cache argument (``past_key_values`` → ``cache``, 5.x): adapt once, here.
         forward_params = inspect.signature(policy.model.forward).parameters
         self._cache_arg = "cache" if "cache" in forward_params else "past_key_values"
+        self.drafts = DraftMemory()
+        """The responses of the current batch of episodes, where ``GenerationParams.draft_tokens`` drafts come from."""
+
+    def reset(self) -> None:
+        """A new batch of episodes: forget the earlier responses (drafts then depend on this batch alone)."""
+        self.drafts.clear()
 
     def push_weights(self, model: Any) -> None:
         """No copy when ``model`` is this generator's policy (the usual case); else load its weights
@@ -112,8 +119,12 @@ class HFGenerator:
         rows = _Responses([min(params.max_new_tokens, policy.context_length - len(p)) for p in prompts],
                           list(constraints) if constraints is not None else [None] * len(prompts))
         active = [i for i, budget in enumerate(rows.budgets) if budget > 0]
-        if active:
+        if active and params.draft_tokens:
+            self._speculative_loop(prompts, active, rows, params, rng)
+        elif active:
             self._decode_loop(prompts, active, rows, params, rng)
+        for tokens in rows.tokens:
+            self.drafts.remember(tokens)
         return [
             GenerationOutput(tokens, lps, policy.decode(tokens), truncated=not stopped, value_logits=rows.readout(i),
                              allowed_tokens=rows.allowed[i] if c is not None else None,
@@ -165,6 +176,81 @@ class HFGenerator:
                                 **{self._cache_arg: cache}).logits[:, -1]
 
 
+    def _speculative_loop(self, prompts: Sequence[Sequence[int]], active: list[int], rows: _Responses,
+                          params: GenerationParams, rng: torch.Generator | None) -> None:
+        """:meth:`_decode_loop` with drafts (:mod:`agents.generation.speculative`): each forward feeds a row's
+        last drawn token and up to ``params.draft_tokens`` draft tokens; draft tokens not kept stay in the cache as
+        masked holes, and positions count kept tokens only, so every row attends to exactly its own tokens."""
+        policy, eos = self.policy, set(self.policy.eos_token_ids)
+        readout = list(policy.value_token_ids) if params.value_logits else None
+        ids, mask, pos = _left_pad([prompts[i] for i in active], policy.pad_token_id, policy.device)
+        cache = DynamicCache()
+        head = policy.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1,
+                            **{self._cache_arg: cache}).logits[:, -1]  # the first token's logits, per row
+        pos = pos[:, -1]
+        if readout:
+            rows.read(active, head[:, readout], at_end=False)
+        pending: list[int | None] = [None] * len(active)  # each row's last drawn token, not yet fed
+        while active:
+            plans = [([], [None]) if rows.finished(r) else self._draft(r, rows, params.draft_tokens) for r in active]
+            feeds = [([] if p is None else [p]) + draft for p, (draft, _) in zip(pending, plans)]
+            width, out = max(len(f) for f in feeds), None
+            if width:
+                block = torch.full((len(active), width), policy.pad_token_id, dtype=torch.long)
+                fed = torch.zeros((len(active), width), dtype=mask.dtype)
+                for j, f in enumerate(feeds):
+                    block[j, :len(f)], fed[j, :len(f)] = torch.as_tensor(f, dtype=torch.long), 1
+                mask = torch.cat([mask, fed.to(mask.device)], dim=1)
+                steps = torch.arange(1, width + 1, device=pos.device)
+                out = policy.model(input_ids=block.to(mask.device), attention_mask=mask, position_ids=pos[:, None] + steps,
+                                   use_cache=True, **{self._cache_arg: cache}).logits
+            keep = []
+            for j, r in enumerate(active):
+                lead = 0 if pending[j] is None else 1
+                if rows.finished(r):  # only here to feed its last token: Q's readout
+                    rows.read([r], out[j, 0:1, readout], at_end=True)  # type: ignore[index]
+                    continue
+                draft, allowed = plans[j]
+                first = out[j, :1] if lead else head[j:j + 1]  # type: ignore[index]
+                logits = torch.cat([first, out[j, lead:lead + len(draft)]]) if draft else first  # type: ignore[index]
+                emitted, log_probs = accept_draft(logits, draft, allowed, policy.value_token_ids, params, rng)
+                added = rows.extend(r, emitted, log_probs, allowed, eos)
+                kept = min(added, len(emitted) - 1)  # draft tokens kept: fed, real; the rest of the block is a hole
+                if width:
+                    mask[j, mask.shape[1] - width + lead + kept:] = 0
+                pos[j] += lead + kept
+                if rows.finished(r) and added == kept:  # ended on a fed draft token: its logits hold Q's readout
+                    if readout:
+                        rows.read([r], out[j, lead + added - 1:lead + added, readout], at_end=True)  # type: ignore[index]
+                    continue
+                if rows.finished(r) and not readout:
+                    continue
+                pending[j] = emitted[added - 1]
+                keep.append(j)
+            if len(keep) < len(active) and keep:
+                index = torch.as_tensor(keep, device=mask.device)
+                cache.batch_select_indices(index)
+                mask, pos = mask[index], pos[index]
+            active, pending = [active[j] for j in keep], [pending[j] for j in keep]
+
+    def _draft(self, r: int, rows: _Responses, k: int) -> tuple[list[int], list[tuple[int, ...] | None]]:
+        """Row ``r``'s draft (from :attr:`drafts`, cut where its constraint forbids a token and where its budget
+        ends: the draft and one drawn token must fit) and the allowed ids at each of its ``len(draft) + 1`` draws."""
+        left = rows.budgets[r] - len(rows.tokens[r])
+        proposal = self.drafts.propose(rows.tokens[r], min(k, left - 1))
+        constraint = rows.constraints[r]
+        state = constraint.copy() if constraint is not None else None
+        allowed, draft = [state.allowed() if state is not None else None], []
+        for token in proposal:
+            if allowed[-1] is not None and token not in allowed[-1]:
+                break
+            draft.append(token)
+            if state is not None:
+                state.advance(token)
+            allowed.append(state.allowed() if state is not None else None)
+        return draft, allowed
+
+
 @dataclass
 class _Responses:
     """The responses of one chunk as they grow, indexed by prompt."""
@@ -202,6 +288,19 @@ class _Responses:
     def readout(self, row: int) -> tuple[tuple[float, float], tuple[float, float]] | None:
         pairs = self.value_logits[row]
         return (pairs[0], pairs[1]) if len(pairs) == 2 else None
+
+    def finished(self, row: int) -> bool:
+        """The row ended its response (an end token) or used its budget."""
+        return self.stopped[row] or len(self.tokens[row]) >= self.budgets[row]
+
+    def extend(self, row: int, tokens: list[int], log_probs: list[float], allowed: list[tuple[int, ...] | None],
+               eos: set[int]) -> int:
+        """Append drawn tokens (with the ids the constraint allowed at each) until the row ends; how many were added."""
+        for n, (token, lp) in enumerate(zip(tokens, log_probs)):
+            self.allowed[row].append(allowed[n])
+            if not self.add(row, token, lp, eos):
+                return n + 1
+        return len(tokens)
 
     def add(self, row: int, token: int, log_prob: float, eos: set[int]) -> bool:
         """Append one sampled token; True while the row goes on (no end token, budget left)."""

@@ -145,6 +145,9 @@ class VLLMGenerator:
         self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
         self.last_push_s = time.perf_counter() - start
 
+    def reset(self) -> None:
+        """Nothing to forget: vLLM keeps no responses between calls (its prefix cache holds prompts, not drafts)."""
+
     # ---- sampling -----------------------------------------------------------------------------
     def _sampling_params(self, params: GenerationParams, budget: int, index: int, key: str | None = None) -> SamplingParams:
         """One request's sampling; ``key`` names its registered constraint (None: free decoding)."""
