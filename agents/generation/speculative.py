@@ -2,8 +2,8 @@
 
 A rollout's responses repeat themselves: a cloned agent writes the same ``<think>…</think><action>`` frame every
 turn and often the same action. :class:`DraftMemory` keeps the responses generated since the agent's last
-``reset`` (a batch of episodes) and proposes, for a response prefix, the continuation of the latest earlier
-response that starts with it (prompt-lookup / n-gram drafting, as vLLM's ``ngram`` speculator, over responses).
+``reset`` (a batch of episodes) and proposes, for a response so far, the continuation of an earlier response
+that starts with it or shares its last tokens (n-gram drafting, as vLLM's ``ngram`` speculator, over responses).
 The sampler feeds the draft in one forward pass and :func:`accept_draft` keeps the longest prefix that speculative
 sampling accepts (Leviathan et al. 2023, Chen et al. 2023, with a deterministic draft): draft token ``d`` is kept
 with probability ``q(d)``, the sampler's own draw probability there; on the first rejection one token is drawn
@@ -18,7 +18,6 @@ Drafts depend only on responses of the current batch of episodes, so a resumed r
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,27 +31,48 @@ __all__ = ["DraftMemory", "accept_draft", "draw_distribution"]
 
 
 class DraftMemory:
-    """The latest ``size`` responses (token ids) of the current batch of episodes, newest first."""
+    """The distinct responses (token ids) of the current batch of episodes, indexed for drafting.
 
-    def __init__(self, size: int = 64):
-        self._responses: deque[tuple[int, ...]] = deque(maxlen=size)
+    A draft continues the newest remembered response that starts with the whole response so far; without one, the
+    newest that holds its last ``ngram`` (then fewer) tokens somewhere, from there on (n-gram lookup, which picks up
+    e.g. the rest of an action another response took). At most ``size`` distinct responses are indexed; later ones
+    are not (the index never forgets within a batch, so drafts depend only on what the batch generated)."""
+
+    def __init__(self, size: int = 1024, ngram: int = 3):
+        self.size, self.ngram = size, ngram
+        self._seen: set[tuple[int, ...]] = set()
+        self._by_prefix: dict[tuple[int, ...], tuple[tuple[int, ...], int]] = {}
+        self._by_ngram: dict[tuple[int, ...], tuple[tuple[int, ...], int]] = {}
 
     def clear(self) -> None:
-        self._responses.clear()
+        self._seen.clear()
+        self._by_prefix.clear()
+        self._by_ngram.clear()
 
     def remember(self, tokens: Sequence[int]) -> None:
-        if tokens:
-            self._responses.appendleft(tuple(tokens))
+        response = tuple(int(t) for t in tokens)
+        if not response or response in self._seen or len(self._seen) >= self.size:
+            return
+        self._seen.add(response)
+        for i in range(len(response)):  # every position with a continuation: the prefix before it, the n-grams ending there
+            self._by_prefix[response[:i]] = (response, i)
+            for n in range(1, min(self.ngram, i) + 1):
+                self._by_ngram[response[i - n:i]] = (response, i)
 
     def propose(self, prefix: Sequence[int], k: int) -> list[int]:
-        """Up to ``k`` tokens continuing ``prefix`` in the newest remembered response that starts with it ([] if none)."""
-        n, prefix = len(prefix), tuple(prefix)
+        """Up to ``k`` tokens to try after ``prefix`` ([] when nothing remembered continues it)."""
         if k <= 0:
             return []
-        for response in self._responses:
-            if len(response) > n and response[:n] == prefix:
-                return list(response[n:n + k])
-        return []
+        key = tuple(prefix)
+        hit = self._by_prefix.get(key)
+        for n in range(min(self.ngram, len(key)), 0, -1):
+            if hit is not None:
+                break
+            hit = self._by_ngram.get(key[-n:])
+        if hit is None:
+            return []
+        response, at = hit
+        return list(response[at:at + k])
 
 
 def draw_distribution(logits: Tensor, value_token_ids: Sequence[int], temperature: float, top_p: float,

@@ -16,17 +16,21 @@ from agents.generation.speculative import DraftMemory, accept_draft  # noqa: E40
 PROMPTS = ["You stand before a vault with 3 buttons. The panel glows red.", "look", "Your task is to: put a mug in fridge 1."]
 
 
-def test_draft_memory_proposes_the_newest_response_continuing_the_prefix():
-    memory = DraftMemory(size=2)
+def test_draft_memory_proposes_the_newest_continuation_of_the_prefix_then_of_its_last_tokens():
+    memory = DraftMemory(size=3, ngram=2)
     memory.remember([1, 2, 3, 4])
     memory.remember([1, 2, 9])
-    assert memory.propose([1, 2], 5) == [9]  # the newest match
+    assert memory.propose([1, 2], 5) == [9]  # the newest response starting with the prefix
     assert memory.propose([1, 2, 3], 5) == [4] and memory.propose([], 2) == [1, 2]
+    assert memory.propose([7, 7, 2, 3], 5) == [4]  # no response starts so: the newest holding its last 2 tokens
+    assert memory.propose([7, 7, 8, 2], 5) == [9]  # nor with (8, 2): the newest holding its last token
     assert memory.propose([7], 3) == [] and memory.propose([1, 2], 0) == []
-    memory.remember([5])  # the oldest ([1, 2, 3, 4]) falls out
-    assert memory.propose([1, 2, 3], 5) == []
+    memory.remember([1, 2, 9])  # already known: nothing changes
+    memory.remember([5, 6])
+    memory.remember([1, 2, 7])  # a fourth distinct response: past the size, not indexed
+    assert memory.propose([1, 2], 5) == [9] and memory.propose([5], 2) == [6]
     memory.clear()
-    assert memory.propose([], 3) == []
+    assert memory.propose([], 3) == [] and memory.propose([1, 2], 3) == []
 
 
 def _counts(draws: list[int], size: int) -> list[int]:
