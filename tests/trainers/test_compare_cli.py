@@ -119,19 +119,19 @@ def test_replace_routes_fields_and_refuses_per_run_ones():
 
 
 def test_the_cpu_presets_keep_the_warm_start_and_temperature_they_were_measured_with():
-    """Session 17 moved the CPU default to a 7-epoch clone at lr 1e-3, rollouts at 0.7 and 4 seeds; the WebShop and Vault
-    presets were measured on the 10-epoch clone at 3e-3 (Vault: its own 50 epochs), rollouts at 1 and 3 seeds, and set
-    those themselves, so their documented runs stay what a rerun gives."""
+    """The CPU default clones 7 epochs at lr 1e-3, samples rollouts at 0.7 with 16 draft tokens, runs 4 seeds; the WebShop
+    and Vault presets were measured on the 10-epoch clone at 3e-3 (Vault: its own 50 epochs), rollouts at 1 without
+    drafts and 3 seeds, and set those themselves, so their documented runs stay what a rerun gives."""
     from sapo_cli.compare import config_from_args
 
-    def fields(*flags: str) -> tuple[int, float, float, int, int]:
+    def fields(*flags: str) -> tuple[int, float, float, int, int, int]:
         cfg = config_from_args(build_parser().parse_args(["compare", *flags]))
-        return cfg.train.sft_epochs, cfg.train.sft_lr, cfg.train.temperature, cfg.seeds, cfg.eval_every
+        return cfg.train.sft_epochs, cfg.train.sft_lr, cfg.train.temperature, cfg.seeds, cfg.eval_every, cfg.train.draft_tokens
 
-    assert fields() == (7, 1e-3, 0.7, 4, 10)
-    assert fields("--preset", "webshop-cpu") == (10, 3e-3, 1.0, 3, 10)
-    assert fields("--preset", "vault") == (50, 3e-3, 1.0, 3, 5)
-    assert fields("--preset", "webshop-cpu", "--temperature", "0.7") == (10, 3e-3, 0.7, 3, 10)  # an explicit flag wins
+    assert fields() == (7, 1e-3, 0.7, 4, 10, 16)
+    assert fields("--preset", "webshop-cpu") == (10, 3e-3, 1.0, 3, 10, 0)
+    assert fields("--preset", "vault") == (50, 3e-3, 1.0, 3, 5, 0)
+    assert fields("--preset", "webshop-cpu", "--temperature", "0.7") == (10, 3e-3, 0.7, 3, 10, 0)  # an explicit flag wins
 
 
 def test_paper_preset_without_gpu_or_weights_says_why(capsys, tmp_path):
