@@ -101,24 +101,24 @@ def _register(conn: Any) -> None:
         watch.add(conn)
 
 
-class _WatchedHTTP(HTTPConnection):
+class _Watched:
+    """Registers its connection with the request's watchdog when it connects and when it sends."""
+
     def connect(self) -> None:
-        super().connect()
+        super().connect()  # type: ignore[misc]
         _register(self)
 
-    def request(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def request(self, *args: Any, **kwargs: Any) -> None:
         _register(self)
-        super().request(*args, **kwargs)
+        super().request(*args, **kwargs)  # type: ignore[misc]
 
 
-class _WatchedHTTPS(HTTPSConnection):
-    def connect(self) -> None:
-        super().connect()
-        _register(self)
+class _WatchedHTTP(_Watched, HTTPConnection):
+    pass
 
-    def request(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
-        _register(self)
-        super().request(*args, **kwargs)
+
+class _WatchedHTTPS(_Watched, HTTPSConnection):
+    pass
 
 
 class _HTTPPool(HTTPConnectionPool):
