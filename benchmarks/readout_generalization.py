@@ -9,7 +9,7 @@ of the held-out variance the clock alone explains.
 
     python -m benchmarks.readout_generalization --model runs/compare/warm_start/policy [--episodes 512] [--lr 3e-5]
 
-docs/compare.md has the measured table. One process, ``OMP_NUM_THREADS=1``.
+docs/results-log.md has the measured table. One process, ``OMP_NUM_THREADS=1``.
 """
 
 from __future__ import annotations

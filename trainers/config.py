@@ -200,7 +200,7 @@ class TrainConfig:
     win, so there it changes nothing). Training only: evaluation, success and score are always the env's."""
     value_coef: float = 0.1
     """c_V, weight of the value loss (SAPO readout or PPO critic; not printed in the paper; our choice: at 0.5 SAPO's
-    value and Q gradients outweighed the policy's on the shared weights and destabilized it, docs/compare.md)."""
+    value and Q gradients outweighed the policy's on the shared weights and destabilized it, docs/results-log.md)."""
     q_coef: float = 0.1
     """c_Q, weight of SAPO's SARSA Q loss (not printed in the paper; our choice, as c_V)."""
     critic_warmup: int = 0

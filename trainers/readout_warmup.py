@@ -3,7 +3,7 @@
 SAPO reads V(s_t) and Q(s_t, a_t) from two logits of the policy (``agents.logits.value_readout``), and the RL
 loop trains them with one optimizer step per iteration, weighted c_V and c_Q against the policy term. At the CPU
 scale that is about 20 steps for a whole run, and the readout stays near a constant (``value/explained_var`` ≈ 0,
-docs/compare.md). Offline, the same readout does generalize to episodes it never saw once it has been fitted on a
+docs/results-log.md). Offline, the same readout does generalize to episodes it never saw once it has been fitted on a
 few hundred of them. This is that fit, as a phase between the behaviour-cloning warm start and RL:
 
 1. roll the policy out on ``readout_warmup_episodes`` training episodes at the training temperature;

@@ -8,7 +8,7 @@ the policy *without* the value tokens w⁺/w⁻, the distribution RL samples fro
 the model's own logits, and RL's sampling temperature (``--temperature``) is a decoding choice on top of them, as
 in verl's and TRL's SFT trainers. (Until session 17 the clone was fitted at ``--temperature``; at 1, the default,
 nothing changed. At 0.7 the clone fitted at 0.7 samples at 0.7 what a clone fitted at 1 samples at 1, so the
-sharper rollouts that lift ALFWorld-Mini, docs/compare.md, were out of reach.)
+sharper rollouts that lift ALFWorld-Mini, docs/results-log.md, were out of reach.)
 
 With ``sft_agent="random"`` (random admissible actions) the warm start teaches the output format
 only: success stays at chance, which is what the learning test wants to start from.

@@ -20,7 +20,7 @@ above 1.645 (p < 0.05).
 
 Measured here (seed 0), with the clone at 12.5 %: GRPO 12.5 → 47.9 % (z = 5.34), PPO 12.5 → 38.5 % (z = 4.14).
 SAPO is not tested: the same run gave 12.5 → 9.4 % (z = −0.69), and it stays out until a setting where it lifts
-is found (#27, with its value readout's explained variance; docs/compare.md).
+is found (with its value readout's explained variance; docs/results-log.md).
 """
 
 from __future__ import annotations

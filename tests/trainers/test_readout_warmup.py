@@ -94,7 +94,7 @@ def test_collected_returns_are_each_turns_discounted_return(make_trainer):
 def test_fit_readout_learns_the_returns_it_is_shown():
     """Six turns and their returns, fitted for 100 steps at lr 1e-3 from V ≡ 0 (explained variance 0): V explains most
     of them. (The threshold is far from what it reaches; the readout's generalization to unseen episodes is
-    measured in docs/compare.md, not here.)"""
+    measured in docs/results-log.md, not here.)"""
     policy = PolicyModel.tiny(seed=0)
     demos = [Demonstration("Task: " + "open the vault " * k, f"<think>try {k}</think><action>press red</action>")
              for k in range(1, 7)]
