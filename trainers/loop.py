@@ -41,7 +41,7 @@ import torch
 
 from trainers.checkpoint import latest_checkpoint, load_trainer, save_trainer
 from trainers.config import TrainConfig
-from trainers.core_algos import equal_return_groups, explained_variance
+from trainers.core_algos import discounted_returns, equal_return_groups, explained_variance
 from trainers.distributed import gather_rollout, map_micro_batches, rank_groups
 from trainers.experience import Experience
 from trainers.forward import action_log_probs, forward_positions
@@ -228,13 +228,17 @@ class Trainer:
         return stats
 
     def machinery_stats(self, exp: Experience) -> dict[str, float]:
-        """What the method's machinery did with this batch: the share of turns whose advantage is not exactly 0, how
-        much of its targets' variance the frozen V_old explains (SAPO's readout, PPO's critic), and for the group
-        methods the share of task groups whose returns are all equal (no signal)."""
+        """What the method's machinery did with this batch: the share of turns whose advantage is not exactly 0; how
+        much variance the frozen V_old explains (SAPO's readout, PPO's critic) of its GAE targets (``explained_var``,
+        CleanRL's: the λ-returns hold V_old's own bootstrap, about (1 − λ)γ/(1 − γλ) ≈ 0.83 of a discounted mean of
+        the later V_old) and of the Monte-Carlo returns (``explained_var_mc``: the discounted rewards alone); and
+        for the group methods the share of task groups whose returns are all equal (no signal)."""
         assert exp.advantages is not None
         stats = {"advantage/nonzero_turns": float((exp.advantages != 0).float().mean())}
         if exp.old_values is not None and exp.value_targets is not None:
             stats["value/explained_var"] = float(explained_variance(exp.old_values, exp.value_targets))
+            returns = discounted_returns(exp.rewards, exp.traj_ids, exp.turn_idx, self.cfg.gamma)
+            stats["value/explained_var_mc"] = float(explained_variance(exp.old_values, returns))
         if self.cfg.rollouts_per_task > 1:
             stats["advantage/equal_return_groups"] = float(equal_return_groups(exp.rewards, exp.traj_ids, exp.group_ids))
         return stats

@@ -92,11 +92,13 @@ def test_results_say_what_each_methods_machinery_did(finished):
         mach, rows = m["machinery"], [r for s in m["curves"]["value_explained_var"] for r in s]
         assert 0.0 <= mach["nonzero_advantage_turns"] <= 1.0
         if algo == "grpo":  # no V; its groups of G = 4 rollouts are counted
-            assert mach["value_explained_var"] is None and all(v is None for v in rows)
+            assert mach["value_explained_var"] is None and mach["value_explained_var_mc"] is None
+            assert all(v is None for v in rows)
             assert 0.0 <= mach["equal_return_groups"] <= 1.0
         else:  # a V per seed (the mean over the second half of training: iteration 1 of 2), no groups
             assert len(mach["value_explained_var"]["values"]) == 2 and all(v is not None for v in rows)
             assert mach["value_explained_var"]["values"] == [s[1] for s in m["curves"]["value_explained_var"]]
+            assert len(mach["value_explained_var_mc"]["values"]) == 2
             assert mach["equal_return_groups"] is None
     md = (Path(cfg.out) / "results.md").read_text()
     assert "## What each method's machinery did" in md and "| GRPO | " in md.split("machinery did")[1]

@@ -163,3 +163,20 @@ def test_group_by_length_orders_the_batch_longest_first_and_trains(algo, make_tr
     assert lengths == sorted(lengths, reverse=True) and len(set(lengths)) > 1
     row = trainer.run_iteration()
     assert math.isfinite(row["actor/loss"]) and row["rollout/turns"] >= 8
+
+
+def test_machinery_stats_by_hand():
+    """One trajectory of 3 turns, rewards 0, 0, 10 at γ = 0.5: Monte-Carlo returns 2.5, 5, 10; a V_old equal to them
+    explains all of their variance, and nothing of constant GAE targets (0 by definition when they do not vary)."""
+    from types import SimpleNamespace as NS
+
+    from trainers.loop import Trainer
+
+    exp = NS(advantages=torch.tensor([0.0, 1.0, -1.0]), rewards=torch.tensor([0.0, 0.0, 10.0]),
+             traj_ids=torch.tensor([7, 7, 7]), turn_idx=torch.tensor([0, 1, 2]), group_ids=torch.tensor([0, 0, 0]),
+             old_values=torch.tensor([2.5, 5.0, 10.0]), value_targets=torch.tensor([4.0, 4.0, 4.0]))
+    stats = Trainer.machinery_stats(NS(cfg=NS(gamma=0.5, rollouts_per_task=1)), exp)
+    assert stats == {"advantage/nonzero_turns": pytest.approx(2 / 3), "value/explained_var": 0.0,
+                     "value/explained_var_mc": 1.0}
+    grouped = Trainer.machinery_stats(NS(cfg=NS(gamma=0.5, rollouts_per_task=2)), NS(**{**vars(exp), "old_values": None}))
+    assert grouped == {"advantage/nonzero_turns": pytest.approx(2 / 3), "advantage/equal_return_groups": 1.0}

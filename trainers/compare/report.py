@@ -71,8 +71,10 @@ def _machinery(runs: list[RunResult]) -> dict[str, Any]:
     """What the method's machinery did: V's explained variance (second half of training, per seed), the share of
     turns with a non-zero advantage and, for the group methods, of groups whose returns were all equal."""
     ev = [_second_half_mean(r.metrics, "value/explained_var") for r in runs]
+    mc = [_second_half_mean(r.metrics, "value/explained_var_mc") for r in runs]
     return {
         "value_explained_var": seed_stat(ev).to_dict() if all(v is not None for v in ev) else None,
+        "value_explained_var_mc": seed_stat(mc).to_dict() if all(v is not None for v in mc) else None,
         "nonzero_advantage_turns": _run_mean(runs, "advantage/nonzero_turns"),
         "equal_return_groups": _run_mean(runs, "advantage/equal_return_groups"),
     }
@@ -188,20 +190,22 @@ def _held_out_table(res: dict[str, Any]) -> list[str]:
 def _machinery_table(res: dict[str, Any]) -> list[str]:
     """Per method: success with its interval, V's explained variance, non-zero advantages, all-equal groups."""
     lines = ["## What each method's machinery did", "",
-             "V explained variance: of the returns of each iteration's new episodes, by V_old before the update, mean "
-             "over the second half of training per seed (mean ± 95 % CI over seeds; seeds in brackets). Non-zero "
+             "V explained variance: of each iteration's new episodes, by V_old before the update, mean over the second "
+             "half of training per seed (mean ± 95 % CI over seeds; seeds in brackets), of the GAE targets (λ-returns, "
+             "which hold V_old's own bootstrap) and of the Monte-Carlo discounted returns. Non-zero "
              "advantages: share of training turns whose advantage is not exactly 0. Equal groups: share of task "
              "groups whose G rollouts all had the same return (a group method learns nothing from them).", "",
-             "| method | success % (95 % CI) | V explained variance | turns with a non-zero advantage | groups with all-equal returns |",
-             "|---|---|---|---|---|"]
+             "| method | success % (95 % CI) | V explained variance (GAE targets) | V explained variance (Monte-Carlo returns) "
+             "| turns with a non-zero advantage | groups with all-equal returns |",
+             "|---|---|---|---|---|---|"]
     pct = lambda v: "—" if v is None else f"{100 * v:.1f} %"
     for algo, m in res["methods"].items():
         st = m["overall"]["success"]
         ci = "" if st["ci_low"] is None else f" [{100 * st['ci_low']:.1f}, {100 * st['ci_high']:.1f}]"
         mach = m.get("machinery", {})
-        ev = mach.get("value_explained_var")
-        ev_cell = "—" if ev is None else f"{_cell(ev, pct=False)} ({', '.join(f'{v:+.2f}' for v in ev['values'])})"
-        lines.append(f"| {label(algo)} | {100 * st['mean']:.1f}{ci} | {ev_cell} | {pct(mach.get('nonzero_advantage_turns'))} "
+        ev_cells = ["—" if ev is None else f"{_cell(ev, pct=False)} ({', '.join(f'{v:+.2f}' for v in ev['values'])})"
+                    for ev in (mach.get("value_explained_var"), mach.get("value_explained_var_mc"))]
+        lines.append(f"| {label(algo)} | {100 * st['mean']:.1f}{ci} | {' | '.join(ev_cells)} | {pct(mach.get('nonzero_advantage_turns'))} "
                      f"| {pct(mach.get('equal_return_groups'))} |")
     return [*lines, ""]
 
