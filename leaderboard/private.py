@@ -1,4 +1,4 @@
-"""Private boards: live evaluation on splits generated from the server's secret seed (issue #25).
+"""Private boards: live evaluation on splits generated from the server's secret seed.
 
 Replay proves that a bundle's episodes are real, not who or what produced them: a submitter who runs the
 harness may keep the best of N runs, or look the public games up. A live run deals the tasks and seeds

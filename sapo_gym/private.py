@@ -1,4 +1,4 @@
-"""Private splits: tasks generated from a secret seed and never published (issue #25).
+"""Private splits: tasks generated from a secret seed and never published.
 
 ``split="private"`` with ``private_seed=<hex>`` builds a split that no public set holds: the
 ALFWorld generator's games (``sapo/ALFWorld-Mini-v0``, ``sapo/ALFWorld-v0``) or WebShop goals over

@@ -6,9 +6,8 @@ The teacher (``ExpertAgent`` by default: the env's oracle) plays episodes throug
 the token-level negative log-likelihood of the teacher's output (and the end-of-turn token) under
 the policy *without* the value tokens w⁺/w⁻, the distribution RL samples from, at temperature 1: the clone fits
 the model's own logits, and RL's sampling temperature (``--temperature``) is a decoding choice on top of them, as
-in verl's and TRL's SFT trainers. (Until session 17 the clone was fitted at ``--temperature``; at 1, the default,
-nothing changed. At 0.7 the clone fitted at 0.7 samples at 0.7 what a clone fitted at 1 samples at 1, so the
-sharper rollouts that lift ALFWorld-Mini, docs/results-log.md, were out of reach.)
+in verl's and TRL's SFT trainers. (A clone fitted at 0.7 would sample at 0.7 what a clone fitted at 1 samples at 1, so
+the sharper rollouts that lift ALFWorld-Mini, docs/results-log.md, would be out of reach.)
 
 With ``sft_agent="random"`` (random admissible actions) the warm start teaches the output format
 only: success stays at chance, which is what the learning test wants to start from.

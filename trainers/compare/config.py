@@ -277,7 +277,7 @@ PRESETS: dict[str, Preset] = {
         "default's tiny model and warm start; the model writes its own queries", False,
         (("env", "sapo/WebShop-Mini-v0"), ("env_arg", []), ("history_length", 1), ("max_response_tokens", 40),
          ("sft_episodes", 150), ("episodes_per_iteration", 16), ("eval_every", 10),
-         # the warm start, sampling and seeds it was measured with (the CPU default's until session 17)
+         # the warm start, sampling and seeds it was measured with (the CPU default's before the 7-epoch clone)
          ("sft_epochs", 10), ("sft_lr", 3e-3), ("temperature", 1.0), ("seeds", 3), ("draft_tokens", 0),
          # a turn runs from ~70 tokens (search page) to ~930 (results page): 4-turn micro-batches by length pad far less
          ("micro_batch_size", 4), ("group_by_length", True),
