@@ -69,7 +69,7 @@ FLAG_VALUES = {"env": "sapo/Vault-v0", "env_arg": ["k=1"], "model": "smollm2", "
                "generator": "vllm", "sft_agent": "random", "episodes_per_iteration": 12, "tiny_hidden_size": 192,
                "zero_stage": 3, "gigpo_mode": "mean_std_norm", "lora_targets": "q_proj,v_proj",
                "env_workers": "ray", "ray_address": "auto", "train_reward": "score"}
-COMPANIONS = {"strategy": ["--workers", "1"], "generator": ["--old-log-probs", "recompute"],
+COMPANIONS = {"strategy": ["--workers", "1"], "generator": ["--old-log-probs", "recompute", "--draft-tokens", "0"],
               "lora_rank": ["--sft-episodes", "0"]}  # LoRA starts from a saved warm start, never runs one
 
 
