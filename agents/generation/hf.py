@@ -21,10 +21,9 @@ import torch
 from torch import Tensor
 from transformers import DynamicCache
 
-from agents.constraint import allowed_matrix, restrict_logits
-from agents.generation.speculative import DraftMemory, accept_draft
+from agents.constraint import allowed_matrix
+from agents.generation.speculative import DraftMemory, accept_draft, draw_distribution
 from agents.generation.base import GenerationOutput, GenerationParams
-from agents.logits import mask_value_tokens
 from agents.policy import PolicyModel
 
 __all__ = ["HFGenerator", "sample_next"]
@@ -37,18 +36,11 @@ def sample_next(logits: Tensor, value_token_ids: Sequence[int], params: Generati
     Log-probs are under softmax(restrict(mask(z)) / T) (T = 1 when greedy; ``allowed (B, W)`` the
     constraint's ids, see :func:`agents.constraint.restrict_logits`); ``top_p`` narrows only the draw.
     """
-    z = restrict_logits(mask_value_tokens(logits.float(), value_token_ids), allowed)
+    log_p, weights = draw_distribution(logits, value_token_ids, params.temperature, params.top_p, allowed)
     if params.temperature == 0:
-        log_p = torch.log_softmax(z, dim=-1)
-        tokens = z.argmax(dim=-1)
+        tokens = weights.argmax(dim=-1)
     else:
-        log_p = torch.log_softmax(z / params.temperature, dim=-1)
-        probs = log_p.exp()
-        if params.top_p < 1.0:
-            sorted_p, order = probs.sort(dim=-1, descending=True)
-            outside = sorted_p.cumsum(dim=-1) - sorted_p >= params.top_p  # mass before this token already enough
-            probs = probs.scatter(-1, order, sorted_p.masked_fill(outside, 0.0))
-        tokens = torch.multinomial(probs, 1, generator=rng).squeeze(-1)
+        tokens = torch.multinomial(weights, 1, generator=rng).squeeze(-1)
     return tokens, log_p.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
 
 
@@ -174,7 +166,6 @@ class HFGenerator:
             pos = pos + 1
             last = policy.model(input_ids=fed.unsqueeze(-1), attention_mask=mask, position_ids=pos, use_cache=True,
                                 **{self._cache_arg: cache}).logits[:, -1]
-
 
     def _speculative_loop(self, prompts: Sequence[Sequence[int]], active: list[int], rows: _Responses,
                           params: GenerationParams, rng: torch.Generator | None) -> None:

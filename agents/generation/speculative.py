@@ -77,8 +77,10 @@ class DraftMemory:
 
 def draw_distribution(logits: Tensor, value_token_ids: Sequence[int], temperature: float, top_p: float,
                       allowed: Tensor | None) -> tuple[Tensor, Tensor]:
-    """``(K, V)`` logits → (log-probs ``(K, V)`` the sampler reports, draw probabilities ``(K, V)``), as
-    :func:`agents.generation.hf.sample_next` computes them (greedy: log-probs at temperature 1, a one-hot draw)."""
+    """``(K, V)`` logits → (log-probs ``(K, V)`` the sampler reports, draw weights ``(K, V)``): the one computation
+    behind every draw (:func:`agents.generation.hf.sample_next` and :func:`accept_draft`). The weights are the tempered
+    probabilities, cut to the ``top_p`` nucleus and not renormalized (``torch.multinomial`` normalizes); greedy:
+    log-probs at temperature 1 and a one-hot weight on the argmax."""
     z = restrict_logits(mask_value_tokens(logits.float(), value_token_ids), allowed)
     if temperature == 0:
         return torch.log_softmax(z, dim=-1), torch.nn.functional.one_hot(z.argmax(-1), z.shape[-1]).float()
@@ -86,9 +88,8 @@ def draw_distribution(logits: Tensor, value_token_ids: Sequence[int], temperatur
     probs = log_p.exp()
     if top_p < 1.0:
         sorted_p, order = probs.sort(dim=-1, descending=True)
-        outside = sorted_p.cumsum(dim=-1) - sorted_p >= top_p
+        outside = sorted_p.cumsum(dim=-1) - sorted_p >= top_p  # mass before this token already enough
         probs = probs.scatter(-1, order, sorted_p.masked_fill(outside, 0.0))
-        probs = probs / probs.sum(-1, keepdim=True)
     return log_p, probs
 
 
@@ -104,8 +105,9 @@ def accept_draft(logits: Tensor, draft: Sequence[int], allowed: Sequence[tuple[i
 
     Returns ``n`` kept draft tokens and one drawn token (``n + 1`` in all), with their log-probs.
     """
-    log_p, probs = draw_distribution(logits, value_token_ids, params.temperature, params.top_p,
-                                     allowed_matrix(allowed, logits.device) if any(a is not None for a in allowed) else None)
+    log_p, weights = draw_distribution(logits, value_token_ids, params.temperature, params.top_p,
+                                       allowed_matrix(allowed, logits.device) if any(a is not None for a in allowed) else None)
+    probs = weights / weights.sum(-1, keepdim=True)
     tokens: list[int] = []
     for i, d in enumerate(draft):
         q = float(probs[i, d])

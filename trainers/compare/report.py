@@ -297,8 +297,10 @@ def render_markdown(res: dict[str, Any]) -> str:
 
 def write_report(cfg: CompareConfig, start: RunResult, runs: Sequence[RunResult], complete: bool) -> dict[str, Any]:
     """Write ``results.json`` and ``results.md`` into ``cfg.out``; return the results dict."""
+    from sapo_gym.files import write_atomic
+
     res = build_results(cfg, start, runs, complete)
     out = Path(cfg.out)
-    (out / "results.json").write_text(json.dumps(res, indent=1, allow_nan=False))
-    (out / "results.md").write_text(render_markdown(res))
+    write_atomic(out / "results.json", json.dumps(res, indent=1, allow_nan=False).encode())
+    write_atomic(out / "results.md", render_markdown(res).encode())
     return res

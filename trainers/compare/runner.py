@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shlex
 import sys
 import time
@@ -32,11 +31,11 @@ __all__ = ["CompareState", "RunResult", "evaluate_policy", "first_seed_success",
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    """Atomic write (tmp file + rename): a kill never leaves half a file behind."""
+    """Atomic write (:func:`sapo_gym.files.write_atomic`): a kill never leaves half a file behind."""
+    from sapo_gym.files import write_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, allow_nan=False))
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(obj, indent=1, allow_nan=False).encode())
 
 
 @dataclass
