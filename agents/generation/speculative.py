@@ -107,7 +107,7 @@ def accept_draft(logits: Tensor, draft: Sequence[int], allowed: Sequence[tuple[i
     """
     log_p, weights = draw_distribution(logits, value_token_ids, params.temperature, params.top_p,
                                        allowed_matrix(allowed, logits.device) if any(a is not None for a in allowed) else None)
-    probs = weights / weights.sum(-1, keepdim=True)
+    probs = weights / weights.sum(-1, keepdim=True) if params.top_p < 1.0 else weights  # a cut nucleus sums below 1
     tokens: list[int] = []
     for i, d in enumerate(draft):
         q = float(probs[i, d])
