@@ -1,0 +1,1 @@
+"""Adapters that carry the registered envs into other ecosystems (docs/integrations.md)."""
