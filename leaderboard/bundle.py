@@ -19,8 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from leaderboard.stats import clustered_mean_interval, clustered_rate_interval, per_seed_range
 from leaderboard.validation import BundleError, check_unicode, finite_float, make_validator, no_constant, strict_int
+from sapo_gym.intervals import clustered_mean_interval, clustered_rate_interval, per_seed_range
 
 __all__ = ["BUNDLE_FORMAT", "BUNDLE_VERSION", "AgentInfo", "BundleError", "build_bundle", "aggregate", "parse_bundle", "check_bundle", "load_schema",
            "evaluation_mode_name", "episode_dict"]

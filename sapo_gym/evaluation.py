@@ -17,7 +17,6 @@ agents in a process of their own (:mod:`agents.isolated`) and the bundle records
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Sequence
@@ -27,6 +26,7 @@ import numpy as np
 
 from sapo_gym.bounds import bound_output
 from sapo_gym.core import PRIVILEGED_INFO_KEYS, public_info
+from sapo_gym.intervals import clustered_rate_interval
 
 __all__ = ["StepRecord", "EpisodeRecord", "EvaluationMode", "EVALUATION_MODES", "EVERY_TASK", "VERL_AGENT", "evaluation_mode",
            "shuffled_cycle_pick", "evaluate", "run_batch", "batches", "summarize", "format_table", "is_privileged", "harness_record", "new_record",
@@ -293,20 +293,11 @@ def evaluate(
     return records
 
 
-def _wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return (0.0, 0.0)
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
 def summarize(records: Sequence[EpisodeRecord]) -> dict[str, dict[str, float]]:
     """Per task type and ``all``: episodes, success rate (+ Wilson 95 % CI), mean score, steps, invalid rate.
 
-    The interval counts tasks, not episodes: Wilson's with n = distinct task ids and p = the rate, so
-    more seeds of a deterministic agent (the same episodes again) do not narrow it.
+    The interval counts tasks, not episodes (:func:`sapo_gym.intervals.clustered_rate_interval`, as a result
+    bundle's aggregates do), so more seeds of a deterministic agent (the same episodes again) do not narrow it.
     """
     groups: dict[str, list[EpisodeRecord]] = defaultdict(list)
     for rec in records:
@@ -316,13 +307,14 @@ def summarize(records: Sequence[EpisodeRecord]) -> dict[str, dict[str, float]]:
     for name in sorted(groups, key=lambda k: (k == "all", k)):
         recs = groups[name]
         n = len(recs)
-        wins = sum(r.success for r in recs)
-        tasks = len({r.task_id for r in recs})
-        lo, hi = _wilson(wins * tasks / n, tasks)
+        by_task: dict[str, list[float]] = defaultdict(list)
+        for r in recs:
+            by_task[r.task_id].append(float(bool(r.success)))
+        lo, hi = clustered_rate_interval(by_task)
         steps = sum(r.steps for r in recs)
         out[name] = {
             "episodes": n,
-            "success": wins / n,
+            "success": sum(r.success for r in recs) / n,
             "success_ci_low": lo,
             "success_ci_high": hi,
             "score": sum(r.score for r in recs) / n,

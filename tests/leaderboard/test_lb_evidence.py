@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from leaderboard.checks import admit
-from leaderboard.stats import clustered_mean_interval, clustered_rate_interval, mean_interval, per_seed_range, wilson_interval
+from sapo_gym.intervals import Z95
 from tests.support.leaderboard import body, refresh
 
 
@@ -19,26 +19,13 @@ def _copied_to_seeds(bundle, seeds):  # type: ignore[no-untyped-def]
     return refresh(out)
 
 
-def test_clustered_intervals_by_hand() -> None:
-    # a deterministic agent: each task all-or-nothing over its seeds = one observation per task
-    assert clustered_rate_interval({"a": [1, 1, 1, 1], "b": [0, 0, 0, 0]}) == pytest.approx(wilson_interval(1, 2))
-    assert clustered_rate_interval({"a": [1], "b": [0]}) == pytest.approx(wilson_interval(1, 2))
-    assert clustered_rate_interval({}) == (0.0, 0.0)
-    # a stochastic one: per-task rates 0.5 and 1.0 -> p = 0.75 over n = 2 tasks
-    lo, hi = clustered_rate_interval({"a": [1, 0], "b": [1, 1]})
-    # Wilson(p=0.75, n=2) by hand: centre (0.75 + z²/4) / (1 + z²/2) = 0.58559, half z·sqrt(0.75·0.25/2 + z²/16) / (1 + z²/2) = 0.38773 (rounded to 5 digits)
-    assert lo == pytest.approx(0.19787, abs=1e-5) and hi == pytest.approx(0.97332, abs=1e-5)
-    assert clustered_mean_interval({"a": [0.2, 0.4], "b": [1.0, 1.0]}) == pytest.approx(mean_interval([0.3, 1.0]))
-    assert per_seed_range({0: [1, 0, 1, 1], 1: [0, 0, 1, 1]}) == (0.5, 0.75)
-
-
 def test_repeated_seeds_of_a_deterministic_agent_add_no_evidence(expert_bundle, boards) -> None:  # type: ignore[no-untyped-def]
     one = expert_bundle["aggregates"]["all"]
     many = _copied_to_seeds(expert_bundle, range(64))
     admit(many, boards)  # a well-formed bundle: accepted, but it proves no more than the 16 episodes did
     agg = many["aggregates"]["all"]
     assert agg["success_ci_low"] < 0.81  # not the [0.996, 1.0] of 1024 "independent" episodes
-    assert agg["success_ci_low"] == pytest.approx(one["success_ci_low"]) == pytest.approx(wilson_interval(16, 16)[0])
+    assert agg["success_ci_low"] == pytest.approx(one["success_ci_low"]) == pytest.approx(16 / (16 + Z95**2))  # Wilson at p = 1
     assert agg["episodes"] == 1024 and agg["tasks"] == 16 and agg["seeds"] == 64
     assert (agg["success_seed_min"], agg["success_seed_max"]) == (1.0, 1.0)
     for category, row in many["aggregates"].items():

@@ -6,7 +6,8 @@ import pytest
 
 from agents import ExpertAgent, RandomAgent
 from agents.registry import load_agent
-from sapo_gym.evaluation import evaluate, format_table, summarize
+from sapo_gym.evaluation import EpisodeRecord, evaluate, format_table, summarize
+from sapo_gym.intervals import clustered_rate_interval
 
 
 def test_expert_wins_everything_random_does_not() -> None:
@@ -23,11 +24,20 @@ def test_summary_and_table() -> None:
     recs = evaluate(ExpertAgent(), "sapo/Vault-v0", task_ids=["vault-train-000", "vault-train-001"], progress=False)
     summary = summarize(recs)
     assert summary["all"]["episodes"] == 2 and summary["all"]["success"] == 1.0
-    # Wilson interval for 2/2: 2 / (2 + 1.96²) = 0.3424; abs 1e-3 is the literal's precision
-    assert summary["all"]["success_ci_low"] == pytest.approx(0.342, abs=1e-3)
+    # Wilson interval of 2/2 tasks at p = 1: 2 / (2 + z²) = 0.3424 (z = 1.95996); abs 5e-5 is half the literal's last digit
+    assert summary["all"]["success_ci_low"] == pytest.approx(0.3424, abs=5e-5)
     table = format_table(summary, title="t")
     assert "code2" in table and "100.0%" in table
     assert recs[0].turns[0].action.startswith("press ") and recs[0].turns[0].valid
+
+
+def test_the_interval_counts_tasks_when_an_evaluation_repeats_them() -> None:
+    won = [EpisodeRecord("a", "t", seed, True, 1.0, 1, 0, 1.0, "") for seed in range(3)]
+    row = summarize([*won, EpisodeRecord("b", "t", 0, False, 0.0, 1, 0, 0.0, "")])["all"]
+    assert row["success"] == 0.75  # the episodes' rate
+    # the interval: Wilson's over the 2 tasks at their mean rate (1 + 0) / 2, as the bundle's aggregates
+    assert (row["success_ci_low"], row["success_ci_high"]) == clustered_rate_interval({"a": [1, 1, 1], "b": [0]})
+    assert clustered_rate_interval({"a": [1, 1, 1], "b": [0]}) == clustered_rate_interval({"a": [1], "b": [0]})
 
 
 def test_agent_specs() -> None:

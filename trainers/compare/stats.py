@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from sapo_gym.intervals import Z95
+
 __all__ = ["T975", "Difference", "Lift", "SeedStat", "binomial_variance", "collapse", "lift_over", "seed_stat",
            "seeds_to_resolve", "t_quantile", "welch_df", "welch_difference"]
 
@@ -27,8 +29,7 @@ def t_quantile(df: int) -> float:
         raise ValueError(f"degrees of freedom must be >= 1, got {df}")
     if df <= len(T975):
         return T975[df - 1]
-    z = 1.959963984540054
-    return z + (z**3 + z) / (4 * df)
+    return Z95 + (Z95**3 + Z95) / (4 * df)
 
 
 @dataclass(frozen=True)
