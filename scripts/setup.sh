@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything sapo_gym needs on a fresh Debian machine: system packages (Chromium and its
-# driver for browser tests, PostgreSQL for the leaderboard's database tests) and a virtualenv
+# driver for browser tests, PostgreSQL for the leaderboard's database tests, nginx in front of the
+# servers) and a virtualenv
 # with the project and its extras. Idempotent; safe to re-run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,12 +12,13 @@ need_apt=()
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 [ -x /usr/bin/chromedriver ] || need_apt+=(chromium-driver)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+[ -x /usr/sbin/nginx ] || need_apt+=(nginx)  # in front of 'leaderboard serve' and 'env serve'
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "[setup] apt-get install ${need_apt[*]}"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
   else
-    echo "[setup] not root: skipping system packages ${need_apt[*]} (browser/PostgreSQL tests will skip)"
+    echo "[setup] not root: skipping system packages ${need_apt[*]} (browser/PostgreSQL/nginx tests will skip)"
   fi
 fi
 

@@ -61,7 +61,7 @@ def _body() -> bytes:
     encoding = request.headers.get("Content-Encoding", "identity").lower()
     if encoding not in ("gzip", "identity"):
         raise BundleError(f"unsupported Content-Encoding {encoding!r}; use gzip or none", status=415)
-    data = read_body(limit)  # 413 past the limit, with a Content-Length or chunked
+    data = read_body(limit)  # 413 past the limit
     return gunzip_strict(data, limit) if encoding == "gzip" else data
 
 

@@ -11,7 +11,7 @@ from werkzeug.exceptions import HTTPException
 from leaderboard.boards import BoardRegistry
 from leaderboard.server import security
 from leaderboard.server.db import DEFAULT_POOL
-from leaderboard.server.limits import RateLimiter, body_seconds, install_body_deadline
+from leaderboard.server.limits import RateLimiter
 from leaderboard.server.store import Store
 from leaderboard.server.worker import Verifier
 
@@ -20,12 +20,12 @@ __all__ = ["ServerConfig", "create_app"]
 
 @dataclass
 class ServerConfig:
-    """Settings of ``sapo-gym leaderboard serve``."""
+    """Settings of one app (``sapo-gym leaderboard serve`` builds one in each gunicorn worker)."""
 
     db_url: str = "sqlite:///leaderboard.db"
     """SQLAlchemy URL: ``sqlite:///path.db`` (WAL) or ``postgresql://user@host/db``."""
     db_pool: int = DEFAULT_POOL
-    """PostgreSQL connections this process may hold at once (``--workers N`` processes: N times as many)."""
+    """PostgreSQL connections this process may hold at once (``serve --workers N``: N times as many)."""
     max_upload_mb: float = 64.0
     """Largest accepted upload (and largest gzip-decompressed bundle), in MiB."""
     boards: tuple[str, ...] | None = None
@@ -49,9 +49,6 @@ class ServerConfig:
     """Live evaluation: a run without progress (a reset or a step) for this long expires (abandoned)."""
     live_keep_closed_seconds: float = 24 * 3600.0
     """Live evaluation: a closed run's episodes and turns are deleted this long after it closed."""
-    body_seconds: float | None = None
-    """Time a client has to send a request's body, from its headers on (408 past it); None: 10 s plus the
-    largest upload at 1 MiB/s (74 s for 64 MiB)."""
     private_seed: str | None = field(default=None, repr=False)
     """The secret of the private boards (hex; :mod:`leaderboard.private`); None: no private boards."""
     private_envs: tuple[str, ...] | None = None
@@ -93,8 +90,6 @@ def create_app(config: ServerConfig | None = None) -> Flask:
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = int(config.max_upload_mb * (1 << 20))
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    seconds = config.body_seconds if config.body_seconds is not None else body_seconds(app.config["MAX_CONTENT_LENGTH"])
-    install_body_deadline(app, seconds)  # before security's hook, which reads API bodies
     security.install(app, config.base_url)  # before the blueprints: it bounds their <int:...> ids
     store = Store(config.db_url, config.db_pool)
     verifier = Verifier(store, config.poll_seconds)

@@ -51,7 +51,7 @@ longest escape (a ``\\uXXXX`` surrogate pair, 12 bytes for 2 characters, or 6 fo
 
 
 def _json() -> dict[str, Any]:
-    data = read_body(LIVE_BODY_LIMIT)  # 413 past it, with a Content-Length or chunked; 400 on bad chunking
+    data = read_body(LIVE_BODY_LIMIT)  # 413 past it
     if not data:
         return {}
     try:  # the bundle's strict rules: UTF-8, no NaN/Infinity, no huge integer literal, no lone surrogate

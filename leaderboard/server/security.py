@@ -59,7 +59,7 @@ def _strict_json_body() -> Response | None:
     if request.method not in ("POST", "PUT", "PATCH") or not request.path.startswith("/api/") \
             or request.path == "/api/v1/submissions":
         return None
-    data = read_body(current_app.config["MAX_CONTENT_LENGTH"])  # 413 / 408 past the limits; the endpoint gets the same bytes
+    data = read_body(current_app.config["MAX_CONTENT_LENGTH"])  # 413 past the limit; the endpoint gets the same bytes
     try:
         text = data.decode("utf-8")
         check_unicode(text, json.loads(text, parse_int=strict_int))

@@ -1,0 +1,89 @@
+"""One way to serve: the app server on a private Unix socket, nginx in front on the public port, both supervised.
+
+:func:`bind` takes the public port first (``--port 0``: a free one), so the caller knows the address before it builds
+the app's settings; :func:`run` renders and checks the nginx config, starts the app server and nginx
+(:mod:`.supervise`), waits until the app server answers, calls ``on_ready`` and supervises until stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from sapo_cli.deploy import nginx
+from sapo_cli.deploy.supervise import Supervisor, unix_listener
+
+__all__ = ["AppServer", "Front", "bind", "run"]
+
+START_SECONDS = 120.0
+"""How long the app server may take to answer its first request (importing, building its envs or boards)."""
+
+
+@dataclass
+class Front:
+    """The public socket, bound before anything else starts."""
+
+    sock: socket.socket
+    address: str
+    """As nginx's ``listen`` names it."""
+    port: int
+
+
+@dataclass
+class AppServer:
+    """The server behind nginx."""
+
+    name: str
+    command: Callable[[int], list[str]]
+    """Its command line, given the file descriptor of the listening Unix socket it inherits."""
+    stop_signal: signal.Signals
+    """Its graceful stop (it finishes the requests in progress within the drain)."""
+    ready_path: str
+    """A cheap ``GET`` that answers once the server serves."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables added to this process's environment for it."""
+    access_log: bool = True
+    """nginx logs every request on this command's standard output (off: a client driving thousands of steps would
+    fill the log, or a pipe nobody reads)."""
+
+
+def bind(host: str, port: int) -> Front:
+    """The public listening socket (nginx is checked for first, so its absence is the first thing said)."""
+    nginx.nginx_binary()
+    sock, address = nginx.listen(host, port)
+    return Front(sock, address, sock.getsockname()[1])
+
+
+def run(front: Front, app: AppServer, args: argparse.Namespace, max_body_bytes: int, upstream_timeout: float,
+        on_ready: Callable[[bytes], None]) -> int:
+    """Serve ``app`` behind nginx on ``front`` until SIGTERM or SIGINT (0) or a child's exit (1); ``args`` holds
+    :func:`~sapo_cli.deploy.nginx.add_front_options`'s settings. ``on_ready`` gets the answer to ``app.ready_path``."""
+    with tempfile.TemporaryDirectory(prefix="sapo-serve-") as tmp:
+        run_dir = Path(tmp)
+        (run_dir / "temp").mkdir()
+        upstream_path = run_dir / "app.sock"
+        config = nginx.front_config(args, front.address, upstream_path, max_body_bytes, upstream_timeout)
+        (run_dir / "nginx.conf").write_text(nginx.render(config, "/dev/stdout" if app.access_log else "off"))
+        nginx.check(run_dir)
+        with Supervisor(args.drain_seconds) as supervisor:
+            with unix_listener(upstream_path) as upstream:
+                fd = upstream.fileno()
+                supervisor.start(app.name, app.command(fd), app.stop_signal, env={**os.environ, **app.env}, pass_fds=[fd])
+            with front.sock:  # nginx takes the socket over (its NGINX variable names inherited sockets)
+                fd = front.sock.fileno()
+                supervisor.start("nginx", nginx.nginx_command(run_dir), signal.SIGQUIT,
+                                 env={**os.environ, "NGINX": f"{fd};"}, pass_fds=[fd])
+            try:
+                answer = supervisor.wait_ready(upstream_path, app.ready_path, START_SECONDS)
+            except RuntimeError as exc:
+                print(f"error: {exc}", file=sys.stderr, flush=True)
+                return 1
+            on_ready(answer)
+            return supervisor.run()
