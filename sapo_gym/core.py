@@ -55,7 +55,7 @@ from sapo_gym.parsing import Protocol, get_protocol
 from sapo_gym.spaces import UnicodeText
 
 __all__ = ["Turn", "TextEnv", "ENV_REVISION", "UNHASHED_SPEC_FIELDS", "OBSERVATION_MAX_LENGTH", "ACTION_MAX_LENGTH", "PRIVILEGED_INFO_KEYS",
-           "INFO_KEYS", "STEP_INFO_KEYS", "public_info"]
+           "INFO_KEYS", "STEP_INFO_KEYS", "public_info", "to_jsonable"]
 
 ENV_REVISION = 2
 """Behaviour revision of every env id (``spec_fields()["revision"]``). 1: unrecorded (bundles before it
@@ -84,6 +84,25 @@ STEP_INFO_KEYS: tuple[str, ...] = ("action", "think", "is_action_valid", "is_act
 def public_info(info: dict[str, Any]) -> dict[str, Any]:
     """``info`` without the :data:`PRIVILEGED_INFO_KEYS` (a new dict; ``info`` is left as it is)."""
     return {k: v for k, v in info.items() if k not in PRIVILEGED_INFO_KEYS}
+
+
+def to_jsonable(value: Any) -> Any:
+    """``value`` (an ``info`` or any of its values) as JSON values: arrays and numpy scalars to lists and Python
+    scalars, tuples to lists, sets to lists sorted by ``repr``, dict keys to strings; a value JSON cannot carry
+    becomes its ``repr``. What a server sends of an env's info (the remote env, the leaderboard's live runs)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return [to_jsonable(v) for v in sorted(value, key=repr)]
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    return repr(value)
 
 
 @dataclass

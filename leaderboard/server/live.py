@@ -47,9 +47,9 @@ from leaderboard.boards import Board
 from leaderboard.server import live_waitlist as waitlist
 from leaderboard.server.db import LiveEpisode, LivePlan, LiveRun, LiveTurn, utcnow
 from leaderboard.server.live_envs import EnvCache
-from leaderboard.server.live_run import LiveError, RunView, answered, episode_records, jsonable, outputs_of, prune_closed
+from leaderboard.server.live_run import LiveError, RunView, answered, episode_records, outputs_of, prune_closed
 
-__all__ = ["LiveError", "LiveLimits", "LiveManager", "jsonable"]
+__all__ = ["LiveError", "LiveLimits", "LiveManager"]
 
 log = logging.getLogger(__name__)
 _rng = secrets.SystemRandom()
@@ -258,7 +258,7 @@ class LiveManager:
         """Deal the run's next (task, seed); past ``parallel`` episodes in progress, asking for another pair, or for one
         already played, is refused. A retried reset (the same ``request_id``) whose episode is still in progress gets its
         answer again, not a second deal."""
-        from sapo_gym.core import public_info
+        from sapo_gym.core import public_info, to_jsonable
         from sapo_gym.evaluation import new_record
 
         self.sweep(run_id)
@@ -274,7 +274,7 @@ class LiveManager:
                 obs, info = env.reset(seed=episode_seed, options={"task_id": task})
                 index = view.plan.played
                 answer = {"episode": index, "task_id": task, "seed": episode_seed, "slot": view.board.task_ids.index(task),
-                          "observation": obs, "info": jsonable(public_info(info))}
+                          "observation": obs, "info": to_jsonable(public_info(info))}
                 s.add(LiveEpisode(run_id=run_id, episode=index, request_id=request_id, dealt_json=json.dumps(answer),
                                   record_json=_header(new_record(info, task, episode_seed)), steps=0, ended=False))
                 view.plan.played, view.plan.touched_at = index + 1, time.time()  # progress
@@ -322,7 +322,7 @@ class LiveManager:
 
     def _play(self, s: Session, view: RunView, index: int, output: str, turn: int | None) -> tuple[Any, dict[str, Any], bool]:
         """Play one turn of episode ``index`` and write it (the caller commits): (its env, the answer, whether it ended)."""
-        from sapo_gym.core import public_info
+        from sapo_gym.core import public_info, to_jsonable
         from sapo_gym.evaluation import EpisodeRecord, record_step
 
         ep = view.active.get(index)
@@ -343,7 +343,7 @@ class LiveManager:
             record_step(record, output, reward, info)
             body: dict[str, Any] = {"episode": index, "turn": ep.steps, "observation": obs, "reward": float(reward),
                                     "terminated": bool(terminated), "truncated": bool(truncated),
-                                    "info": jsonable(public_info(info))}
+                                    "info": to_jsonable(public_info(info))}
             s.add(LiveTurn(run_id=view.run.id, episode=index, turn=ep.steps, step_json=json.dumps(asdict(record.turns[-1])),
                            answer_json=json.dumps(body)))
             ended = bool(terminated or truncated)

@@ -14,14 +14,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from leaderboard.boards import Board
 from leaderboard.server.db import LiveEpisode, LivePlan, LiveRun, LiveTurn
 
-__all__ = ["LiveError", "RunView", "answered", "episode_records", "jsonable", "outputs_of", "prune_closed"]
+__all__ = ["LiveError", "RunView", "answered", "episode_records", "outputs_of", "prune_closed"]
 
 
 class LiveError(Exception):
@@ -32,21 +31,6 @@ class LiveError(Exception):
         self.status = status
         self.retry_after = retry_after
         """Seconds to wait before asking again (a 429's ``Retry-After``), when known."""
-
-
-def jsonable(value: Any) -> Any:
-    """``info`` values as JSON (numpy arrays and scalars to lists and numbers; anything else unknown to text)."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return str(value)
 
 
 @dataclass

@@ -3,8 +3,8 @@
 :class:`SapoAction` carries the model's raw output. :class:`SapoObservation` carries the prompt, the
 reward and the two episode flags, every stable ``info`` key as a typed field, the served env's spec
 hash, and every other ``info`` key (``messages``, ``pddl_params``, backend extras, keys added later)
-in ``extra``, converted to JSON values. ``info_keys`` records the order of the env's own ``info`` so
-that the client rebuilds exactly that dict (:func:`info_from_observation`).
+in ``extra``, converted to JSON values (:func:`sapo_gym.core.to_jsonable`). ``info_keys`` records the
+order of the env's own ``info`` so that the client rebuilds exactly that dict (:func:`info_from_observation`).
 
 The conversions are pure functions: :func:`observation_from_step` (server side) and
 :func:`info_from_observation` (client side).
@@ -18,11 +18,11 @@ import numpy as np
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from sapo_gym.core import ACTION_MAX_LENGTH, INFO_KEYS, STEP_INFO_KEYS
+from sapo_gym.core import ACTION_MAX_LENGTH, INFO_KEYS, STEP_INFO_KEYS, to_jsonable
 
 __all__ = [
     "ACTION_LIMIT_CHARS", "MAX_BODY_BYTES", "TYPED_INFO_KEYS", "SapoAction", "SapoObservation", "SapoState",
-    "ResetOptions", "ResetRequest", "to_jsonable", "observation_from_step", "info_from_observation",
+    "ResetOptions", "ResetRequest", "observation_from_step", "info_from_observation",
 ]
 
 ACTION_LIMIT_CHARS = ACTION_MAX_LENGTH
@@ -100,22 +100,6 @@ class ResetRequest(BaseModel):
     seed: Optional[StrictInt] = Field(default=None, ge=0)
     episode_id: Optional[StrictStr] = Field(default=None, max_length=255)
     options: Optional[ResetOptions] = None
-
-
-def to_jsonable(value: Any) -> Any:
-    """``value`` as JSON values: arrays and numpy scalars to lists and Python scalars, tuples and sets to
-    lists, dict keys to strings; a value JSON cannot carry becomes its ``repr``."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in value]
-    return repr(value)
 
 
 def observation_from_step(

@@ -3,17 +3,20 @@
 verl-agent's batch env repeats a finished game's last state (TextWorld's ``SyncBatchEnv`` copies the
 last ``(obs, score, done, infos)`` over); here every step after ``terminated`` returns the final turn
 again with reward 0, and nothing reaches the backend. (ALFWorld's own case, undoing the goal after a
-win, is in ``tests/sapo_gym/alfworld/test_alfworld_env.py``.)
+win, is in ``tests/sapo_gym/alfworld/test_alfworld_env.py``.) And the JSON form of an info that servers send.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 import sapo_gym  # noqa: F401  (registers the ids)
+from sapo_gym.core import to_jsonable
 
 
 def _act(action: str) -> str:
@@ -77,3 +80,12 @@ def test_strict_protocol_freezes_after_a_win_as_well() -> None:
     assert info["won"] and total == 10.0
     _assert_frozen(env, obs, info, ["press nothing", info["admissible_actions"][0]])
     env.close()
+
+
+def test_to_jsonable_gives_json_values_of_any_info() -> None:
+    value = {"arr": np.arange(3, dtype=np.int64), "f32": np.float32(0.5), "pair": (1, 2.5), "s": {"b", "a"},
+             1: {"x": np.bool_(True)}, "obj": object, "none": None}
+    out = to_jsonable(value)
+    assert out == {"arr": [0, 1, 2], "f32": 0.5, "pair": [1, 2.5], "s": ["a", "b"], "1": {"x": True},
+                   "obj": repr(object), "none": None}
+    assert json.loads(json.dumps(out, allow_nan=False)) == out
