@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-__all__ = ["TOKEN_SOURCES", "connect", "cluster_wants_token", "has_token"]
+__all__ = ["TOKEN_SOURCES", "connect", "cluster_wants_token", "has_token", "import_ray"]
 
 TOKEN_SOURCES = "$RAY_AUTH_TOKEN, the file $RAY_AUTH_TOKEN_PATH names, or ~/.ray/auth_token"
 """Where Ray looks for its auth token, in its order."""
@@ -26,7 +26,9 @@ PROBE_TIMEOUT_S = 10.0
 """Longest wait for the cluster's answer to the auth probe (it takes milliseconds when the cluster is up)."""
 
 
-def _ray() -> Any:
+def import_ray() -> Any:
+    """The ``ray`` module, imported on first use (``import sapo_gym`` never imports it); an ImportError that names
+    the extra to install when Ray is missing."""
     try:
         import ray
     except ImportError as err:  # pragma: no cover - exercised only without the extra
@@ -118,7 +120,7 @@ def connect(address: Optional[str]) -> None:
     """``ray.init`` for ``RayWorkers.address``: None or '' a new local Ray, 'auto' the cluster on this machine,
     'HOST:PORT' (what ``ray start --head`` prints) or 'ray://HOST:PORT' (its Ray Client server) in the cluster's
     auth mode (see the module docstring)."""
-    ray = _ray()
+    ray = import_ray()
     address = address or None
     if address not in (None, "auto"):
         _settle_auth_mode(address)

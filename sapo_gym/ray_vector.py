@@ -32,7 +32,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from sapo_gym.ray_connect import connect
+from sapo_gym.ray_connect import connect, import_ray
 from sapo_gym.members import MemberResult, RaggedInfo, make_member
 
 __all__ = ["RayWorkers", "RayVectorEnv", "EnvWorker", "WorkerInfo"]
@@ -90,10 +90,8 @@ class EnvWorker:
         self.env = make_member(env_id, worker, group_size, num_groups, schedule_seed, env_kwargs)
 
     def describe(self) -> WorkerInfo:
-        import ray
-
         env = self.env
-        return WorkerInfo(int(env.group), ray.get_runtime_context().get_node_id(), os.getpid(), env.observation_space,
+        return WorkerInfo(int(env.group), import_ray().get_runtime_context().get_node_id(), os.getpid(), env.observation_space,
                           env.action_space, dict(env.metadata))
 
     def reset(self, seed: int | None, options: dict[str, Any] | None, episode: int) -> tuple[str, dict[str, Any]]:
@@ -109,17 +107,9 @@ class EnvWorker:
         self.env.close()
 
 
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError as err:  # pragma: no cover - exercised only without the extra
-        raise ImportError("vectorization='ray' needs Ray: pip install 'sapo-gym[ray]'") from err
-    return ray
-
-
 @lru_cache(maxsize=1)
 def _actor_class() -> Any:
-    return _ray().remote(EnvWorker)
+    return import_ray().remote(EnvWorker)
 
 
 def _seeds(seed: int | Sequence[int | None] | None, n: int) -> list[int | None]:
@@ -138,7 +128,7 @@ class RayVectorEnv(RaggedInfo, VectorEnv):
 
     def __init__(self, env_id: str, members: Sequence[int], group_size: int, num_groups: int, schedule_seed: int,
                  env_kwargs: dict[str, Any], workers: RayWorkers):
-        ray = _ray()
+        ray = import_ray()
         self.workers = workers
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
@@ -172,7 +162,7 @@ class RayVectorEnv(RaggedInfo, VectorEnv):
             env_id, member, group_size, num_groups, schedule_seed, env_kwargs)
 
     def _replace(self, i: int, why: str) -> None:
-        ray = _ray()
+        ray = import_ray()
         try:
             ray.kill(self.actors[i], no_restart=True)
         except Exception:  # noqa: BLE001 - already gone; the replacement is what matters
@@ -183,7 +173,7 @@ class RayVectorEnv(RaggedInfo, VectorEnv):
 
     def describe(self) -> list[WorkerInfo]:
         """Every worker's group, node, pid and spaces (waits up to ``start_timeout_s`` for them to start)."""
-        ray = _ray()
+        ray = import_ray()
         refs = [a.describe.remote() for a in self.actors]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.workers.start_timeout_s)
         if len(ready) < len(refs):
@@ -204,7 +194,7 @@ class RayVectorEnv(RaggedInfo, VectorEnv):
 
     def _call(self, calls: Sequence[tuple[int, str, tuple]], timeout: float) -> list[tuple[Any, str | None]]:
         """Send every ``(member, method, args)`` at once; each answer, or why its worker was lost (then replaced)."""
-        ray = _ray()
+        ray = import_ray()
         refs = [getattr(self.actors[i], method).remote(*args) for i, method, args in calls]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout) if refs else ([], [])
         done = set(ready)
@@ -302,7 +292,7 @@ class RayVectorEnv(RaggedInfo, VectorEnv):
         return tuple(self._obs), rewards, terms, truncs, infos
 
     def close_extras(self, **kwargs: Any) -> None:
-        ray = _ray()
+        ray = import_ray()
         for actor in self.actors:
             try:
                 ray.kill(actor, no_restart=True)
