@@ -28,6 +28,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "nlp": ("spacy",),
     "serve": ("fastapi", "uvicorn", "websockets", "fastmcp", "requests", "openenv"),
     "ray": ("ray",),
+    "verifiers": ("verifiers",),
+    "skyrl": ("skyrl_gym",),
     "nemo-gym": ("nemo_gym", "resources_servers", "responses_api_agents"),
 }
 """Extra -> the top-level modules it installs, as imported (``tests/sapo_gym/test_extras.py`` checks them

