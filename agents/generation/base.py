@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, Sequence, runtime_checkable
 
-__all__ = ["GenerationParams", "GenerationOutput", "Generator", "TRAIN_TEMPERATURE", "EVAL_TEMPERATURE"]
+__all__ = ["GenerationParams", "GenerationOutput", "Generator", "TRAIN_TEMPERATURE", "EVAL_TEMPERATURE", "check_prompts",
+           "response_budgets"]
 
 TRAIN_TEMPERATURE = 1.0
 """Sampling temperature for rollouts during training (verl-agent's default)."""
@@ -109,3 +110,18 @@ class Generator(Protocol):
     def reset(self) -> None:
         """A new batch of episodes starts: forget what earlier calls generated (where drafts come from)."""
         ...
+
+
+def check_prompts(prompt_ids: Sequence[Sequence[int]], constraints: Sequence[Any] | None) -> None:
+    """What every :meth:`Generator.generate` refuses (ValueError): a constraint list that is not one per prompt, and
+    an empty prompt (a response needs a token to condition on, and V is read at the last prompt token)."""
+    if constraints is not None and len(constraints) != len(prompt_ids):
+        raise ValueError(f"{len(constraints)} constraints for {len(prompt_ids)} prompts")
+    if any(len(p) == 0 for p in prompt_ids):
+        raise ValueError("empty prompt: a response needs at least one prompt token to condition on")
+
+
+def response_budgets(prompt_ids: Sequence[Sequence[int]], params: GenerationParams, context_length: int) -> list[int]:
+    """Each prompt's response budget in tokens: ``params.max_new_tokens``, cut to what ``context_length`` leaves after
+    the prompt (0 or less: the prompt fills the context, no token is generated)."""
+    return [min(params.max_new_tokens, context_length - len(p)) for p in prompt_ids]

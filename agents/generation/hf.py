@@ -23,7 +23,7 @@ from transformers import DynamicCache
 
 from agents.constraint import allowed_matrix
 from agents.generation.speculative import DraftMemory, accept_draft, draw_distribution
-from agents.generation.base import GenerationOutput, GenerationParams
+from agents.generation.base import GenerationOutput, GenerationParams, check_prompts, response_budgets
 from agents.policy import PolicyModel
 
 __all__ = ["HFGenerator", "sample_next"]
@@ -85,10 +85,7 @@ class HFGenerator:
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], params: GenerationParams,
                  constraints: Sequence[Any] | None = None) -> list[GenerationOutput]:
-        if constraints is not None and len(constraints) != len(prompt_ids):
-            raise ValueError(f"{len(constraints)} constraints for {len(prompt_ids)} prompts")
-        if any(len(p) == 0 for p in prompt_ids):
-            raise ValueError("empty prompt: a response needs at least one prompt token to condition on")
+        check_prompts(prompt_ids, constraints)
         rng = None
         if params.seed is not None:
             rng = torch.Generator(device=self.policy.device).manual_seed(params.seed)
@@ -108,7 +105,7 @@ class HFGenerator:
     def _generate_chunk(self, prompts: Sequence[Sequence[int]], params: GenerationParams, rng: torch.Generator | None,
                         constraints: Sequence[Any] | None) -> list[GenerationOutput]:
         policy = self.policy
-        rows = _Responses([min(params.max_new_tokens, policy.context_length - len(p)) for p in prompts],
+        rows = _Responses(response_budgets(prompts, params, policy.context_length),
                           list(constraints) if constraints is not None else [None] * len(prompts))
         active = [i for i, budget in enumerate(rows.budgets) if budget > 0]
         if active and params.draft_tokens:

@@ -40,7 +40,7 @@ from vllm import LLM, SamplingParams
 from vllm.inputs import TokensPrompt
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor
 
-from agents.generation.base import GenerationOutput, GenerationParams
+from agents.generation.base import GenerationOutput, GenerationParams, check_prompts, response_budgets
 from agents.generation.vllm_constraint import CONSTRAINT_KEY, AdmissibleActionLogitsProcessor, registered, replay
 
 __all__ = ["VLLMGenerator", "BanTokensLogitsProcessor", "BANNED_TOKENS_KEY"]
@@ -167,14 +167,11 @@ class VLLMGenerator:
                  constraints: Sequence[Any] | None = None) -> list[GenerationOutput]:
         """Sample one response per prompt; ``constraints``: one :class:`~agents.constraint.ActionConstraint`
         (or None) per prompt, advanced over its response as the HF generator does."""
-        if constraints is not None and len(constraints) != len(prompt_ids):
-            raise ValueError(f"{len(constraints)} constraints for {len(prompt_ids)} prompts")
-        if any(len(p) == 0 for p in prompt_ids):
-            raise ValueError("empty prompt: a response needs at least one prompt token to condition on")
+        check_prompts(prompt_ids, constraints)
         if params.value_logits:
             raise NotImplementedError("vLLM returns log-probs, not the w⁺/w⁻ logits SAPO reads: recompute them in the trainer")
         cons = list(constraints) if constraints is not None else [None] * len(prompt_ids)
-        budgets = [min(params.max_new_tokens, self.max_model_len - len(p)) for p in prompt_ids]
+        budgets = response_budgets(prompt_ids, params, self.max_model_len)
         live = [i for i, b in enumerate(budgets) if b > 0]
         # a turn without a usable admissible list (c.fallback) is decoded freely, as in the HF generator
         steered = [i for i in live if cons[i] is not None and not cons[i].fallback]

@@ -98,6 +98,8 @@ def test_budgets_and_context_limit_truncate(steer):
     assert gen.generate([[5]], GenerationParams(max_new_tokens=0))[0].token_ids == []
     with pytest.raises(ValueError, match="empty prompt"):
         gen.generate([[]], never_stop)
+    with pytest.raises(ValueError, match="1 constraints for 2 prompts"):
+        gen.generate([[5], [5]], never_stop, constraints=[None])
 
 
 def test_seeds_reproduce_and_top_p_narrows_to_greedy(tiny_policy):
