@@ -9,8 +9,8 @@ talks to the model). This module defines the three; the package ``sapo_gym_verif
     vf-eval sapo-gym-verifiers --env.taskset.env sapo/ALFWorld-Mini-v0 --env.taskset.split eval_out_of_distribution \\
         --client.base-url http://127.0.0.1:8000/v1 --model my-model
 
-* :class:`SapoTaskset` (config :class:`SapoTasksetConfig`: ``env``, ``split``, ``seeds``, ``env_args``) yields one
-  task per task of the split and seed (:func:`sapo_gym.integrations.episodes.task_rows`): its prompt is the env's
+* :class:`SapoTaskset` (config :class:`SapoTasksetConfig`: ``env``, ``split``, ``seeds``, ``env_args``, ``limit``)
+  yields one task per task of the split and seed (:func:`sapo_gym.integrations.episodes.task_rows`): its prompt is the env's
   first observation, its ``info`` the task row (env id, split, task id, seed, env arguments, protocol, horizon,
   spec hash, prompt template), which verifiers records on every trace (``trace.task.data.info``).
 * :class:`SapoEnv` plays the row's episode with verifiers' own rollout: the env is the run's user, as in
@@ -72,6 +72,8 @@ class SapoTasksetConfig(vf.TasksetConfig):
     """One pass over the split per seed (``reset(seed=...)``)."""
     env_args: dict[str, Any] = {}
     """Other ``gym.make`` arguments (``data_dir``, ``history_length``...)."""
+    limit: int | None = None
+    """Only the first ``limit`` tasks of the split, per seed (a bundle for a board needs them all)."""
 
 
 def _default_split(env_id: str) -> str | None:
@@ -82,12 +84,13 @@ def _default_split(env_id: str) -> str | None:
 
 
 class SapoTaskset(vf.Taskset[SapoTask, SapoTasksetConfig]):
-    """Every task of the split once per seed, in the split's order (verifiers' ``-n`` takes the first ones)."""
+    """Every task of the split (its first ``limit``) once per seed, seeds outermost (verifiers' ``-n`` takes the first
+    rows)."""
 
     def load(self) -> Iterator[SapoTask]:
         config = self.config
         split = config.split if config.split is not None else _default_split(config.env)
-        for row, prompt in task_rows(config.env, split, config.seeds, config.env_args):
+        for row, prompt in task_rows(config.env, split, config.seeds, config.env_args, config.limit):
             if row["protocol"] not in TEXT_PROTOCOLS:
                 raise ValueError(f"{config.env} plays protocol {row['protocol']!r}; this environment sends text replies "
                                  f"({', '.join(TEXT_PROTOCOLS)})")
