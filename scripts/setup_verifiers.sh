@@ -2,7 +2,7 @@
 # A separate virtualenv with PrimeIntellect's verifiers (PyPI `verifiers==0.4.0`, the `verifiers` extra), for the
 # verifiers adapter's test (tests/sapo_gym/integrations/test_verifiers.py) and for `vf-eval` runs on this checkout.
 # It cannot share the project's .venv: verifiers 0.4.0 requires mcp==2.0.0 and the serve extra's fastmcp mcp<2.
-# Idempotent; prints the venv's python on success (~50 s and ~600 MB the first time, about 1 s after):
+# Idempotent; prints the venv's python on success (about a minute and 600 MB the first time, a second after):
 #   PYTHONPATH=. "$(dirname "$(bash scripts/setup_verifiers.sh)")/vf-eval" sapo-gym-verifiers ...
 #
 #   VERIFIERS_VENV  where to build it (default ~/.cache/sapo_gym/verifiers-venv)

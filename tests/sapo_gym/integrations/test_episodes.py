@@ -9,6 +9,7 @@ import json
 import gymnasium as gym
 import pytest
 
+from sapo_gym import ENVS
 from sapo_gym.integrations.episodes import (PAYLOAD_KEY, ROW_KEYS, EpisodePlay, bundle_inputs, episode_metrics,
                                             read_payloads, task_rows)
 from tests.support.blocked import run_without
@@ -30,6 +31,18 @@ def test_task_rows_are_every_task_once_per_seed_with_the_envs_identity():
         assert first == env.reset(seed=row["seed"], options={"task_id": row["task_id"]})[0]
         json.dumps(row)  # a row travels as JSON
     assert len(task_rows(MINI, "eval_out_of_distribution", limit=2)) == 2
+
+
+@pytest.mark.parametrize("env_id", [env_id for env_id, entry in ENVS.items() if not entry.needs])
+def test_every_registered_text_env_plays_from_its_row(env_id):
+    entry = ENVS[env_id]
+    row, first = task_rows(env_id, entry.eval_splits[0], limit=1)[0]
+    assert (row["split"], row["horizon"], row["protocol"]) == (entry.eval_splits[0], entry.horizon, entry.protocol)
+    episode = EpisodePlay(row)
+    assert episode.observation == first
+    episode.step("<think>Look first.</think><action>look</action>")
+    assert episode.record.steps == 1 and episode.record.turns[0].action == "look"
+    episode.close()
 
 
 def test_an_episode_played_from_replies_is_in_process_play():
