@@ -30,7 +30,7 @@ MODEL = "scripted-expert"
 def _vf_eval(out: Path, url: str, env_id: str, seeds: Sequence[int], limit: int | None, split: str | None = None) -> Path:
     """Run vf-eval on the first ``limit`` tasks of the split per seed (all: None); the traces.jsonl it wrote."""
     exe = VENV / "bin" / "vf-eval"
-    if not exe.exists():
+    if not (VENV / ".sapo_gym_verifiers_ok").exists():  # the stamp setup_verifiers.sh writes once the venv is whole
         pytest.skip(f"no verifiers venv at {VENV} (build it with: bash scripts/setup_verifiers.sh; make setup does)")
     cmd = [str(exe), "sapo-gym-verifiers", "--env.taskset.env", env_id, "--env.taskset.seeds", *map(str, seeds),
            "--model", MODEL, "--client.base-url", url, "--no-push", "-o", str(out)]
