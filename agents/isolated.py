@@ -87,7 +87,7 @@ def _dumps(obj: Any) -> bytes:
 
 
 def _hello(agent: Any, spec: str) -> dict[str, Any]:
-    from sapo_gym.evaluation import is_privileged
+    from sapo_gym.records import is_privileged
 
     constrain = getattr(agent, "constrain", None)
     generation = getattr(agent, "generation", None)

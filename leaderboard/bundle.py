@@ -66,7 +66,7 @@ def load_schema(version: int = BUNDLE_VERSION) -> dict[str, Any]:
 
 
 def episode_dict(record: Any) -> dict[str, Any]:
-    """A bundle episode from an :class:`sapo_gym.evaluation.EpisodeRecord` (or its ``to_dict()``): the outcome and
+    """A bundle episode from an :class:`sapo_gym.records.EpisodeRecord` (or its ``to_dict()``): the outcome and
     the turns' outputs, without the accounting."""
     rec = record.to_dict() if hasattr(record, "to_dict") else dict(record)
     turns = [{k: t[k] for k in ("output", "action", "think", "valid", "admissible", "observation", "reward")} for t in rec["turns"]]
@@ -90,15 +90,15 @@ def build_bundle(
     agent_process: str | None = None,
     created: str | None = None,
 ) -> dict[str, Any]:
-    """A bundle from :class:`sapo_gym.evaluation.EpisodeRecord`s and the env's ``spec_fields()``/``spec_hash()``.
+    """A bundle from :class:`sapo_gym.records.EpisodeRecord`s and the env's ``spec_fields()``/``spec_hash()``.
 
-    ``mode``: the :class:`sapo_gym.evaluation.EvaluationMode` that chose the episodes (default ``every-task``).
+    ``mode``: the :class:`sapo_gym.records.EvaluationMode` that chose the episodes (default ``every-task``).
     ``agent_process``: how the harness ran the agent (``isolated`` / ``in-process``, :mod:`agents.isolated`);
     None leaves ``evaluation.harness.agent_process`` out (not recorded). ``created``: the timestamp to record
     (default now; a resumed evaluation passes its first start's, from the episodes log).
     """
     import sapo_gym
-    from sapo_gym.evaluation import EVERY_TASK, harness_record
+    from sapo_gym.records import EVERY_TASK, harness_record
 
     episodes = [episode_dict(r) for r in records]
     privileged = any(bool(r.privileged if hasattr(r, "privileged") else dict(r).get("privileged")) for r in records)

@@ -2,7 +2,7 @@
 
 ``--mode every-task`` (default) plays every task once per seed; ``--mode verl-agent`` plays verl-agent's
 validation draw (``--workers`` episodes per seed, worker ``i`` on the game TextWorld's batch env seeded
-``seed + 1000 + i`` deals; ``sapo_gym.evaluation.EvaluationMode``). The table's title, the ``--json``
+``seed + 1000 + i`` deals; ``sapo_gym.records.EvaluationMode``). The table's title, the ``--json``
 file and the bundle name the split and the mode.
 
 ``--out BUNDLE.json`` writes a leaderboard result bundle (``leaderboard/schema/bundle-v1.json``)

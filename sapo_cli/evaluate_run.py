@@ -96,7 +96,7 @@ def _verify_done(log: Any, env: Any, agent: Any) -> None:
     from leaderboard.bundle import episode_dict
     from leaderboard.replay import replay_episode
     from sapo_gym.episode_log import LogMismatch
-    from sapo_gym.evaluation import is_privileged
+    from sapo_gym.records import is_privileged
 
     privileged = is_privileged(agent)
     print(f"resume: replaying the {len(log.done)} episodes {log.path} holds as done, to check them", file=sys.stderr)
@@ -205,7 +205,7 @@ def run_evaluation(args: argparse.Namespace, env_kwargs: dict[str, Any]) -> int:
     import sapo_gym  # noqa: F401
     from agents.isolated import IsolatedAgent, load_for_harness
     from sapo_gym.episode_log import run_created
-    from sapo_gym.evaluation import evaluation_mode
+    from sapo_gym.records import evaluation_mode
     from sapo_gym.pool import answers_one_at_a_time, plan
 
     config = config_from_args(args)

@@ -1,6 +1,6 @@
 """What an evaluation cost and how far along it is: token totals, a cost estimate, progress per turn with an ETA.
 
-:func:`usage_totals` sums the per-turn accounting of :class:`sapo_gym.evaluation.StepRecord` (tokens as the
+:func:`usage_totals` sums the per-turn accounting of :class:`sapo_gym.records.StepRecord` (tokens as the
 server reported them, latency, ``finish_reason``) and prices it; :class:`Progress` prints turns done,
 episodes done and in flight with an ETA from the turn rate (:func:`eta_seconds`), at most once per
 ``interval`` seconds of its injected clock.

@@ -5,7 +5,7 @@ run first started (``created``, kept by every resume and written into the bundle
 ``run``, the env id, spec hash, split, mode, seeds, task ids, agent spec and every setting that can change the
 outputs. Each later line is one episode as it ended (:meth:`EpisodeLog.episode`): the ``run_id``, its
 ``seed``, ``slot`` (its index among the episodes of that seed: the task's index under ``every-task``),
-``task_id``, ``status`` ``done`` with the ``record`` (:meth:`sapo_gym.evaluation.EpisodeRecord.to_dict`), or
+``task_id``, ``status`` ``done`` with the ``record`` (:meth:`sapo_gym.records.EpisodeRecord.to_dict`), or
 ``error`` with the ``error`` message. Every line is written whole with one ``write`` and ``fsync``'d before
 the run goes on; a write that fails (a full disk) is cut back off and raises :class:`LogWriteError`.
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from sapo_gym.evaluation import EpisodeRecord
+from sapo_gym.records import EpisodeRecord
 from sapo_gym.files import refuse_symlink
 from sapo_gym.log_check import LOG_FORMAT, LOG_VERSION, LogMismatch, check_entry, check_header
 

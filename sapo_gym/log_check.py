@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from sapo_gym.bounds import clean_usage
 from sapo_gym.core import ACTION_MAX_LENGTH
-from sapo_gym.evaluation import EpisodeRecord, StepRecord
+from sapo_gym.records import EpisodeRecord, StepRecord
 
 __all__ = ["LogMismatch", "LOG_FORMAT", "LOG_VERSION", "READABLE_VERSIONS", "check_header", "check_entry", "record_from_dict",
            "check_created"]

@@ -2,7 +2,7 @@
 for batch agents; resumable (episodes already done are skipped) and reported as each episode ends.
 
 The plan (:func:`plan`) lists every episode as a :class:`Job` ``(seed, slot, task_id)``: per seed, the tasks
-the :class:`~sapo_gym.evaluation.EvaluationMode` picks, ``slot`` being the index among them.
+the :class:`~sapo_gym.records.EvaluationMode` picks, ``slot`` being the index among them.
 :func:`run_episodes` plays the jobs not done yet and returns every record in plan order, so the result
 does not depend on which request came back first.
 
@@ -13,7 +13,10 @@ does not depend on which request came back first.
   do. ``turn_seed`` (:func:`turn_seed`) is a function of the episode's seed, slot, task and turn, so a
   seeded request is the same whichever order requests are sent in.
 * **Lockstep** (:func:`run_lockstep`), for batch agents (``act`` on a batch; HF models): the envs of a
-  batch act together, as :func:`sapo_gym.evaluation.evaluate` does.
+  batch act together (:func:`run_batch`); :func:`sapo_gym.evaluation.evaluate` plays this way.
+
+Both report to one progress object, when given: ``in_flight`` (episodes in progress) is set, ``turn()`` is
+called per env step and ``episode(turns)`` per ended episode (:class:`sapo_gym.accounting.Progress`).
 
 A failed request (the agent raised: a server that stayed down past the retry budget) ends the run with
 :class:`EvaluationAborted`, naming the episode; the episodes that ended before it were reported already.
@@ -34,9 +37,10 @@ import gymnasium as gym
 
 from sapo_gym.bounds import bound_output, clean_usage
 from sapo_gym.core import public_info
-from sapo_gym.evaluation import EVERY_TASK, EpisodeRecord, EvaluationMode, batches, is_privileged, new_record, record_step, run_batch
+from sapo_gym.records import EVERY_TASK, EpisodeRecord, EvaluationMode, is_privileged, new_record, record_step
 
-__all__ = ["Job", "plan", "turn_seed", "answers_one_at_a_time", "as_reply", "run_pool", "run_lockstep", "run_episodes", "EvaluationAborted"]
+__all__ = ["Job", "plan", "turn_seed", "answers_one_at_a_time", "as_reply", "run_pool", "run_batch", "batches", "run_lockstep",
+           "run_episodes", "EvaluationAborted"]
 
 
 @dataclass(frozen=True)
@@ -163,21 +167,65 @@ class _ReportFailed(Exception):
         self.cause = cause
 
 
-class _TurnsOnly:
-    """What :func:`~sapo_gym.evaluation.run_batch` reports to: turns go to the progress, episodes come via ``on_end``."""
+def run_batch(agent: Any, envs: Sequence[gym.Env], task_ids: Sequence[str], seed: int, progress: Any = None,
+              on_end: Callable[[int, EpisodeRecord], None] | None = None,
+              clock: Callable[[], float] | None = None) -> list[EpisodeRecord]:
+    """Play one episode of each of ``task_ids`` (seeded ``seed``) in lockstep on ``envs``: the agent acts on the
+    active envs together. ``on_end(i, record)`` is called as episode ``i`` ends, then ``progress`` hears of it;
+    with a ``clock`` each turn's ``latency_s`` is its batch call's (without one, none is recorded: the records
+    are then reproducible)."""
+    privileged = is_privileged(agent)
+    shown = (lambda info: info) if privileged else public_info
+    records: list[EpisodeRecord] = []
+    obs: list[str] = []
+    infos: list[dict[str, Any]] = []
+    for env, task_id in zip(envs, task_ids):
+        o, info = env.reset(seed=seed, options={"task_id": task_id})
+        obs.append(o)
+        infos.append(info)
+        records.append(new_record(info, task_id, seed, privileged))
+    agent.reset(len(envs))
+    active = list(range(len(envs)))
+    while active:
+        start = clock() if clock is not None else 0.0
+        outputs = agent.act([obs[i] for i in active], [shown(infos[i]) for i in active])
+        latency = clock() - start if clock is not None else None
+        if not isinstance(outputs, (list, tuple)) or len(outputs) != len(active):
+            raise TypeError(f"act must return one output per observation ({len(active)}), got {str(outputs)[:200]}")
+        outputs = [bound_output(out) for out in outputs]  # what the env steps is what the records hold
+        still = []
+        for i, out in zip(active, outputs):
+            o, r, term, trunc, info = envs[i].step(out)
+            record_step(records[i], out, r, info, {"latency_s": latency})
+            obs[i], infos[i] = o, info
+            if progress is not None:
+                progress.turn()
+            if term or trunc:
+                if on_end is not None:
+                    on_end(i, records[i])
+                if progress is not None:
+                    progress.episode(records[i].steps)
+            else:
+                still.append(i)
+        active = still
+    return records
 
-    def __init__(self, progress: Any):
-        self.progress = progress
 
-    def turn(self, n: int = 1) -> None:
-        self.progress.turn(n)
+def batches(task_ids: Sequence[str], size: int) -> Iterable[list[str]]:
+    """Consecutive batches of at most ``size`` tasks, none holding a task twice (agents may keep per-task memory)."""
+    batch: list[str] = []
+    for task_id in task_ids:
+        if len(batch) == size or task_id in batch:
+            yield batch
+            batch = []
+        batch.append(task_id)
+    if batch:
+        yield batch
 
-    def update(self, n: int = 1) -> None:
-        pass
 
 
 def _chunks(jobs: Sequence[Job], size: int) -> Iterable[list[Job]]:
-    """Consecutive batches of one seed, as :func:`~sapo_gym.evaluation.batches` cuts that seed's tasks."""
+    """Consecutive batches of one seed, as :func:`batches` cuts that seed's tasks."""
     for _, group in itertools.groupby(jobs, key=lambda job: job.seed):
         rest = list(group)
         for batch in batches([job.task_id for job in rest], size):
@@ -186,8 +234,8 @@ def _chunks(jobs: Sequence[Job], size: int) -> Iterable[list[Job]]:
 
 
 def run_lockstep(agent: Any, envs: Sequence[gym.Env], jobs: Sequence[Job], on_end: Callable[[Job, EpisodeRecord], None] | None = None,
-                 progress: Any = None, clock: Callable[[], float] = time.monotonic) -> dict[tuple[int, int], EpisodeRecord]:
-    """Play ``jobs`` in lockstep batches of ``len(envs)`` (batch agents)."""
+                 progress: Any = None, clock: Callable[[], float] | None = time.monotonic) -> dict[tuple[int, int], EpisodeRecord]:
+    """Play ``jobs`` in lockstep batches of ``len(envs)`` (batch agents); ``clock`` None times no request."""
     done: dict[tuple[int, int], EpisodeRecord] = {}
     for chunk in _chunks(jobs, len(envs)):
         def ended(i: int, rec: EpisodeRecord, chunk: list[Job] = chunk) -> None:
@@ -197,14 +245,12 @@ def run_lockstep(agent: Any, envs: Sequence[gym.Env], jobs: Sequence[Job], on_en
                     on_end(chunk[i], rec)
             except Exception as exc:  # the report failed (the log's disk is full): not the agent's failure
                 raise _ReportFailed(exc) from exc
-            if progress is not None:
-                progress.episode(rec.steps)
 
         if progress is not None:
             progress.in_flight = len(chunk)
         try:
-            run_batch(agent, list(envs[: len(chunk)]), [j.task_id for j in chunk], chunk[0].seed,
-                      _TurnsOnly(progress) if progress is not None else None, on_end=ended, clock=clock)
+            run_batch(agent, envs[: len(chunk)], [j.task_id for j in chunk], chunk[0].seed, progress, on_end=ended,
+                      clock=clock)
         except _ReportFailed as failed:
             raise failed.cause from None
         except Exception as exc:  # the first episode of the batch that had not ended names the failure

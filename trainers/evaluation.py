@@ -15,7 +15,7 @@ __all__ = ["evaluate", "evaluation_records"]
 
 def evaluation_records(trainer: Any, split: str = "test", seeds: tuple[int, ...] = (0,), temperature: float | None = None,
                        batch_size: int = 16) -> list[Any]:
-    """One :class:`~sapo_gym.evaluation.EpisodeRecord` per (seed, task) of ``split``."""
+    """One :class:`~sapo_gym.records.EpisodeRecord` per (seed, task) of ``split``."""
     from sapo_gym.evaluation import evaluate as play
 
     cfg = trainer.cfg

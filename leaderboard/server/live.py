@@ -259,7 +259,7 @@ class LiveManager:
         already played, is refused. A retried reset (the same ``request_id``) whose episode is still in progress gets its
         answer again, not a second deal."""
         from sapo_gym.core import public_info, to_jsonable
-        from sapo_gym.evaluation import new_record
+        from sapo_gym.records import new_record
 
         self.sweep(run_id)
         env = None
@@ -323,7 +323,7 @@ class LiveManager:
     def _play(self, s: Session, view: RunView, index: int, output: str, turn: int | None) -> tuple[Any, dict[str, Any], bool]:
         """Play one turn of episode ``index`` and write it (the caller commits): (its env, the answer, whether it ended)."""
         from sapo_gym.core import public_info, to_jsonable
-        from sapo_gym.evaluation import EpisodeRecord, record_step
+        from sapo_gym.records import EpisodeRecord, record_step
 
         ep = view.active.get(index)
         if ep is None:

@@ -118,7 +118,7 @@ def outputs_of(s: Session, run_id: int, episode: int) -> list[str]:
 
 def episode_records(s: Session, run_id: int) -> list[Any]:
     """The run's ``EpisodeRecord``\\ s, in dealing order, rebuilt from its rows."""
-    from sapo_gym.evaluation import EpisodeRecord
+    from sapo_gym.records import EpisodeRecord
 
     turns: dict[int, list[dict[str, Any]]] = {}
     for row in s.scalars(select(LiveTurn).where(LiveTurn.run_id == run_id).order_by(LiveTurn.episode, LiveTurn.turn)):

@@ -10,7 +10,7 @@ into the ecosystem's own metadata (a verifiers task's ``info``, a SkyRL dataset 
 
 **An episode** (:class:`EpisodePlay`) is ``gym.make(env_id, split=..., **env_args).reset(seed=seed,
 options={"task_id": task_id})`` then one ``step`` per reply, recorded as :mod:`sapo_gym.evaluation` records it
-(:func:`~sapo_gym.evaluation.new_record`, :func:`~sapo_gym.evaluation.record_step`): the same env, the same
+(:func:`~sapo_gym.records.new_record`, :func:`~sapo_gym.records.record_step`): the same env, the same
 replies, the same observations, rewards and outcome as in-process play. The env is built with its spec hash
 checked against the row's, so a row never plays on another board's env. What leaves with the episode is
 :meth:`EpisodePlay.payload`: the record, the env's spec fields and hash, and whether the episode ended (an
@@ -31,7 +31,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import gymnasium as gym
 
 from sapo_gym.bounds import bound_output
-from sapo_gym.evaluation import EpisodeRecord, new_record, record_step
+from sapo_gym.records import EpisodeRecord, new_record, record_step
 
 __all__ = ["ROW_KEYS", "PAYLOAD_KEY", "PAYLOAD_FORMAT", "make_env", "env_identity", "task_rows", "EpisodePlay",
            "episode_metrics", "read_payloads", "bundle_inputs"]

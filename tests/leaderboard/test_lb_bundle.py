@@ -113,7 +113,8 @@ def test_forged_aggregates_are_rejected(random_bundle) -> None:  # type: ignore[
 def test_bundles_record_the_evaluation_mode_and_old_bundles_stay_valid(random_bundle, vault_board) -> None:  # type: ignore[no-untyped-def]
     from agents import RandomAgent
     from leaderboard.bundle import evaluation_mode_name
-    from sapo_gym.evaluation import evaluate, evaluation_mode
+    from sapo_gym.evaluation import evaluate
+    from sapo_gym.records import evaluation_mode
 
     assert random_bundle["evaluation"]["mode"] == {"name": "every-task"}
     old = json.loads(json.dumps(random_bundle))

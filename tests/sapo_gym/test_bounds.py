@@ -10,8 +10,7 @@ import sapo_gym  # noqa: F401
 from sapo_gym.accounting import usage_totals
 from sapo_gym.bounds import MAX_TOKEN_COUNT, OutputError, bound_output, clean_usage
 from sapo_gym.core import ACTION_MAX_LENGTH
-from sapo_gym.evaluation import run_batch
-from sapo_gym.pool import EvaluationAborted, plan, run_episodes
+from sapo_gym.pool import EvaluationAborted, plan, run_batch, run_episodes
 from tests.support.hostile_agents import LONG_PADDING, BatchSurrogateAgent, HugeNumbersAgent, LongOutputAgent, SurrogateAgent
 from tests.support.scripted_agent import scripted_reply
 

@@ -6,8 +6,9 @@ import pytest
 
 from agents import ExpertAgent, RandomAgent
 from agents.registry import load_agent
-from sapo_gym.evaluation import EpisodeRecord, evaluate, format_table, summarize
+from sapo_gym.evaluation import evaluate, format_table, summarize
 from sapo_gym.intervals import clustered_rate_interval
+from sapo_gym.records import EpisodeRecord
 
 
 def test_expert_wins_everything_random_does_not() -> None:
@@ -29,6 +30,12 @@ def test_summary_and_table() -> None:
     table = format_table(summary, title="t")
     assert "code2" in table and "100.0%" in table
     assert recs[0].turns[0].action.startswith("press ") and recs[0].turns[0].valid
+
+
+def test_evaluate_shows_its_progress_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    records = evaluate(ExpertAgent(), "sapo/Vault-v0", task_ids=["vault-train-000", "vault-train-001"], progress=True)
+    last = capsys.readouterr().err.splitlines()[-1]  # captured: not a terminal, one line per report
+    assert last.startswith(f"evaluate sapo/Vault-v0: 2/2 episodes, {sum(r.steps for r in records)} turns")
 
 
 def test_the_interval_counts_tasks_when_an_evaluation_repeats_them() -> None:
@@ -90,7 +97,7 @@ def test_privileged_info_never_reaches_an_evaluated_agent() -> None:
 
 def test_oracle_agents_get_explicit_access_and_are_labelled() -> None:
     from sapo_gym import PRIVILEGED_INFO_KEYS, public_info
-    from sapo_gym.evaluation import harness_record, is_privileged
+    from sapo_gym.records import harness_record, is_privileged
 
     records = evaluate(ExpertAgent(), "sapo/Vault-v0", split="test", progress=False)
     assert is_privileged(ExpertAgent()) and all(r.privileged and r.success for r in records)
@@ -105,7 +112,7 @@ def test_oracle_agents_get_explicit_access_and_are_labelled() -> None:
 def test_verl_agent_draw_is_textworlds_game_order(seed: int) -> None:
     # the original's own code deals the games: TextworldBatchGymEnv.seed builds the iterator its reset() reads
     textworld_batch = pytest.importorskip("textworld.gym.envs.textworld_batch")
-    from sapo_gym.evaluation import shuffled_cycle_pick
+    from sapo_gym.records import shuffled_cycle_pick
 
     games = [f"json_2.1.1/valid_seen/game-{i:03d}" for i in range(140)]
     env = textworld_batch.TextworldBatchGymEnv(list(games), batch_size=1)
@@ -116,7 +123,7 @@ def test_verl_agent_draw_is_textworlds_game_order(seed: int) -> None:
 
 
 def test_verl_agent_mode_plays_one_drawn_game_per_worker() -> None:
-    from sapo_gym.evaluation import VERL_AGENT, evaluation_mode, shuffled_cycle_pick
+    from sapo_gym.records import VERL_AGENT, evaluation_mode, shuffled_cycle_pick
 
     mode = evaluation_mode("verl-agent", workers=20)
     records = evaluate(ExpertAgent(), "sapo/Vault-v0", split="test", seeds=[0, 3], batch_size=8, progress=False, mode=mode)
@@ -130,7 +137,7 @@ def test_verl_agent_mode_plays_one_drawn_game_per_worker() -> None:
 
 
 def test_every_task_mode_is_the_default_and_modes_are_validated() -> None:
-    from sapo_gym.evaluation import EVERY_TASK, evaluation_mode
+    from sapo_gym.records import EVERY_TASK, evaluation_mode
 
     ids = ["b", "a", "c"]
     assert EVERY_TASK.task_ids(ids, 5) == ids and evaluation_mode("every-task") is EVERY_TASK

@@ -13,8 +13,8 @@ import pytest
 
 import sapo_gym  # noqa: F401
 from sapo_gym.accounting import Progress, eta_seconds, usage_totals
-from sapo_gym.evaluation import EVERY_TASK, evaluation_mode
 from sapo_gym.pool import EvaluationAborted, Job, plan, run_episodes, run_pool, turn_seed
+from sapo_gym.records import EVERY_TASK, evaluation_mode
 from tests.support.scripted_agent import ScriptedAgent, ScriptedBatchAgent
 
 TASKS = [f"vault-test-{i:03d}" for i in range(8)]
@@ -53,6 +53,15 @@ def _strip(records) -> list[dict]:  # type: ignore[no-untyped-def]
             turn.pop("latency_s")
         out.append(data)
     return out
+
+
+def test_the_pool_and_lockstep_report_every_turn_and_episode_to_one_progress() -> None:
+    jobs = plan(TASKS[:4], [0])
+    for agent in (ScriptedAgent(), ScriptedBatchAgent()):
+        progress = Progress(len(jobs), stream=io.StringIO())
+        records = run_episodes(agent, _envs(2), jobs, progress=progress)
+        turns = sum(r.steps for r in records)
+        assert (progress.done, progress.turns, progress.finished_turns) == (len(jobs), turns, turns), agent
 
 
 def test_pool_records_match_lockstep_in_plan_order_whatever_the_completion_order() -> None:

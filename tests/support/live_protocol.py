@@ -84,7 +84,7 @@ def uninterrupted(stored: dict[str, Any], who: str = "") -> dict[str, Any]:
     import gymnasium as gym
 
     from leaderboard.bundle import AgentInfo, build_bundle, parse_bundle
-    from sapo_gym.evaluation import new_record, record_step
+    from sapo_gym.records import new_record, record_step
 
     env = gym.make("sapo/Vault-v0", split="test")
     records = []

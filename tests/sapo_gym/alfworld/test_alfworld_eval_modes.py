@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from sapo_gym.alfworld.catalog import resolve
-from sapo_gym.evaluation import VERL_AGENT, evaluate
+from sapo_gym.evaluation import evaluate
+from sapo_gym.records import VERL_AGENT
 
 
 @pytest.mark.needs_data
