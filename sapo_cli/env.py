@@ -1,8 +1,13 @@
-"""``sapo-gym env serve ENV_ID``: serve a registered env over OpenEnv (WebSocket and HTTP sessions)."""
+"""``sapo-gym env serve ENV_ID``: serve a registered env over OpenEnv (WebSocket and HTTP sessions), under uvicorn
+behind nginx (:mod:`sapo_cli.deploy`)."""
 
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
+
+from sapo_cli.deploy.nginx import add_front_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,9 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "Default: a quarter of --max-sessions (at least 1); all of them when --host is a loopback address")
     s.add_argument("--idle-timeout", type=float, default=600.0, help="seconds before an idle session is closed (0: never)")
     s.add_argument("--max-connections", type=int, default=64,
-                   help="HTTP and WebSocket connections served at once (>= --max-sessions); past it a request gets 503")
-    s.add_argument("--body-timeout", type=float, default=30.0,
-                   help="seconds an HTTP request body may take to arrive in full (else 408; 0: no deadline)")
+                   help="HTTP requests in progress and WebSockets the app serves at once (>= --max-sessions); past it a "
+                        "request gets 503")
+    add_front_options(s)
     s.add_argument("--public-only", action="store_true",
                    help="leave the privileged info keys (expert_action, pddl_params) out of observations")
     s.set_defaults(func=serve)
@@ -37,13 +42,41 @@ def serve(args: argparse.Namespace) -> int:
     if args.env_id not in ENVS:
         raise ValueError(f"unknown env id {args.env_id!r}; valid choices: {sorted(ENVS)}")
     try:
-        from sapo_gym.remote.server import ServeConfig, serve as run_server
+        from sapo_gym.remote.server import CONFIG_VARIABLE, ServeConfig, config_json
+        from sapo_gym.remote.websocket import FRAME_READ_LIMIT
     except ModuleNotFoundError as exc:
         raise ValueError(f"the OpenEnv server needs the serve extra ({exc.name} is missing): "
                          'pip install "sapo-gym[serve]" && pip install --no-deps openenv==0.10.0') from None
+    from sapo_cli.deploy import serve as deploy
+
     config = ServeConfig(args.env_id, parse_env_args(args.env_arg), host=args.host, port=args.port,
                          max_sessions=args.max_sessions, max_sessions_per_client=args.max_sessions_per_client,
                          idle_timeout_s=args.idle_timeout, public_only=args.public_only,
-                         body_timeout_s=args.body_timeout, max_connections=args.max_connections)
-    run_server(config)
-    return 0
+                         max_connections=args.max_connections)
+    front = deploy.bind(config.host, config.port)
+    app = deploy.AppServer("uvicorn", lambda fd: uvicorn_command(fd, config.max_connections, args.drain_seconds),
+                           signal.SIGTERM, "/health", {CONFIG_VARIABLE: config_json(config)}, access_log=False)
+
+    def ready(answer: bytes) -> None:
+        host, port = args.host, front.port
+        print(f"serving {config.env_id} on http://{host}:{port} (OpenEnv WebSocket: ws://{host}:{port}/ws; "
+              f"max {config.max_sessions} sessions, {config.per_client} per client, idle timeout "
+              f"{config.idle_timeout_s or 'none'} s)", flush=True)
+
+    return deploy.run(front, app, args, FRAME_READ_LIMIT, UPSTREAM_TIMEOUT_S, ready)
+
+
+UPSTREAM_TIMEOUT_S = 120.0
+"""Longest an HTTP request may take in the app (a reset that loads a game), and a WebSocket's longest silence from
+the app (uvicorn pings every 20 s)."""
+
+
+def uvicorn_command(fd: int, max_connections: int, drain_seconds: float) -> list[str]:
+    """uvicorn on the inherited Unix socket ``fd``: the client's address from nginx's ``X-Forwarded-For`` (only nginx
+    reaches the socket), WebSocket frames up to the read limit, the drain as its graceful shutdown."""
+    from sapo_gym.remote.websocket import FRAME_READ_LIMIT
+
+    return [sys.executable, "-m", "uvicorn", "--fd", str(fd), "--factory", "sapo_gym.remote.server:app_from_environment",
+            "--proxy-headers", "--forwarded-allow-ips", "*", "--limit-concurrency", str(max_connections),
+            "--ws-max-size", str(FRAME_READ_LIMIT), "--timeout-graceful-shutdown", f"{max(1, round(drain_seconds))}",
+            "--lifespan", "on", "--log-level", "warning"]

@@ -12,7 +12,8 @@ of its sessions alive (a frame or a request inside every idle timeout) holds all
   one past the bound with :class:`ClientSessionLimit`, a ``SessionCapacityError``: a WebSocket gets
   OpenEnv's ``CAPACITY_REACHED`` error frame carrying this message, ``POST /sessions`` a 429.
 
-Behind a reverse proxy every client has the proxy's address: they then share one bound.
+``sapo-gym env serve`` runs uvicorn behind nginx, which names each client's address in ``X-Forwarded-For``
+(replacing whatever the client sent) and uvicorn puts it in the ASGI scope: each client keeps its own bound.
 """
 
 from __future__ import annotations

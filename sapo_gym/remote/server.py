@@ -19,14 +19,20 @@ Added around it (OpenEnv 0.10 lacks them):
   closed and its session freed, whether the socket opened it or attached to an HTTP session;
 * a request-body and WebSocket-message size bound (:data:`~sapo_gym.remote.models.MAX_BODY_BYTES`), and one
   JSON parser for both (:mod:`sapo_gym.remote.strict_json`).
+
+``sapo-gym env serve`` runs this app under uvicorn behind nginx (``sapo_cli/deploy``), which bounds the transport
+(headers, bodies, connections per client address); uvicorn reads the config from :data:`CONFIG_VARIABLE`
+(:func:`app_from_environment`) and each client's address from nginx's ``X-Forwarded-For``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
+import json
 import logging
-import socket
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -38,10 +44,13 @@ from sapo_gym.remote.client_bound import (UNKNOWN_CLIENT, PeerMiddleware, Sessio
                                          requesting_client)
 from sapo_gym.remote.environment import SapoEnvironment
 from sapo_gym.remote.models import SapoAction, SapoObservation, SapoState
-from sapo_gym.remote.body_deadline import DEFAULT_BODY_TIMEOUT_S, BodyDeadline
-from sapo_gym.remote.websocket import FRAME_READ_LIMIT, guard_websocket_route, serving_socket
+from sapo_gym.remote.websocket import guard_websocket_route, serving_socket
 
-__all__ = ["ServeConfig", "SapoEnvServer", "create_app", "serve", "reap_interval", "idle_sessions"]
+__all__ = ["ServeConfig", "SapoEnvServer", "create_app", "app_from_environment", "config_json", "CONFIG_VARIABLE",
+           "reap_interval", "idle_sessions"]
+
+CONFIG_VARIABLE = "SAPO_GYM_ENV_SERVE_CONFIG"
+"""The :class:`ServeConfig` (JSON, :func:`config_json`) of the app uvicorn builds (:func:`app_from_environment`)."""
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +76,8 @@ class ServeConfig:
     public_only: bool = False
     """Leave the privileged info keys (``expert_action``, ``pddl_params``) out of every observation."""
     max_connections: int = 64
-    """Connections (HTTP and WebSocket) served at once; past it a request is answered 503 (uvicorn's
-    ``limit_concurrency``). At least ``max_sessions``: each session's socket is a connection."""
-    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
-    """An HTTP request's body must arrive in full within this many seconds of its headers (else 408); 0: no deadline."""
+    """Connections (HTTP requests in progress and WebSockets) the app serves at once; past it a request is answered
+    503 (uvicorn's ``limit_concurrency``). At least ``max_sessions``: each session's socket is a connection."""
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:
@@ -81,8 +88,6 @@ class ServeConfig:
             raise ValueError(f"idle_timeout_s must be >= 0, got {self.idle_timeout_s}")
         if self.max_connections < self.max_sessions:
             raise ValueError(f"max_connections ({self.max_connections}) must be >= max_sessions ({self.max_sessions})")
-        if not self.body_timeout_s >= 0:
-            raise ValueError(f"body_timeout_s must be >= 0, got {self.body_timeout_s}")
 
     @property
     def per_client(self) -> int:
@@ -180,32 +185,17 @@ def create_app(config: ServeConfig) -> Any:
     server.register_routes(app, mode=ServerMode.PRODUCTION)
     guard_websocket_route(app, server, config.idle_timeout_s or None)
     register_session_routes(app, server)
-    app.add_middleware(BodyDeadline, seconds=config.body_timeout_s, limit=FRAME_READ_LIMIT)
     app.add_middleware(PeerMiddleware)
     app.state.env_server = server
     return app
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on (host, port); port 0 takes a free one. It listens at once, so a client that
-    connects as soon as the address is printed waits in the backlog instead of being refused."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    return sock
+def config_json(config: ServeConfig) -> str:
+    """``config`` as :func:`app_from_environment` reads it back."""
+    return json.dumps(dataclasses.asdict(config))
 
 
-def serve(config: ServeConfig) -> None:
-    """Serve until interrupted; prints ``serving <env_id> on http://host:port`` once listening."""
-    import uvicorn
-
-    app = create_app(config)
-    sock = bind(config.host, config.port)
-    host, port = sock.getsockname()[:2]
-    uv = uvicorn.Config(app, log_level="warning", ws_max_size=FRAME_READ_LIMIT, lifespan="on",
-                        limit_concurrency=config.max_connections)
-    server = uvicorn.Server(uv)
-    print(f"serving {config.env_id} on http://{host}:{port} (OpenEnv WebSocket: ws://{host}:{port}/ws; "
-          f"max {config.max_sessions} sessions, {config.per_client} per client, idle timeout {config.idle_timeout_s or 'none'} s)", flush=True)
-    server.run(sockets=[sock])
+def app_from_environment() -> Any:
+    """The app of the :class:`ServeConfig` in :data:`CONFIG_VARIABLE` (uvicorn's ``--factory``)."""
+    fields = json.loads(os.environ[CONFIG_VARIABLE])
+    return create_app(ServeConfig(**{**fields, "env_args": dict(fields["env_args"])}))

@@ -17,6 +17,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from tests.support.deploy import nginx_or_skip
+
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60.0
 """How long a server may take to print its address (bounded: a broken start fails, never hangs)."""
@@ -33,8 +35,11 @@ def _first_line(proc: subprocess.Popen, timeout_s: float) -> str:
 
 @contextmanager
 def served(env_id: str, *args: str) -> Iterator[str]:
-    """Run ``sapo-gym env serve env_id --port 0 *args`` on 127.0.0.1; yield its base URL; stop it after."""
-    cmd = [sys.executable, "-m", "sapo_cli", "env", "serve", env_id, "--host", "127.0.0.1", "--port", "0", *args]
+    """Run ``sapo-gym env serve env_id --port 0 *args`` (uvicorn behind nginx) on 127.0.0.1; yield its base URL once
+    it serves; stop it after (a 2 s drain unless ``args`` say otherwise). Skips the test when nginx is missing."""
+    nginx_or_skip()
+    drain = () if "--drain-seconds" in args else ("--drain-seconds", "2")
+    cmd = [sys.executable, "-m", "sapo_cli", "env", "serve", env_id, "--host", "127.0.0.1", "--port", "0", *drain, *args]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -46,7 +51,7 @@ def served(env_id: str, *args: str) -> Iterator[str]:
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=30)  # nginx, then uvicorn, each within the drain
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
