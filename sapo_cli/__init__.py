@@ -12,7 +12,7 @@ import importlib
 import importlib.util
 import sys
 
-COMMANDS = ("envs", "env", "play", "evaluate", "data", "webshop", "train", "compare", "leaderboard", "submit", "export", "bundle")
+COMMANDS = ("envs", "env", "play", "evaluate", "data", "webshop", "train", "compare", "leaderboard", "submit", "export", "nemo_gym", "bundle")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -53,6 +53,9 @@ fi
 # PrimeIntellect's verifiers in a venv of its own (its mcp==2.0.0 conflicts with the serve extra's fastmcp), for the
 # verifiers adapter's tests (they skip without it); ~50 s and ~600 MB the first time, ~1 s after.
 bash scripts/setup_verifiers.sh >/dev/null 2>&1 || echo "[setup] verifiers venv not built (the verifiers adapter's tests will skip)"
+# NeMo-Gym needs Python >= 3.12: a venv of its own from pyenv's 3.12, for the NeMo-Gym adapter's tests (they skip
+# without it); ~95 s and 1.4 GB the first time, ~3 s after.
+bash scripts/setup_nemo_gym.sh >/dev/null 2>&1 || echo "[setup] NeMo-Gym venv not built (no Python 3.12?); the NeMo-Gym adapter's tests will skip"
 bash scripts/setup_locust.sh >/dev/null 2>&1 || echo "[setup] locust venv not built (benchmarks/leaderboard_load.py installs it itself)"  # own venv, ~12 s
 [ -n "${ALFWORLD_DATA:-}" ] || unset ALFWORLD_DATA
 "$VENV/bin/python" -c "import sapo_gym, torch, textworld, alfworld, peft, ray, spacy, openenv.core.env_server, trl, datasets" || { echo "[setup] install failed"; exit 1; }
