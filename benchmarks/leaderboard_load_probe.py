@@ -53,8 +53,14 @@ def _cpu(pid: int) -> float:
 
 
 def tree_cpu(pid: int) -> float:
-    """CPU seconds of ``pid``, its waited-for children and its live children (a server's workers, PostgreSQL's backends)."""
-    return _cpu(pid) + sum(_cpu(c) for c in children(pid))
+    """CPU seconds of ``pid``, its waited-for children and every live process under it (a server's nginx and gunicorn
+    workers, PostgreSQL's backends)."""
+    return _cpu(pid) + sum(tree_cpu(c) for c in children(pid))
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and every live process under it."""
+    return [pid, *(p for c in children(pid) for p in tree(c))]
 
 
 def _machine() -> tuple[int, int]:
@@ -107,7 +113,7 @@ class Sampler:
         conn.autocommit = True
         try:
             while not self._done.is_set():
-                for pid in [self.server_pid, *children(self.server_pid)]:
+                for pid in tree(self.server_pid):
                     kib = rss_kib(pid)
                     if kib is not None:
                         self.rss[pid] = max(self.rss.get(pid, 0), kib)

@@ -1,7 +1,8 @@
 """Submitting a bundle to a leaderboard server (used by ``sapo-gym submit``).
 
 Submissions are idempotent (the server stores a bundle once, by content digest), so a request
-that failed on the network is simply retried.
+that failed on the network, or that the server's proxy answered for an app that did not (:data:`PROXY_RETRY`),
+is simply retried.
 """
 
 from __future__ import annotations
@@ -11,7 +12,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SubmitError", "response_payload", "submit_bundle", "wait_for_verification"]
+__all__ = ["SubmitError", "response_payload", "submit_bundle", "wait_for_verification", "PROXY_RETRY"]
+
+PROXY_RETRY = (502, 503, 504)
+"""Answers of the nginx in front of the server that mean "not now": the app behind it did not answer (a worker
+restarting, the server stopping) or this client holds its limit of connections. Retried like a network failure."""
 
 
 class SubmitError(RuntimeError):
@@ -58,9 +63,10 @@ def submit_bundle(data: bytes, server: str, token: str, retries: int = 3, timeou
                 raise SubmitError(f"cannot reach {url}: {exc}") from None
             time.sleep(0.5 * 2**attempt)
             continue
-        if response.status_code != 429 or attempt == retries:
+        if response.status_code not in (429, *PROXY_RETRY) or attempt == retries:
             break
-        time.sleep(min(float(response.headers.get("Retry-After", "1") or 1), max_wait))  # the token's rate limit
+        # the token's rate limit (429), or the proxy's Retry-After
+        time.sleep(min(float(response.headers.get("Retry-After", "1") or 1), max_wait))
     payload = response_payload(response)
     return Receipt(payload["id"], payload["duplicate"], payload["status"], payload["url"], payload["api_url"])
 

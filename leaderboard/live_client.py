@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from leaderboard.client import SubmitError, response_payload
+from leaderboard.client import PROXY_RETRY, SubmitError, response_payload
 
 __all__ = ["LiveSession", "LiveResult", "play_live"]
 
@@ -70,11 +70,13 @@ class LiveSession:
         for attempt in range(self.retries + 1):
             try:
                 response = self.http.post(url, json=body, timeout=self.timeout)
-                break
             except (requests.ConnectionError, requests.Timeout) as exc:  # steps carry their turn: a retry is answered, not replayed
                 if attempt == self.retries:
                     raise SubmitError(f"cannot reach {url}: {exc}") from None
-                time.sleep(0.5 * 2**attempt)
+            else:
+                if response.status_code not in PROXY_RETRY or attempt == self.retries:
+                    break
+            time.sleep(0.5 * 2**attempt)
         return response_payload(response)
 
     def limits(self) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any, Iterator
 import pytest
 
 from leaderboard.boards import BoardRegistry
+from tests.support.deploy import nginx_or_skip
 from tests.support.leaderboard import VAULT, ServerProcess, free_port
 from tests.support.postgres import PostgresUnavailable, throwaway_cluster
 
@@ -47,6 +48,9 @@ def random_bundle(_bundles: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 @pytest.fixture
 def make_server(tmp_path: Path) -> Iterator[Any]:
+    """``make_server(db_url, *serve_args)``: a :class:`ServerProcess` (skips the test when nginx or gunicorn is missing)."""
+    pytest.importorskip("gunicorn")
+    nginx_or_skip()
     servers: list[ServerProcess] = []
 
     def _make(db_url: str, *extra: str, port: int | None = None) -> ServerProcess:

@@ -55,7 +55,7 @@ def test_postgres_concurrent_submissions_stored_exactly_once(pg_app, random_bund
 def test_serve_db_pool_bounds_the_connections_a_process_holds(pg_cluster: str, pool: int, kept: int, overflow: int) -> None:
     """``serve --db-pool P`` reaches the engine: at most P connections per process, so N workers hold at most N·P."""
     from sapo_cli import build_parser
-    from sapo_cli.leaderboard import server_config
+    from sapo_cli.leaderboard_serve import server_config
     from leaderboard.server.store import Store
 
     args = build_parser().parse_args(["leaderboard", "--db", pg_cluster.format(db="postgres"), "serve", "--db-pool", str(pool)])

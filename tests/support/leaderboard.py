@@ -6,6 +6,7 @@ import copy
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -55,9 +56,10 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """``sapo-gym leaderboard serve`` in a subprocess on 127.0.0.1: on ``--port 0`` (the server binds a free port
-    and announces it once bound) unless ``port`` asks for one. The readiness check reads this process's own
-    announcement before asking it anything, so a request can never reach another test's server on a reused port."""
+    """``sapo-gym leaderboard serve`` (gunicorn behind nginx) in a subprocess on 127.0.0.1: on ``--port 0`` (the server
+    binds a free port and announces it once its workers answer) unless ``port`` asks for one. The readiness check
+    reads this process's own announcement before asking it anything, so a request can never reach another test's
+    server on a reused port. ``--workers 1`` unless the test names its own count."""
 
     ANNOUNCEMENT = re.compile(r"sapo-gym leaderboard on http://127\.0\.0\.1:(\d+)/")
 
@@ -71,8 +73,9 @@ class ServerProcess:
         import requests
 
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+        workers = () if "--workers" in self.extra else ("--workers", "1")
         cmd = [sys.executable, "-m", "sapo_cli", "leaderboard", "--db", self.db_url, "--board", VAULT, "serve",
-               "--port", str(self.port), *self.extra]
+               "--port", str(self.port), *workers, *self.extra]
         before = self.log.stat().st_size if self.log.exists() else 0  # a restart appends to the same log
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log.open("a"), stderr=subprocess.STDOUT)
         deadline, announced = time.monotonic() + timeout, None
@@ -96,27 +99,48 @@ class ServerProcess:
         raise RuntimeError(f"server did not come up: {self.log.read_text()[-2000:]}")
 
     def worker_pids(self) -> list[int]:
-        """The server process's children: ``serve --workers N``'s workers (Linux ``/proc``; [] once it has exited)."""
-        if self.proc is None:
-            return []
-        pid = self.proc.pid
-        try:
-            return sorted(int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
-        except FileNotFoundError:  # exited, or a kernel without CONFIG_PROC_CHILDREN: each process's parent instead
-            return sorted(int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat") if _parent(stat) == pid)
+        """The gunicorn workers of the server ([] once it has exited): the children of its gunicorn child."""
+        masters = [pid for pid in children(self.proc.pid) if b"gunicorn" in _cmdline(pid)] if self.proc else []
+        return children(masters[0]) if masters else []
 
     def kill(self) -> None:
+        """``kill -9`` of the whole server, as a crash of its machine would: every process of it at once."""
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()  # SIGKILL: no clean shutdown
+            for pid in [self.proc.pid, *descendants(self.proc.pid)]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             self.proc.wait(10)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(10)
+                self.proc.wait(30)  # nginx, then gunicorn, each within its drain
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def children(pid: int) -> list[int]:
+    """The children of process ``pid`` (Linux ``/proc``; [] once it has exited)."""
+    try:
+        return sorted(int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
+    except FileNotFoundError:  # exited, or a kernel without CONFIG_PROC_CHILDREN: each process's parent instead
+        return sorted(int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat") if _parent(stat) == pid)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process under ``pid``: its children, theirs, and so on."""
+    found = children(pid)
+    return [*found, *(d for child in found for d in descendants(child))]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def _parent(stat: Path) -> int | None:

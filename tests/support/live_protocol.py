@@ -11,6 +11,7 @@ from typing import Any
 
 import requests
 
+from leaderboard.client import PROXY_RETRY
 from tests.support.fake_openai import vault_reply
 
 START = {"env_id": "sapo/Vault-v0", "split": "test", "agent": {"name": "restart survivor"}, "seeds": 1}
@@ -42,18 +43,20 @@ class Client:
         """The last step's request body and answer (to retry it)."""
 
     retry_seconds = 0.0
-    """How long a request is retried through connection failures (a killed server process): steps carry their turn
-    and resets their request id, so a retry is answered, not played twice."""
+    """How long a request is retried through connection failures (a killed server) and the proxy's 502 (a killed
+    worker): steps carry their turn and resets their request id, so a retry is answered, not played twice."""
 
     def post(self, path: str, body: dict[str, Any] | None = None) -> requests.Response:
         deadline = time.monotonic() + self.retry_seconds
         while True:
             try:
-                return requests.post(f"{self.url}/api/v1/live/runs{path}", json=body or {}, headers=self.headers, timeout=30)
+                answer = requests.post(f"{self.url}/api/v1/live/runs{path}", json=body or {}, headers=self.headers, timeout=30)
+                if answer.status_code not in PROXY_RETRY or time.monotonic() > deadline:  # 502: the worker behind nginx died
+                    return answer
             except requests.ConnectionError:
                 if time.monotonic() > deadline:
                     raise
-                time.sleep(0.05)
+            time.sleep(0.05)
 
     def start(self) -> dict[str, Any]:
         answer = self.post("", {**START, "agent": {"name": agent_name(self.who)}})

@@ -1,5 +1,5 @@
 """Concurrent submitters for the load tests (test_lb_load.py, test_lb_workers.py): each client submits its bundles
-until acknowledged, retrying through connection failures (a killed server or worker)."""
+until acknowledged, retrying through connection failures (a killed server) and the proxy's 502 (a killed worker)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import requests
 
+from leaderboard.client import PROXY_RETRY
 from tests.support.leaderboard import body, named
 
 CLIENTS, PER_CLIENT = 20, 10
@@ -31,6 +32,9 @@ def submit_all(url: str, token: str, bundles: list[tuple[str, bytes]], acks: dic
                     if time.monotonic() > deadline:
                         errors.append(f"{name}: server unreachable")
                         break
+                    time.sleep(0.05)
+                    continue
+                if r.status_code in PROXY_RETRY and time.monotonic() < deadline:  # the worker behind nginx died
                     time.sleep(0.05)
                     continue
                 if r.status_code in (200, 201):
