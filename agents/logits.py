@@ -2,8 +2,8 @@
 
 The policy LM's vocabulary carries two extra tokens whose logits SAPO reads as a value
 (:func:`value_readout`) and which the policy never samples (:func:`mask_value_tokens`). Both act on
-raw logits ``(..., V)`` only, so the generators (``agents.generation``), the value readout
-(``agents.value``) and the trainer's losses share them. SAPO equations follow the paper (arXiv 2608.19842).
+raw logits ``(..., V)`` only, so the generators (``agents.generation``) and the trainer's readout and losses
+(``trainers.forward``, ``trainers.methods``) share them. SAPO equations follow the paper (arXiv 2608.19842).
 """
 
 from __future__ import annotations

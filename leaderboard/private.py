@@ -157,11 +157,6 @@ def activate(seed: str, env_ids: Iterable[str] | None = None, count: int | None 
     return ACTIVE
 
 
-def deactivate() -> None:
-    global ACTIVE
-    ACTIVE = None
-
-
 def is_private(split: str | None) -> bool:
     """Whether a board's or a submission's split is a private one."""
     return split == PRIVATE_SPLIT

@@ -135,7 +135,7 @@ def test_the_checker_flags_upward_imports_lazy_relative_and_dynamic():
     assert upward_arrows("import trainers.loop\nimport leaderboard.server.app\n", "sapo_cli.train") == []
     assert upward_arrows("from sapo_cli import main\n", "agents.llm") == [
         "<source>:1: agents -> sapo_cli (import main)"]
-    assert upward_arrows("from trainers.core_algos import token_log_probs\n", "agents.value") != []
+    assert upward_arrows("from trainers.core_algos import token_log_probs\n", "agents.logits") != []
 
 
 def test_tests_import_no_test_module_nor_a_helper_found_through_sys_path():

@@ -5,7 +5,7 @@ model's output), right-padded. :class:`TurnRecord` is one turn as the rollout re
 :class:`~agents.generation.base.GenerationOutput` (prompt and response token ids, log-probs, allowed tokens,
 value logits) and what the env answered; :meth:`Experience.collate` pads a list of them into tensors.
 Trajectory ids and turn indices travel with every row through :meth:`Experience.select`,
-:meth:`Experience.minibatches` and :meth:`Experience.shard`, so targets can be rebuilt per trajectory at any point.
+:meth:`Experience.minibatches` and :meth:`Experience.cat`, so targets can be rebuilt per trajectory at any point.
 
 Every field of :class:`Experience` declares its shape role (``field(metadata={"role": ...})``, one of
 :data:`TOKEN`, :data:`TOKEN_SET`, :data:`TURN`, :data:`READOUT`) and, for token-level fields, its padding:
@@ -257,29 +257,15 @@ class Experience:
         """The rows sorted by length, longest first (ties keep their order): consecutive rows pad alike."""
         return self.select(torch.sort(self.attention_mask.sum(1), descending=True, stable=True).indices)
 
-    def minibatches(
-        self,
-        size: int,
-        generator: torch.Generator | None = None,
-        shuffle: bool = True,
-        drop_last: bool = False,
-    ) -> Iterator["Experience"]:
-        """Yield trimmed minibatches of ``size`` rows (shuffled with ``generator`` when ``shuffle``)."""
+    def minibatches(self, size: int, generator: torch.Generator | None = None, shuffle: bool = True) -> Iterator["Experience"]:
+        """Yield trimmed minibatches of ``size`` rows, the last one holding the rest (shuffled with ``generator`` when
+        ``shuffle``)."""
         if size <= 0:
             raise ValueError("minibatch size must be positive")
         n = len(self)
         order = torch.randperm(n, generator=generator) if shuffle else torch.arange(n)
         for start in range(0, n, size):
-            idx = order[start : start + size]
-            if drop_last and len(idx) < size:
-                return
-            yield self.select(idx).trim()
-
-    def shard(self, rank: int, world_size: int) -> "Experience":
-        """Rows ``rank, rank + world_size, ...`` (data parallelism; every rank gets ⌈B/world⌉ or ⌊B/world⌋)."""
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} outside world size {world_size}")
-        return self.select(torch.arange(rank, len(self), world_size))
+            yield self.select(order[start : start + size]).trim()
 
 
 def micro_batches(exp: Experience, size: int, by_length: bool = False) -> Iterator[Experience]:

@@ -150,11 +150,6 @@ class LiveManager:
                 LiveRun.token_id == token_id, LiveRun.spec_hash == spec_hash).group_by(LiveRun.status)).all()
         return {status: n for status, n in rows}
 
-    def open_runs(self) -> list[int]:
-        """Ids of the open runs on the database."""
-        with self.store.session() as s:
-            return list(s.scalars(select(LiveRun.id).where(LiveRun.status == "open").order_by(LiveRun.id)))
-
     def limits_public(self) -> dict[str, Any]:
         """What a client may ask for (``GET /api/v1/live/limits``)."""
         limits = self.limits

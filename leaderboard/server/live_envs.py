@@ -112,11 +112,6 @@ class EnvCache:
             self._close(env)
         return len(envs)
 
-    def envs_of(self, run_id: int) -> dict[int, Any]:
-        """This process's cached envs of a run, by episode (for tests)."""
-        with self._lock:
-            return {k[1]: env for k, (env, _) in self._playing.items() if k[0] == run_id}
-
     def close(self) -> None:
         with self._lock:
             envs = [e for e, _ in self._playing.values()] + [e for pool in self._idle.values() for e in pool]

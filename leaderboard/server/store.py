@@ -180,11 +180,6 @@ class Store:
 
     # ------------------------------------------------------------------ verification queue
     # (leases and fair turns: leaderboard.server.queue)
-    def claim_pending(self, owner: str = "store", lease_seconds: float = 60.0) -> int | None:
-        """Lease the next submission to verify to ``owner`` (``verifying``) and return its id; None when none is free."""
-        claimed = queue.claim(self, owner, lease_seconds)
-        return None if claimed is None else claimed.submission_id
-
     def finish(self, submission_id: int, verified: bool, message: str, owner: str | None = None) -> bool:
         """Record a verdict; with ``owner``, only while that worker still holds the lease (else False, nothing written)."""
         return queue.finish(self, submission_id, owner, verified, message)

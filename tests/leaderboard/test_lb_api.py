@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import pytest
 
+from leaderboard.server import queue
 from leaderboard.server.worker import Verifier
 from tests.support.leaderboard import body, named, refresh, snapshot
 
@@ -178,7 +179,7 @@ def test_two_verifiers_share_the_queue_without_double_work(client, auth, store, 
 
 def test_stale_claims_are_requeued(client, auth, store, random_bundle) -> None:  # type: ignore[no-untyped-def]
     client.post("/api/v1/submissions", data=body(random_bundle), headers=auth)
-    assert store.claim_pending(lease_seconds=60) is not None and store.claim_pending() is None  # claimed once
+    assert queue.claim(store, "a worker", 60) is not None and queue.claim(store, "another", 60) is None  # claimed once
     assert store.requeue_stale() == 0  # its worker is alive: the lease has not expired
     later = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) + dt.timedelta(seconds=61)
     assert store.requeue_stale(now=later) == 1  # the worker died mid-replay: its lease expired

@@ -16,13 +16,14 @@ from tests.support.private_live import SEED, TASKS, WEBSHOP, deal, play, start
 
 
 @pytest.fixture
-def private_app(tmp_path: Path) -> Iterator[Any]:
+def private_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     from leaderboard.server.app import ServerConfig, create_app
+
+    monkeypatch.setattr(private, "ACTIVE", None)  # the app activates the seed; the next test starts without it
 
     app = create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=("sapo/Vault-v0:test",), verify=False,
                                   private_seed=SEED, private_envs=(WEBSHOP,), private_tasks=TASKS))
     yield app
-    private.deactivate()
     app.extensions["sapo_gym"]["store"].engine.dispose()
 
 

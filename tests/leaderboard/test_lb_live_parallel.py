@@ -12,6 +12,7 @@ import pytest
 
 from sapo_gym.core import ACTION_MAX_LENGTH
 from tests.support.fake_openai import vault_reply
+from tests.support.live_protocol import open_runs
 
 START = {"env_id": "sapo/Vault-v0", "split": "test", "agent": {"name": "x"}}
 
@@ -60,6 +61,14 @@ def _steps(manager: Any, run_id: int) -> dict[int, tuple[int, bool]]:
 
     with manager.store.session() as s:
         return {e.episode: (e.steps, e.ended) for e in s.scalars(select(LiveEpisode).where(LiveEpisode.run_id == run_id))}
+
+
+def _record_builds(manager: Any) -> list[Any]:
+    """Every env the manager's cache builds from now on, in the order it builds them (its factory wrapped)."""
+    built: list[Any] = []
+    make = manager.envs.factory
+    manager.envs.factory = lambda board: (built.append(make(board)), built[-1])[1]
+    return built
 
 
 def _count_steps(envs: dict[int, Any]) -> list[int]:
@@ -141,6 +150,7 @@ def test_a_reset_past_parallel_and_a_step_without_its_episode_are_refused(live) 
 
 def test_a_retried_step_is_answered_again_per_episode_and_steps_no_env_twice(live) -> None:  # type: ignore[no-untyped-def]
     client, auth, manager = live
+    built = _record_builds(manager)  # the start builds the first one (its spec is checked), the deals the others
     run_id = client.post("/api/v1/live/runs", json={**START, "parallel": 3}, headers=auth).json["run_id"]
     base = f"/api/v1/live/runs/{run_id}"
     for _ in range(3):
@@ -148,7 +158,8 @@ def test_a_retried_step_is_answered_again_per_episode_and_steps_no_env_twice(liv
     first = {i: client.post(f"{base}/step", json={"output": f"<action>look {i}</action>", "turn": 0, "episode": i},
                             headers=auth).json for i in (0, 1, 2)}
     steps = _steps(manager, run_id)
-    stepped = _count_steps(manager.envs.envs_of(run_id))
+    assert len(built) == 3  # one env per dealt episode, in the order dealt, none rebuilt
+    stepped = _count_steps(dict(enumerate(built)))
     for i in (2, 0, 1):  # retried out of order, with other outputs: each episode's own answer, no env stepped
         again = client.post(f"{base}/step", json={"output": "<action>press red</action>", "turn": 0, "episode": i},
                             headers=auth).json
@@ -207,14 +218,14 @@ def test_a_parallel_run_expires_when_no_episode_progresses_and_closes_its_envs(t
     app = _app(tmp_path, live_idle_seconds=idle)
     store, manager = app.extensions["sapo_gym"]["store"], app.extensions["sapo_gym"]["live"]
     client, auth = app.test_client(), {"Authorization": f"Bearer {store.create_token('a')[1]}"}
+    built = _record_builds(manager)  # the start builds the first one (its spec is checked), the deals the others
     run_id = client.post("/api/v1/live/runs", json={**START, "parallel": 3}, headers=auth).json["run_id"]
     base = f"/api/v1/live/runs/{run_id}"
     for _ in range(2):
         assert client.post(f"{base}/reset", headers=auth).status_code == 200
-    envs = manager.envs.envs_of(run_id)
-    assert len(envs) == 2  # built as episodes were dealt, not all at start
+    assert len(built) == 2  # built as episodes were dealt, not all at start
     closed: list[int] = []
-    for i, env in envs.items():
+    for i, env in enumerate(built):
         real = env.close
         env.close = lambda real=real, i=i: (closed.append(i), real())
     for turn in range(3):  # progress on episode 1 alone keeps the run open past the idle time; episode 0 waits
@@ -224,7 +235,8 @@ def test_a_parallel_run_expires_when_no_episode_progresses_and_closes_its_envs(t
     time.sleep(idle + 0.3)  # no progress for longer than idle: the next request's sweep expires the run
     gone = client.post(f"{base}/step", json={"output": "<action>look</action>", "turn": 0, "episode": 0}, headers=auth)
     assert gone.status_code == 404 and "expired" in gone.json["message"]
-    assert sorted(closed) == [0, 1] and run_id not in manager.open_runs() and not manager.envs.envs_of(run_id)
+    assert sorted(closed) == [0, 1] and run_id not in open_runs(manager)
+    assert manager.envs.drop_run(run_id) == 0  # none of its envs is left in the cache
     store.engine.dispose()
 
 
@@ -273,7 +285,7 @@ def test_a_failing_worker_stops_the_pool_and_leaves_the_run_to_expire(tmp_path: 
         calls = agent.calls
         time.sleep(0.3)
         assert agent.calls == calls <= 6 + 2  # the others stopped after their request in flight
-        (run_id,) = manager.open_runs()  # still open on the server, until its idle time passes
+        (run_id,) = open_runs(manager)  # still open on the server, until its idle time passes
         status = manager.status(run_id, store.authenticate(token))
         assert status["parallel"] == 3 and status["played"] >= 3 and status["done"] < 16
     finally:

@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from tests.support.leaderboard import VAULT, pg_database
-from tests.support.live_protocol import START, Client, agent, stored_bundle, uninterrupted
+from tests.support.live_protocol import START, Client, agent, open_runs, stored_bundle, uninterrupted
 
 def _survives_kill_9(db_url: str, make_server: Callable[..., Any], token_for: Callable[..., str]) -> None:
     token = token_for(db_url)
@@ -108,8 +108,8 @@ def test_live_slots_and_the_waiting_line_are_shared_by_the_processes(tmp_path: P
     late = a.post("/api/v1/live/runs", json=START, headers=auth[3])
     assert late.status_code == 429 and "refused before you" in late.json["message"], late.json
     assert b.post("/api/v1/live/runs", json=START, headers=auth[2]).status_code == 201
-    assert apps[0].extensions["sapo_gym"]["live"].open_runs() == apps[1].extensions["sapo_gym"]["live"].open_runs()
-    assert len(apps[0].extensions["sapo_gym"]["live"].open_runs()) == 2
+    assert open_runs(apps[0].extensions["sapo_gym"]["live"]) == open_runs(apps[1].extensions["sapo_gym"]["live"])
+    assert len(open_runs(apps[0].extensions["sapo_gym"]["live"])) == 2
     for app in apps:
         app.extensions["sapo_gym"]["store"].engine.dispose()
 
@@ -240,6 +240,6 @@ def test_a_retried_start_gets_its_run_back_on_any_process(tmp_path: Path) -> Non
     assert first.status_code == again.status_code == 201 and again.json == first.json
     assert b.post("/api/v1/live/runs", json={**START, "request_id": "start-2"}, headers=headers).status_code == 429
     assert b.post("/api/v1/live/runs", json={**START, "request_id": "no spaces"}, headers=headers).status_code == 400
-    assert apps[1].extensions["sapo_gym"]["live"].open_runs() == [first.json["run_id"]]
+    assert open_runs(apps[1].extensions["sapo_gym"]["live"]) == [first.json["run_id"]]
     for app in apps:
         app.extensions["sapo_gym"]["store"].engine.dispose()

@@ -33,8 +33,10 @@ class Recorder:
 
 
 @pytest.fixture
-def private_app(tmp_path: Path) -> Iterator[Any]:
+def private_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     from leaderboard.server.app import ServerConfig, create_app
+
+    monkeypatch.setattr(private, "ACTIVE", None)  # the apps activate the seed; the next test starts without it
 
     def _make(env_id: str) -> Any:
         return create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=(VAULT,), verify=False,
@@ -42,7 +44,6 @@ def private_app(tmp_path: Path) -> Iterator[Any]:
 
     apps: list[Any] = []
     yield lambda env_id: apps.append(_make(env_id)) or apps[-1]
-    private.deactivate()
     for app in apps:
         app.extensions["sapo_gym"]["store"].engine.dispose()
 
@@ -139,12 +140,13 @@ def test_a_live_run_on_the_private_alfworld_mini_board_verifies_and_nothing_of_i
     _check_private_board(private_app(MINI), MINI)
 
 
-def test_the_seed_is_in_no_repr_and_a_board_without_it_is_unavailable(tmp_path: Path) -> None:
+def test_the_seed_is_in_no_repr_and_a_board_without_it_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from leaderboard.boards import BoardRegistry
     from leaderboard.server.app import ServerConfig
 
+    monkeypatch.setattr(private, "ACTIVE", None)
     assert SEED not in repr(ServerConfig(private_seed=SEED)) and SEED not in repr(private.activate(SEED, [WEBSHOP]))
-    private.deactivate()
+    monkeypatch.setattr(private, "ACTIVE", None)  # a process without the seed
     registry = BoardRegistry([f"{WEBSHOP}:private"])
     assert len(registry) == 0 and "private seed" in registry.skipped[f"{WEBSHOP}:private"]
     assert json.dumps(registry.skipped).find(SEED) < 0

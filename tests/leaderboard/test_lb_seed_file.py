@@ -91,11 +91,13 @@ def test_a_fifo_or_a_directory_is_refused_without_blocking(tmp_path: Path) -> No
         private.read_seed_file(tmp_path / "dir")
 
 
-def test_serve_refuses_a_bad_seed_file_with_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_serve_refuses_a_bad_seed_file_with_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from sapo_cli import main
+
+    monkeypatch.setattr(private, "ACTIVE", None)  # whatever the command sets, the next test starts without a seed
 
     path = _write(tmp_path / "seed", b"00" * 32 + b"\n")
     code = main(["leaderboard", "--db", str(tmp_path / "lb.db"), "verify", "--private-seed-file", str(path)])
     err = capsys.readouterr().err
     assert code != 0 and "random secret" in err and "00" * 32 not in err
-    private.deactivate()

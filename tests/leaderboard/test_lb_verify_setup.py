@@ -89,18 +89,19 @@ def test_failures_recorded_by_a_verifier_without_the_env_are_reopened(store, cli
     assert Verifier(store).drain() == 1 and store.get(sid).status == "verified"
 
 
-def test_an_outside_verifier_without_the_private_setup_leaves_live_private_runs_pending(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_an_outside_verifier_without_the_private_setup_leaves_live_private_runs_pending(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The reported case: honest live·private runs, an outside verifier without the seed or with another task count."""
     from leaderboard.server.app import ServerConfig, create_app
     from tests.support.private_live import SEED, TASKS, WEBSHOP, play
 
+    monkeypatch.setattr(private, "ACTIVE", None)  # the app activates the seed; the next test starts without it
     app = create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=("sapo/Vault-v0:test",), verify=False,
                                   private_seed=SEED, private_envs=(WEBSHOP,), private_tasks=TASKS))
     try:
         store = app.extensions["sapo_gym"]["store"]
         auth = {"Authorization": f"Bearer {store.create_token('alice')[1]}"}
         sid = play(app.test_client(), auth, SEED)["id"]
-        for outside in (lambda: private.deactivate(), lambda: private.activate(SEED, [WEBSHOP], TASKS + 1)):
+        for outside in (lambda: monkeypatch.setattr(private, "ACTIVE", None), lambda: private.activate(SEED, [WEBSHOP], TASKS + 1)):
             outside()
             assert Verifier(store).drain() == 0
             row = store.get(sid)
@@ -109,5 +110,4 @@ def test_an_outside_verifier_without_the_private_setup_leaves_live_private_runs_
         private.activate(SEED, [WEBSHOP], TASKS)
         assert Verifier(store).drain() == 1 and store.get(sid).status == "verified"
     finally:
-        private.deactivate()
         store.engine.dispose()

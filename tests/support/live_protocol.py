@@ -81,6 +81,13 @@ class Client:
         return None
 
 
+def open_runs(live: Any) -> list[int]:
+    """Ids of the open runs on the Vault board's live-run list (what ``GET /api/v1/live/runs`` answers), oldest first;
+    ``live``: a server's :class:`~leaderboard.server.live.LiveManager`."""
+    spec_hash = live.boards.find(START["env_id"], START["split"]).spec_hash
+    return sorted(r["run_id"] for r in live.store.live_board(spec_hash)["listed"] if r["status"] == "open")
+
+
 def uninterrupted(stored: dict[str, Any], who: str = "") -> dict[str, Any]:
     """The bundle the same agent's run of the same (task, seed) pairs gives when nothing interrupts it: played
     offline on a fresh env, built as the server builds a live run's bundle."""

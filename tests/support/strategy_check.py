@@ -5,8 +5,9 @@
 
 Every rank builds the same seeded model and the same synthetic batch of turns (4 trajectories × 2
 turns, equal response lengths so that each rank's loss is an exact share of the global one), runs
-SAPO's old-forward / readout / advantage phases on the whole batch, then trains on its shard
-(``Experience.shard``) in micro-batches through the strategy and takes one optimizer step. Each
+SAPO's old-forward / readout / advantage phases on the whole batch, then trains on the micro-batches the trainer
+deals it (:func:`trainers.distributed.deal`, weighted as :func:`trainers.update.update` weights them) through the
+strategy and takes one optimizer step. Each
 rank writes ``zero{stage}/rank{r}.pt`` with the losses before and after the step (averaged over ranks)
 and the gathered weights, which the tests compare across ranks and against the one-process run.
 
@@ -31,10 +32,11 @@ from typing import Any
 import torch
 
 from tests.support.turns import turn
-from trainers.experience import Experience, TurnRecord
+from trainers.distributed import deal
+from trainers.experience import Experience, TurnRecord, micro_batches
 from trainers.strategy import StrategyConfig, Trainable, TrainingStrategy, make_strategy
 
-__all__ = ["synthetic_turns", "prepare_update", "update_step", "sapo_update", "resume_gap", "TRAINER_CHECK", "step_capturing", "capture_first_step",
+__all__ = ["synthetic_turns", "prepare_update", "dealt", "update_step", "sapo_update", "resume_gap", "TRAINER_CHECK", "step_capturing", "capture_first_step",
            "trainer_check"]
 
 
@@ -54,11 +56,11 @@ def synthetic_turns(vocab: int, banned: tuple[int, ...], seed: int = 0, response
 
 @dataclass
 class Update:
-    """What one SAPO update needs: the prepared actor, the method, this rank's shard of the batch."""
+    """What one SAPO update needs: the prepared actor, the method, the whole batch (every rank holds it)."""
 
     actor: Trainable
     method: Any
-    shard: Experience
+    batch: Experience
     micro_batch_size: int
     grad_norms: list[float] = field(default_factory=list)
     """The global gradient norm (pre-clip) of every step taken so far."""
@@ -80,18 +82,26 @@ def prepare_update(strategy: TrainingStrategy, lr: float = 1e-4, micro_batch_siz
     exp.ref_log_probs = exp.old_log_probs.clone()  # iteration 0: the reference is the initial policy
     actor = strategy.prepare(policy.model, lr=lr, weight_decay=cfg.weight_decay)
     actor.module.train()
-    return Update(actor, method, exp.shard(strategy.rank, strategy.world_size).to(strategy.device), micro_batch_size)
+    return Update(actor, method, exp.to(strategy.device), micro_batch_size)
+
+
+def dealt(batch: Experience, micro_batch_size: int, rank: int, world: int) -> list[tuple[Experience, float]]:
+    """Rank ``rank``'s micro-batches of ``batch`` with their loss weights, as :func:`trainers.update.update` runs
+    them: the ones :func:`trainers.distributed.deal` gives the rank, each weighted ``len(micro) · world / len(batch)``
+    (the strategy averages the ranks' gradients), a zero-weight repeat where a rank has one pass fewer."""
+    micros = list(micro_batches(batch, micro_batch_size))
+    return [(micro, len(micro) * world / len(batch) if real else 0.0) for _, micro, real in deal(micros, rank, world)]
 
 
 def update_step(strategy: TrainingStrategy, u: Update) -> float:
-    """One optimizer step over this rank's shard in micro-batches; returns the pre-step loss averaged over ranks."""
+    """One optimizer step over this rank's micro-batches; returns the pre-step loss averaged over ranks."""
     from trainers.forward import forward_positions
 
     total = torch.zeros((), device=strategy.device)
-    for micro in u.shard.minibatches(u.micro_batch_size, shuffle=False):
+    for micro, weight in dealt(u.batch, u.micro_batch_size, strategy.rank, strategy.world_size):
         with strategy.autocast(), strategy.train_forward(u.actor):
             loss, _ = u.method.actor_loss(micro, forward_positions(u.actor.module, micro, readout=u.method.readout))
-        scaled = loss * len(micro) / len(u.shard)
+        scaled = loss * weight
         strategy.backward(u.actor, scaled)
         total += scaled.detach()
     u.grad_norms.append(strategy.step(u.actor))
@@ -99,23 +109,23 @@ def update_step(strategy: TrainingStrategy, u: Update) -> float:
 
 
 @torch.no_grad()
-def shard_loss(strategy: TrainingStrategy, u: Update) -> float:
-    """The loss on this rank's shard without a step (averaged over ranks)."""
+def dealt_loss(strategy: TrainingStrategy, u: Update) -> float:
+    """The loss on this rank's micro-batches without a step (averaged over ranks)."""
     from trainers.forward import forward_positions
 
     total = torch.zeros((), device=strategy.device)
-    for micro in u.shard.minibatches(u.micro_batch_size, shuffle=False):
+    for micro, weight in dealt(u.batch, u.micro_batch_size, strategy.rank, strategy.world_size):
         with strategy.autocast():
             loss, _ = u.method.actor_loss(micro, forward_positions(u.actor.module, micro, readout=u.method.readout))
-        total += loss * len(micro) / len(u.shard)
+        total += loss * weight
     return float(strategy.all_reduce_mean(total))
 
 
 def sapo_update(strategy: TrainingStrategy, lr: float = 1e-4, micro_batch_size: int = 2) -> tuple[float, dict, float]:
-    """One SAPO update on this rank's shard: (global loss before, full weights after, global loss after)."""
+    """One SAPO update on this rank's micro-batches: (global loss before, full weights after, global loss after)."""
     u = prepare_update(strategy, lr, micro_batch_size)
     loss = update_step(strategy, u)
-    return loss, strategy.full_state_dict(u.actor), shard_loss(strategy, u)
+    return loss, strategy.full_state_dict(u.actor), dealt_loss(strategy, u)
 
 
 def resume_gap(strategy: TrainingStrategy, directory: Path, lr: float = 1e-4) -> float:
@@ -226,7 +236,7 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         u = prepare_update(strategy, lr=args.lr)  # sapo_update, keeping the step's gradient norm
         loss = update_step(strategy, u)
-        weights, after = strategy.full_state_dict(u.actor), shard_loss(strategy, u)
+        weights, after = strategy.full_state_dict(u.actor), dealt_loss(strategy, u)
         gap = resume_gap(strategy, out / "checkpoint", lr=args.lr) if args.check_resume else None
         torch.save({"loss": loss, "loss_after": after, "weights": weights, "grad_norm": u.grad_norms[0],
                     "world_size": strategy.world_size,

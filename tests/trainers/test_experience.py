@@ -1,4 +1,4 @@
-"""trainers.experience: padding, positions, and row identity through select/shuffle/minibatch/shard."""
+"""trainers.experience: padding, positions, and row identity through select/shuffle/minibatch/cat."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def test_token_fields_pad_with_their_own_value():
     assert a.select([0]).trim().allowed_tokens.shape == (1, 3, 2) and both.trim().allowed_tokens.shape == (2, 5, 2)
 
 
-def test_trim_select_cat_to_shard():
+def test_trim_select_cat():
     exp = Experience.collate(two_turns(), PAD)
     short = exp.select([1])
     assert short.input_ids.shape == (1, 5)
@@ -99,9 +99,7 @@ def test_trim_select_cat_to_shard():
         Experience.cat([exp, trimmed], PAD)
     moved = exp.to("cpu")
     assert moved.old_values.tolist() == pytest.approx([0.1, 0.2])  # float32(0.1) is within u = 6e-8 relative
-    assert Experience.cat([exp.shard(0, 2), exp.shard(1, 2)], PAD).turn_idx.tolist() == [0, 1]
-    with pytest.raises(ValueError):
-        exp.shard(2, 2)
+    assert Experience.cat([exp.select([0]), exp.select([1])], PAD).turn_idx.tolist() == [0, 1]
 
 
 def random_samples(seed: int, num_traj: int) -> list[TurnRecord]:
@@ -174,11 +172,12 @@ def test_targets_do_not_depend_on_row_order(seed, num_traj):
     assert torch.allclose(adv[perm], ca.grpo_advantages(ret[perm], exp.group_ids[perm]), rtol=0, atol=float(bound) + 1e-30)
 
 
-def test_minibatches_without_shuffle_and_drop_last():
+def test_micro_batches_keep_the_batch_order_the_last_one_holding_the_rest():
     exp = Experience.collate(random_samples(0, 4), PAD)
-    parts = list(exp.minibatches(3, shuffle=False, drop_last=True))
-    assert all(len(p) == 3 for p in parts) and len(parts) == len(exp) // 3
-    assert torch.cat([p.turn_idx for p in parts]).tolist() == exp.turn_idx[: 3 * len(parts)].tolist()
+    parts = list(micro_batches(exp, 3))
+    assert [len(p) for p in parts] == [3] * (len(exp) // 3) + ([len(exp) % 3] if len(exp) % 3 else [])
+    assert torch.cat([p.turn_idx for p in parts]).tolist() == exp.turn_idx.tolist()
+    assert torch.cat([p.traj_ids for p in parts]).tolist() == exp.traj_ids.tolist()
 
 
 @settings(max_examples=25, deadline=None)

@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 
 from tests.support.float_bounds import U, U_BF16, GradientTerms, adam_tolerance, assert_bound_is_a_test, clip_ratio, excess  # noqa: E402
 from trainers.strategy import StrategyConfig, TorchStrategy, make_strategy  # noqa: E402
-from tests.support.strategy_check import prepare_update, sapo_update, update_step  # noqa: E402
+from tests.support.strategy_check import dealt, prepare_update, sapo_update, update_step  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
@@ -56,8 +56,8 @@ class Reference:
         self.size = sum(p.numel() for p in self.params.values())
 
     def ranked_loss(self, world: int, grad: bool = False, weights: dict | None = None) -> float:
-        """``strategy_check.update_step``'s (grad) or ``shard_loss``'s (no grad) loss on ``world`` ranks: each
-        rank's shard (rows r, r + world, ...) in the same micro-batches, its float32 total, then the
+        """``strategy_check.update_step``'s (grad) or ``dealt_loss``'s (no grad) loss on ``world`` ranks: each
+        rank's dealt micro-batches (``strategy_check.dealt``) with their weights, its float32 total, then the
         all-reduce (a sum in rank order; with two ranks a + b, exact either way) over world. Every
         micro-batch's forward is the one the rank runs: the same rows, widths, weights and kernels."""
         from trainers.forward import forward_positions
@@ -66,13 +66,12 @@ class Reference:
             self.u.actor.module.load_state_dict(weights)
         totals = []
         for r in range(world):
-            shard = self.u.shard.shard(r, world)
             total = torch.zeros(())
-            for micro in shard.minibatches(self.u.micro_batch_size, shuffle=False):
+            for micro, weight in dealt(self.u.batch, self.u.micro_batch_size, r, world):
                 with torch.set_grad_enabled(grad):
                     out = forward_positions(self.u.actor.module, micro, readout=self.u.method.readout)
                     loss, _ = self.u.method.actor_loss(micro, out)
-                total += (loss * len(micro) / len(shard)).detach()
+                total += (loss * weight).detach()
             totals.append(total)
         return float(sum(totals[1:], totals[0]) / world)
 
@@ -223,7 +222,7 @@ def test_deepspeed_two_processes_match_one_process(two_process_runs, reference, 
     tolerance = reference.tolerance(ranks[0]["grad_norm"])
     assert_bound_is_a_test(tolerance, reference.group["lr"])
     for r in ranks:
-        # deterministic: the loss as the two ranks compute it (their shards' micro-batches, then the
+        # deterministic: the loss as the two ranks compute it (their dealt micro-batches, then the
         # all-reduce) is the same floats here; it differs from one process's (other micro-batches) by rounding
         assert r["loss"] == reference.loss_before[2]
         # the update, each entry within what float32 rounding of its gradient can do through Adam

@@ -1,7 +1,7 @@
 """SAPO: V and Q read from two reserved vocabulary entries of the policy itself (no new head).
 
 ``V(s_t) = R_max·clip((z_{w+} − z_{w−})/τ_v, −1, 1)`` at the last prompt token and ``Q(s_t, a_t)``
-the same at the last response token (the positions of :func:`agents.value.readout_positions`).
+the same at the last response token (``Experience.state_positions``, ``Experience.action_end_positions``).
 The old values come out of the old-log-prob forward pass for free (the LM head applied at two more
 positions per row; :meth:`~trainers.methods.base.Method.old_forward` with ``readout``), or, with
 ``old_log_probs='rollout'``, out of the sampler's own logits at the same positions; the value phase
