@@ -3,7 +3,8 @@ observation-only search policy (a strong heuristic that uses no privileged state
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

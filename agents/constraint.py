@@ -48,7 +48,7 @@ TEMPLATE = re.compile(r"^([^\[\]<>]+\[)<[^<>\[\]]+>\]$")
 
 @dataclass
 class _Node:
-    children: dict[int, "_Node"] = field(default_factory=dict)
+    children: dict[int, _Node] = field(default_factory=dict)
     slot: bool = False
     """A template's prefix ends here: decoding is free from this node on."""
 

@@ -11,7 +11,7 @@ the same on every machine (no dataset is read).
 from __future__ import annotations
 
 import random
-from typing import Iterator
+from collections.abc import Iterator
 
 # The shipped tokenizer was trained on the sapo-gym-v1 template text; pinning it here keeps the asset
 # rebuilding bit for bit (the verl-agent@7b68c51 templates differ from it in a few words only).

@@ -22,7 +22,8 @@ from __future__ import annotations
 import socket
 import threading
 import zlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -74,7 +75,7 @@ class _Watch:
         for conn in conns:
             _shut(conn)
 
-    def __enter__(self) -> "_Watch":
+    def __enter__(self) -> _Watch:
         _local.watch = self
         self._timer.start()
         return self
@@ -177,7 +178,7 @@ def _read_body(url: str, response: Any, max_bytes: int, watch: _Watch, seconds: 
     while True:
         try:
             chunk = response.raw.read(_CHUNK, decode_content=False)
-        except (ReadTimeoutError, TimeoutError, socket.timeout) as exc:
+        except (ReadTimeoutError, TimeoutError) as exc:
             if watch.expired:
                 raise DeadlineExceeded(f"{url}: no whole answer within {seconds:g} s") from None
             raise requests.Timeout(f"{url}: {exc}") from None

@@ -11,7 +11,8 @@ reproducible while successive calls draw fresh randomness; without one, torch's 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from agents.constraint import CONSTRAINTS, ConstraintBuilder
 from agents.generation.base import GenerationOutput, GenerationParams, Generator

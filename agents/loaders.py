@@ -15,8 +15,9 @@ imported only once a model is actually built.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from agents.config import AgentConfig, parse_headers
 

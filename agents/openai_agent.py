@@ -43,14 +43,14 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Literal
 
 import requests
 
 from agents.http_bounds import DEFAULT_MAX_RESPONSE_BYTES, BoundedAdapter, bounded_post
 from agents.retry import DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_TOTAL, RetryBudget
-
 from sapo_gym.bounds import finish_reason, token_count
 from sapo_gym.tools import ARGUMENT, TOOL_NAME
 

@@ -19,13 +19,20 @@ history. Truncated prompts are flagged (``EncodedPrompts.truncated``) for the tr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import torch
 from tokenizers import AddedToken, Tokenizer
 from torch import Tensor
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+)
 
 from agents.models import CHAT_TEMPLATE, load_smollm2, tiny_qwen2
 

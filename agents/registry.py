@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from agents.baselines import ExpertAgent, RandomAgent, SearchAgent
 from agents.config import AgentConfig, agent_kind, check_honoured

@@ -20,8 +20,8 @@ import email.utils
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 __all__ = ["parse_retry_after", "backoff_delay", "backoff_floor", "RetryBudget", "DEFAULT_RETRY_TOTAL", "DEFAULT_MAX_ATTEMPTS"]
 

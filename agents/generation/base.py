@@ -9,8 +9,9 @@ the trainer recomputes. Greedy decoding (``temperature == 0``) reports log-probs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["GenerationParams", "GenerationOutput", "Generator", "TRAIN_TEMPERATURE", "EVAL_TEMPERATURE", "check_prompts",
            "response_budgets"]

@@ -14,16 +14,17 @@ the last response token fed once more, so a finished row leaves the batch one st
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
 from transformers import DynamicCache
 
 from agents.constraint import allowed_matrix
-from agents.generation.speculative import DraftMemory, accept_draft, draw_distribution
 from agents.generation.base import GenerationOutput, GenerationParams, check_prompts, response_budgets
+from agents.generation.speculative import DraftMemory, accept_draft, draw_distribution
 from agents.policy import PolicyModel
 
 __all__ = ["HFGenerator", "sample_next"]

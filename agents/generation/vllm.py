@@ -32,8 +32,9 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 from vllm import LLM, SamplingParams
