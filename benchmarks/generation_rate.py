@@ -137,7 +137,7 @@ def main() -> None:
           f"model {args.model}; one iteration: {len(calls)} generate calls, {turns} turns, {generated} generated tokens; "
           f"generation phase as the trainer timed it: {generation_s:.2f} s")
     reference = rows["forward only"][1] / rows["forward only"][0]
-    print(f"| pass | tokens | seconds | tokens/s | GFLOP | GFLOP/s | rate / forward-only rate |\n|---|---|---|---|---|---|---|")
+    print("| pass | tokens | seconds | tokens/s | GFLOP | GFLOP/s | rate / forward-only rate |\n|---|---|---|---|---|---|---|")
     for name, (sec, tokens, flops) in rows.items():
         print(f"| {name} | {tokens:.0f} | {sec:.3f} | {tokens / sec:.0f} | {flops / 1e9:.2f} | {flops / 1e9 / sec:.1f} "
               f"| {tokens / sec / reference:.2f} |")

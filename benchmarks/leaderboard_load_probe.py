@@ -7,8 +7,9 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["Sampler", "cpu_snapshot", "machine_line", "children", "rss_kib"]
 
@@ -100,7 +101,7 @@ class Sampler:
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="load-sampler", daemon=True)
 
-    def start(self) -> "Sampler":
+    def start(self) -> Sampler:
         self._thread.start()
         return self
 

@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from evaluate_pool import _server  # noqa: E402  (the fake model server, as the offline benchmark starts it)
+
 from tests.support.leaderboard import ServerProcess  # noqa: E402
 
 ENV, SPLIT = "sapo/Vault-v0", "test"

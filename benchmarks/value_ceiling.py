@@ -25,7 +25,8 @@ import os
 import random
 import tempfile
 from collections import defaultdict
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
