@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from sapo_gym.registration import ENVS
 
@@ -55,7 +56,6 @@ def make_env(env_id: str, split: str | None) -> Any:
     import gymnasium as gym
 
     import sapo_gym  # noqa: F401  (registers the ids)
-
     from leaderboard.private import env_kwargs
 
     kwargs: dict[str, Any] = {"prompt": None, **env_kwargs(env_id, split)}  # a private split: this server's seed

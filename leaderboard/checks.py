@@ -8,7 +8,8 @@ for every seed the split's task ids are all present, once each.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from leaderboard.boards import Board, BoardRegistry
 from leaderboard.bundle import BundleError, check_bundle, evaluation_mode_name

@@ -7,8 +7,9 @@ boards this code hosts the same way (the env built as a board builds it) and say
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["Verdict", "board_verdict"]
 

@@ -14,7 +14,8 @@ microseconds per episode:
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from leaderboard.boards import Board, BoardRegistry
 from leaderboard.bundle import BundleError

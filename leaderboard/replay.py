@@ -16,8 +16,9 @@ pending, "not verifiable here").
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from leaderboard.boards import make_env
 

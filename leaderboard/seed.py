@@ -4,7 +4,8 @@ random-admissible agent (floor) and, on ALFWorld boards, the observation-only se
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from leaderboard.boards import Board, BoardRegistry
 from leaderboard.bundle import AgentInfo, build_bundle, parse_bundle

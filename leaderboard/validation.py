@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from sapo_gym.remote import strict_json
@@ -99,7 +99,7 @@ def _is_integer(_checker: Any, instance: object) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-@lru_cache(maxsize=None)
+@cache
 def make_validator(schema_json: str) -> Any:
     """A draft 2020-12 validator of ``schema_json`` with strict integers and a real date-time check."""
     import jsonschema

@@ -20,13 +20,13 @@ from leaderboard import private
 from leaderboard.bundle import BundleError, parse_bundle
 from leaderboard.checks import admit
 from leaderboard.precheck import prescan
+from leaderboard.server import summaries
 from leaderboard.server.db import Submission
 from leaderboard.server.limits import RateLimited, gunzip_strict, read_body
 from leaderboard.server.names import NameTaken
-from leaderboard.server import summaries
+from leaderboard.server.provenance import EpisodesClaimed, reserved_name
 from leaderboard.server.ranking import STATUS_FILTERS, parse_status_filter, ranks
 from leaderboard.server.security import external_url
-from leaderboard.server.provenance import EpisodesClaimed, reserved_name
 from leaderboard.server.store import SORT_KEYS, Store
 
 __all__ = ["api", "submission_summary"]

@@ -4,8 +4,21 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import (BigInteger, Boolean, DateTime, Engine, Float, ForeignKey, Index, Integer, LargeBinary, String, Text,
-                        create_engine, event)
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Engine,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    create_engine,
+    event,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = ["Base", "Token", "Submission", "Provenance", "HarnessClaim", "EpisodeOwner", "DisplayName", "LiveRun", "LivePlan", "LiveEpisode", "LiveTurn", "LiveWaiting", "RateBucket",

@@ -44,7 +44,7 @@ class RunView:
     active: dict[int, LiveEpisode]
 
     @classmethod
-    def load(cls, s: Session, run: LiveRun, plan: LivePlan, board: Board) -> "RunView":
+    def load(cls, s: Session, run: LiveRun, plan: LivePlan, board: Board) -> RunView:
         rows = s.scalars(select(LiveEpisode).where(LiveEpisode.run_id == run.id, LiveEpisode.ended.is_(False)))
         return cls(run, plan, board, {row.episode: row for row in rows})
 

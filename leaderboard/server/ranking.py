@@ -7,7 +7,7 @@ so it is the same whichever rows a page or an API call happens to load or howeve
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from sqlalchemy import func, select
 

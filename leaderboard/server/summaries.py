@@ -19,15 +19,16 @@ import gzip
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from leaderboard.compare import Comparison, compare_bundles
-from leaderboard.stats import PairedTest
 from leaderboard.server.db import EpisodeChunk, Submission, SubmissionSummary
+from leaderboard.stats import PairedTest
 
 __all__ = ["PAGE", "CHUNK", "ensure", "summary", "chunk", "episode", "comparison"]
 

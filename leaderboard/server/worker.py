@@ -23,8 +23,9 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from leaderboard import private
 from leaderboard.replay import SETUP_ERRORS, SetupError, board_env, replay_episode
@@ -196,7 +197,7 @@ class Verifier:
             self.wake.wait(self.poll_seconds)
             self.wake.clear()
 
-    def start(self) -> "Verifier":
+    def start(self) -> Verifier:
         self._thread = threading.Thread(target=self._loop, name="sapo-gym-verifier", daemon=True)
         self._thread.start()
         return self

@@ -25,7 +25,8 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from sapo_gym.parsing import PROTOCOLS
 
