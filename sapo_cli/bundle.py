@@ -34,8 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def bundle_from_payloads(payloads: list[dict[str, Any]], agent: Any, command: str | None = None) -> dict[str, Any]:
     """The every-task bundle of the episodes in ``payloads`` (``agent``: a :class:`leaderboard.bundle.AgentInfo`)."""
     from leaderboard.bundle import build_bundle
-    from sapo_gym.records import EVERY_TASK
     from sapo_gym.integrations.episodes import bundle_inputs
+    from sapo_gym.records import EVERY_TASK
 
     spec_fields, spec_hash, records, seeds = bundle_inputs(payloads)
     return build_bundle(records, spec_fields, spec_hash, agent, seeds, command=command, mode=EVERY_TASK)
@@ -62,9 +62,9 @@ def run(args: argparse.Namespace) -> int:
     from leaderboard.replay import replay_bundle
     from sapo_cli.evaluate_run import recorded_command
     from sapo_gym.evaluation import format_table, summarize
-    from sapo_gym.records import EpisodeRecord
     from sapo_gym.files import write_atomic
     from sapo_gym.integrations.episodes import read_payloads
+    from sapo_gym.records import EpisodeRecord
 
     payloads = read_payloads(args.rollouts)
     bundle = bundle_from_payloads(payloads, agent_info_from_args(args, f"rollouts:{args.rollouts}"), recorded_command(sys.argv))

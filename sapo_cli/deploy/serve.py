@@ -13,9 +13,9 @@ import signal
 import socket
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from sapo_cli.deploy import nginx
 from sapo_cli.deploy.supervise import Supervisor, unix_listener

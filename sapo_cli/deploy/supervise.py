@@ -24,9 +24,9 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 __all__ = ["Child", "Supervisor", "unix_listener"]
 
@@ -130,7 +130,7 @@ class Supervisor:
             self._signal = signal.Signals(signum).name
         self._stop.set()
 
-    def __enter__(self) -> "Supervisor":
+    def __enter__(self) -> Supervisor:
         """SIGTERM and SIGINT stop the supervision from here on (:meth:`wait_ready` included)."""
         self._previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         return self
