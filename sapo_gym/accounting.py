@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from typing import Any, Callable, Sequence, TextIO
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
 
 __all__ = ["usage_totals", "format_usage", "eta_seconds", "Progress"]
 

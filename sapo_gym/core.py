@@ -45,8 +45,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np

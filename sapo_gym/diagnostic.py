@@ -10,7 +10,7 @@ nothing, so episodes can also end by truncation at the horizon.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -26,13 +26,14 @@ import json
 import os
 import secrets
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from sapo_gym.records import EpisodeRecord
 from sapo_gym.files import refuse_symlink
 from sapo_gym.log_check import LOG_FORMAT, LOG_VERSION, LogMismatch, check_entry, check_header
+from sapo_gym.records import EpisodeRecord
 
 __all__ = ["LOG_FORMAT", "LOG_VERSION", "EpisodeLog", "LogMismatch", "LogLocked", "LogWriteError", "header", "parse_log",
            "header_differences", "default_log_path", "run_created"]
@@ -153,7 +154,7 @@ class EpisodeLog:
     _good: int = 0
 
     @classmethod
-    def open(cls, path: str | os.PathLike, run: dict[str, Any], resume: bool, plan: Mapping[Key, str] | None = None) -> "EpisodeLog":
+    def open(cls, path: str | os.PathLike, run: dict[str, Any], resume: bool, plan: Mapping[Key, str] | None = None) -> EpisodeLog:
         """Start a log or resume one (``resume``; a missing log starts afresh), locked until :meth:`close`. Without
         ``resume`` an existing log is kept as ``<path>.prev`` (one earlier run; the one before it is dropped) and a
         fresh one started. ``plan``: this run's ``(seed, slot) -> task_id``; every line of a resumed log must match it.
@@ -176,7 +177,7 @@ class EpisodeLog:
                               f"{path.name}.prev)") from None
 
     @classmethod
-    def _start(cls, path: Path, run: dict[str, Any]) -> "EpisodeLog":
+    def _start(cls, path: Path, run: dict[str, Any]) -> EpisodeLog:
         old = None
         try:
             old = _open_locked(path, os.O_RDONLY)
@@ -201,7 +202,7 @@ class EpisodeLog:
         return log
 
     @classmethod
-    def _resume(cls, path: Path, fd: int, run: dict[str, Any], plan: Mapping[Key, str] | None) -> "EpisodeLog":
+    def _resume(cls, path: Path, fd: int, run: dict[str, Any], plan: Mapping[Key, str] | None) -> EpisodeLog:
         try:
             data = _read_all(fd)
             if not data:  # created but never written: start it here
@@ -221,7 +222,7 @@ class EpisodeLog:
         return log
 
     @classmethod
-    def _read(cls, path: Path, data: bytes, run: dict[str, Any], plan: Mapping[Key, str] | None) -> "EpisodeLog":
+    def _read(cls, path: Path, data: bytes, run: dict[str, Any], plan: Mapping[Key, str] | None) -> EpisodeLog:
         try:
             head, entries, good = parse_log(data)
         except LogMismatch as exc:
@@ -287,7 +288,7 @@ class EpisodeLog:
             fd, self._fd = self._fd, -1
             os.close(fd)
 
-    def __enter__(self) -> "EpisodeLog":
+    def __enter__(self) -> EpisodeLog:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -16,7 +16,8 @@ submitted agents in a process of their own (:mod:`agents.isolated`) and the bund
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import gymnasium as gym
 

@@ -12,7 +12,8 @@ prints) and the result bundle's aggregates (:mod:`leaderboard.bundle`) both call
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = ["Z95", "mean_interval", "clustered_rate_interval", "clustered_mean_interval", "per_seed_range"]
 

@@ -15,7 +15,8 @@ import dataclasses
 import datetime as dt
 import math
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from sapo_gym.bounds import clean_usage
 from sapo_gym.core import ACTION_MAX_LENGTH

@@ -28,8 +28,9 @@ in its messages either. Envs made with
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any
 
 from sapo_gym.prompts import PromptTemplate, render
 from sapo_gym.tools import ARGUMENT, assistant_tool_message, tool_schema

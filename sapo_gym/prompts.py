@@ -33,8 +33,9 @@ tags (name suffix ``+tool-call``). The text protocols' prompts are untouched.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 import gymnasium as gym
 

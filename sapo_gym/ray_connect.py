@@ -16,7 +16,7 @@ once what to change when ``RAY_AUTH_MODE`` or the token here cannot match. Ray i
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["TOKEN_SOURCES", "connect", "cluster_wants_token", "has_token", "import_ray"]
 
@@ -45,7 +45,7 @@ def has_token() -> bool:
     return bool(AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True))
 
 
-def cluster_wants_token(address: str) -> Optional[bool]:
+def cluster_wants_token(address: str) -> bool | None:
     """Whether the cluster at ``address`` (``HOST:PORT`` of its GCS, or ``ray://HOST:PORT``) runs with token auth:
     True when it refuses an unauthenticated call as such, False when it answers it, None when that says nothing
     (unreachable, not a Ray server, or no grpcio here)."""
@@ -105,7 +105,7 @@ one time in three with both cores busy, on a head's first session; the client ge
 server" with "Starting Ray client server failed" or psutil's ZombieProcess)."""
 
 
-def _init(ray: Any, address: Optional[str]) -> None:
+def _init(ray: Any, address: str | None) -> None:
     for attempt in range(1, CLIENT_START_ATTEMPTS + 1):
         try:
             ray.init(address=address, include_dashboard=False)
@@ -116,7 +116,7 @@ def _init(ray: Any, address: Optional[str]) -> None:
             ray.shutdown()
 
 
-def connect(address: Optional[str]) -> None:
+def connect(address: str | None) -> None:
     """``ray.init`` for ``RayWorkers.address``: None or '' a new local Ray, 'auto' the cluster on this machine,
     'HOST:PORT' (what ``ray start --head`` prints) or 'ray://HOST:PORT' (its Ray Client server) in the cluster's
     auth mode (see the module docstring)."""

@@ -23,17 +23,18 @@ retried once on the replacement. Ray is imported only here, and only when such a
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from sapo_gym.ray_connect import connect, import_ray
 from sapo_gym.members import MemberResult, RaggedInfo, make_member
+from sapo_gym.ray_connect import connect, import_ray
 
 __all__ = ["RayWorkers", "RayVectorEnv", "EnvWorker", "WorkerInfo"]
 

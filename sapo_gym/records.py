@@ -14,8 +14,9 @@ each record says which it was (:func:`harness_record` is what a result bundle st
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -139,7 +140,7 @@ class EpisodeRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "EpisodeRecord":
+    def from_dict(cls, data: dict[str, Any]) -> EpisodeRecord:
         """The inverse of :meth:`to_dict` (an episodes log's lines)."""
         return cls(**{**data, "turns": [StepRecord(**t) for t in data["turns"]]})
 

@@ -27,16 +27,21 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import string
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from gymnasium import error
 from gymnasium.spaces import Text
-from gymnasium.vector.utils import create_empty_array, create_shared_memory, read_from_shared_memory, write_to_shared_memory
+from gymnasium.vector.utils import (
+    create_empty_array,
+    create_shared_memory,
+    read_from_shared_memory,
+    write_to_shared_memory,
+)
 
 __all__ = ["UnicodeText", "SAMPLE_CHARSET", "SharedTexts", "ragged_info_batching"]
 

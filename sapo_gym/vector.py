@@ -6,8 +6,9 @@ env's too); ``RAGGED_INFO_KEYS`` and ``MemberResult`` are re-exported here, wher
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import gymnasium as gym
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv

@@ -19,7 +19,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sapo_gym.alfworld.catalog import Catalog, GameRecord, resolve
-from sapo_gym.alfworld.engines import ENGINES, REPRODUCED_VERSIONS, EngineState, GameEngine, engine_versions, load_engine
+from sapo_gym.alfworld.engines import (
+    ENGINES,
+    REPRODUCED_VERSIONS,
+    EngineState,
+    GameEngine,
+    engine_versions,
+    load_engine,
+)
 from sapo_gym.alfworld.private import DEFAULT_PRIVATE_GAMES, private_catalog
 from sapo_gym.alfworld.search import SearchExpert, SearchGoal
 from sapo_gym.core import TaskInfo, TextEnv, Turn

@@ -19,8 +19,9 @@ task sentence states in words: :meth:`SearchGoal.from_sentence` reads it from th
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 __all__ = ["SearchGoal", "SearchExpert"]
 

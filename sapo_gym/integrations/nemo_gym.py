@@ -26,8 +26,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from sapo_gym.integrations.episodes import PAYLOAD_KEY
 from sapo_gym.registration import ENVS

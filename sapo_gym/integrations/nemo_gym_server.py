@@ -15,7 +15,7 @@ holds everything that does not.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from sapo_gym.extras import naming_extra
 
@@ -55,14 +55,14 @@ class SapoGymServerConfig(BaseResourcesServerConfig):
     """The server's config: NeMo-Gym's own fields and ``envs``, one entry per env
     (:func:`~sapo_gym.integrations.nemo_gym.env_entry`: id, split, arguments, protocol, horizon, prompt, spec hash)."""
 
-    envs: List[Dict[str, Any]] = Field(min_length=1)
+    envs: list[dict[str, Any]] = Field(min_length=1)
 
 
 class SapoGymServer(GymnasiumServer):
     """The envs of the config, one episode per NeMo-Gym session (see the module docstring)."""
 
     config: SapoGymServerConfig
-    _envs: Dict[tuple, Dict[str, Any]] = PrivateAttr(default_factory=dict)
+    _envs: dict[tuple, dict[str, Any]] = PrivateAttr(default_factory=dict)
 
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)
@@ -75,7 +75,7 @@ class SapoGymServer(GymnasiumServer):
                 raise RuntimeError(f"{env_id}:{split} builds spec hash {here} here, the config says {entry['spec_hash']} "
                                    "(another sapo-gym revision, backend or data than the project was written with)")
 
-    async def reset(self, metadata: dict, session_id: Optional[str] = None) -> tuple[Optional[str], dict]:
+    async def reset(self, metadata: dict, session_id: str | None = None) -> tuple[str | None, dict]:
         row = metadata.get(PAYLOAD_KEY)
         if not isinstance(row, dict) or not set(ROW_KEYS) <= set(row):
             raise ValueError(f"a row needs a task row under {PAYLOAD_KEY!r} with keys {list(ROW_KEYS)}, got {row!r}")
@@ -89,7 +89,7 @@ class SapoGymServer(GymnasiumServer):
         return play.observation, _public(play.info)
 
     async def step(self, action: NeMoGymResponse, metadata: dict,
-                   session_id: Optional[str] = None) -> tuple[Optional[str], float, bool, bool, dict]:
+                   session_id: str | None = None) -> tuple[str | None, float, bool, bool, dict]:
         play = self.session_state.get(session_id)
         if play is None:
             raise ValueError("step before reset (no episode in this session)")
@@ -99,12 +99,12 @@ class SapoGymServer(GymnasiumServer):
             info[PAYLOAD_KEY] = play.payload()
         return (observation, reward, *_flags(play, done), info)
 
-    async def close_session(self, session_id: Optional[str]) -> None:
+    async def close_session(self, session_id: str | None) -> None:
         play = self.session_state.pop(session_id, None)
         if play is not None:
             play.close()
 
-    def compute_metrics(self, tasks: List[List[Dict[str, Any]]]) -> Dict[str, Any]:
+    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """sapo_gym's per-category summary of the rollouts' episodes: ``sapo_gym/<category>/<metric>``."""
         records = [EpisodeRecord.from_dict(r["info"][PAYLOAD_KEY]["record"]) for rollouts in tasks for r in rollouts
                    if PAYLOAD_KEY in (r.get("info") or {})]

@@ -31,7 +31,8 @@ import fcntl
 import json
 import os
 import threading
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from sapo_gym.extras import require
 

@@ -32,7 +32,8 @@ harness does not send. The agent's runtime defaults to ``subprocess``: the harne
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from sapo_gym.extras import require
 

@@ -15,7 +15,8 @@ One difference: the server takes only actions the action space admits (at most
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import gymnasium as gym
 from openenv.core.client_types import StepResult
@@ -54,13 +55,13 @@ class RemoteEnv(gym.Env[str, str]):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
 
     def __init__(self, *, url: str, env_id: str, connect_timeout_s: float = 10.0, message_timeout_s: float = 120.0,
-                 render_mode: Optional[str] = None):
+                 render_mode: str | None = None):
         self.url, self.env_id, self.render_mode = url, env_id, render_mode
         self.observation_space = UnicodeText(OBSERVATION_MAX_LENGTH)
         self.action_space = UnicodeText(ACTION_MAX_LENGTH)
         self._client = SapoEnvClient(base_url=url, connect_timeout_s=connect_timeout_s,
                                      message_timeout_s=message_timeout_s).sync()
-        self._prompt: Optional[str] = None
+        self._prompt: str | None = None
         try:
             self._client.connect()
             self._state = self._call(self._client.state)
@@ -101,7 +102,7 @@ class RemoteEnv(gym.Env[str, str]):
             raise ValueError(f"unknown task_id {task_id!r} for split {self.split!r} ({len(self._state.task_ids)} tasks)") from None
 
     # ------------------------------------------------------------ gymnasium API
-    def reset(self, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None) -> tuple[str, dict[str, Any]]:
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         kwargs: dict[str, Any] = {}
         if seed is not None:
@@ -120,7 +121,7 @@ class RemoteEnv(gym.Env[str, str]):
         self._prompt = obs.prompt
         return obs.prompt, float(obs.reward or 0.0), obs.terminated, obs.truncated, info_from_observation(obs)
 
-    def render(self) -> Optional[str]:
+    def render(self) -> str | None:
         return self._prompt if self.render_mode == "ansi" else None
 
     def close(self) -> None:

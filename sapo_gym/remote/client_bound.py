@@ -19,8 +19,8 @@ of its sessions alive (a frame or a request inside every idle timeout) holds all
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from contextvars import ContextVar
-from typing import Iterable, Optional
 
 from openenv.core.env_server.exceptions import SessionCapacityError
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -31,11 +31,11 @@ __all__ = ["ClientSessionLimit", "PeerMiddleware", "SessionOwners", "client_key"
 UNKNOWN_CLIENT = "unknown"
 """The key of a request whose transport names no peer (a Unix socket): all such requests share one bound."""
 
-requesting_client: ContextVar[Optional[str]] = ContextVar("requesting_client", default=None)
+requesting_client: ContextVar[str | None] = ContextVar("requesting_client", default=None)
 """The client (:func:`client_key`) of the request or socket the current task serves."""
 
 
-def client_key(host: Optional[str]) -> str:
+def client_key(host: str | None) -> str:
     """The client a peer address belongs to (see the module docstring)."""
     if not host:
         return UNKNOWN_CLIENT
@@ -121,7 +121,7 @@ class SessionOwners:
             raise ClientSessionLimit(client, held, self.limit)
         self.pending[client] = self.pending.get(client, 0) + 1
 
-    def settle(self, client: str, session_id: Optional[str]) -> None:
+    def settle(self, client: str, session_id: str | None) -> None:
         """The session claimed for ``client`` is open as ``session_id`` (None: it failed to open)."""
         left = self.pending.get(client, 0) - 1
         if left > 0:

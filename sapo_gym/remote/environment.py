@@ -9,7 +9,7 @@ the env raises is an env error, reported to that session only.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import gymnasium as gym
 from openenv.core.env_server.interfaces import Environment
@@ -39,7 +39,7 @@ class SapoEnvironment(Environment[SapoAction, SapoObservation, SapoState]):
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, env_id: str, env_args: Optional[dict[str, Any]] = None, public_only: bool = False):
+    def __init__(self, env_id: str, env_args: dict[str, Any] | None = None, public_only: bool = False):
         super().__init__()
         self.env_id = env_id
         self.public_only = public_only
@@ -50,8 +50,8 @@ class SapoEnvironment(Environment[SapoAction, SapoObservation, SapoState]):
         self._spec_hash = base.spec_hash()
         self._spec_fields = base.spec_fields()
         self._task_ids = list(base.task_ids)
-        self._episode_id: Optional[str] = None
-        self._task_id: Optional[str] = None
+        self._episode_id: str | None = None
+        self._task_id: str | None = None
         self._steps = 0
         self._started = False
         self._closed = False
@@ -63,8 +63,8 @@ class SapoEnvironment(Environment[SapoAction, SapoObservation, SapoState]):
     def _info(self, info: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in info.items() if k not in PRIVILEGED_INFO_KEYS} if self.public_only else info
 
-    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None,
-              options: Optional[dict[str, Any]] = None, **unknown: Any) -> SapoObservation:
+    def reset(self, seed: int | None = None, episode_id: str | None = None,
+              options: dict[str, Any] | None = None, **unknown: Any) -> SapoObservation:
         """Start an episode: ``seed`` seeds the task draw; ``options`` may name ``task_id`` or ``task_index``."""
         self._check_open()
         if unknown:
@@ -79,7 +79,7 @@ class SapoEnvironment(Environment[SapoAction, SapoObservation, SapoState]):
         self._steps, self._started = 0, True
         return observation_from_step(prompt, self._info(info), self._spec_hash)
 
-    def step(self, action: SapoAction, timeout_s: Optional[float] = None, **kwargs: Any) -> SapoObservation:
+    def step(self, action: SapoAction, timeout_s: float | None = None, **kwargs: Any) -> SapoObservation:
         """One turn with the raw model output (any text the action model admits; never a parse error)."""
         self._check_open()
         if not self._started:

@@ -28,7 +28,8 @@ raised (that session only; it stays open); 429 the client already holds its boun
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse

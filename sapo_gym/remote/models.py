@@ -12,7 +12,7 @@ The conversions are pure functions: :func:`observation_from_step` (server side) 
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 from openenv.core.env_server.types import Action, Observation, State
@@ -64,12 +64,12 @@ class SapoObservation(Observation):
     step: int
     won: bool
     score: float
-    action: Optional[str] = None
-    think: Optional[str] = None
-    is_action_valid: Optional[bool] = None
-    is_action_admissible: Optional[bool] = None
-    parse_reason: Optional[str] = None
-    expert_action: Optional[str] = Field(default=None, description="privileged: the oracle's next action")
+    action: str | None = None
+    think: str | None = None
+    is_action_valid: bool | None = None
+    is_action_admissible: bool | None = None
+    parse_reason: str | None = None
+    expert_action: str | None = Field(default=None, description="privileged: the oracle's next action")
     extra: dict[str, Any] = Field(default_factory=dict, description="every other info key, as JSON values")
 
 
@@ -81,25 +81,25 @@ class SapoState(State):
     spec_fields: dict[str, Any]
     split: str
     task_ids: list[str]
-    horizon: Optional[int] = None
-    task_id: Optional[str] = None
+    horizon: int | None = None
+    task_id: str | None = None
 
 
 class ResetOptions(BaseModel):
     """``reset(options=...)``: pick the task by id or by index (else the seed draws it)."""
 
     model_config = ConfigDict(extra="forbid")
-    task_id: Optional[StrictStr] = None
-    task_index: Optional[StrictInt] = None
+    task_id: StrictStr | None = None
+    task_index: StrictInt | None = None
 
 
 class ResetRequest(BaseModel):
     """The arguments of a reset (both transports)."""
 
     model_config = ConfigDict(extra="forbid")
-    seed: Optional[StrictInt] = Field(default=None, ge=0)
-    episode_id: Optional[StrictStr] = Field(default=None, max_length=255)
-    options: Optional[ResetOptions] = None
+    seed: StrictInt | None = Field(default=None, ge=0)
+    episode_id: StrictStr | None = Field(default=None, max_length=255)
+    options: ResetOptions | None = None
 
 
 def observation_from_step(

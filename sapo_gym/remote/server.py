@@ -34,14 +34,20 @@ import json
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.types import ConcurrencyConfig, ServerMode
 
-from sapo_gym.remote.client_bound import (UNKNOWN_CLIENT, PeerMiddleware, SessionOwners, default_per_client,
-                                         requesting_client)
+from sapo_gym.remote.client_bound import (
+    UNKNOWN_CLIENT,
+    PeerMiddleware,
+    SessionOwners,
+    default_per_client,
+    requesting_client,
+)
 from sapo_gym.remote.environment import SapoEnvironment
 from sapo_gym.remote.models import SapoAction, SapoObservation, SapoState
 from sapo_gym.remote.websocket import guard_websocket_route, serving_socket

@@ -21,8 +21,9 @@ OpenEnv answers it. Its :class:`GuardedWebSocket` is what the handler reads fram
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any
 
 from openenv.core.env_server.types import WSErrorCode, WSErrorResponse
 from starlette.routing import WebSocketRoute
@@ -45,7 +46,7 @@ FRAME_READ_LIMIT = 4 * MAX_BODY_BYTES
 """uvicorn's ``ws_max_size``: a frame up to this size is read and answered ``TOO_LARGE``; a larger one
 makes the server drop the connection (1009), as it must stop reading somewhere."""
 
-serving_socket: ContextVar[Optional["GuardedWebSocket"]] = ContextVar("serving_socket", default=None)
+serving_socket: ContextVar[GuardedWebSocket | None] = ContextVar("serving_socket", default=None)
 """The socket the current task serves (set by the guarded endpoint): the server's ``_create_session``
 names the session it opens for that socket here."""
 
@@ -63,7 +64,7 @@ def _utf8_size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-def screen(message: Message, limit: int = MAX_BODY_BYTES) -> tuple[Optional[str], Optional[str]]:
+def screen(message: Message, limit: int = MAX_BODY_BYTES) -> tuple[str | None, str | None]:
     """``(text, None)`` for a received frame to hand to OpenEnv's handler, ``(None, error frame)`` for one to refuse."""
     text, data = message.get("text"), message.get("bytes")
     size = len(data or b"") if text is None else _utf8_size(text)
@@ -85,11 +86,11 @@ def screen(message: Message, limit: int = MAX_BODY_BYTES) -> tuple[Optional[str]
 class GuardedWebSocket(WebSocket):
     """The socket OpenEnv's handler serves: it only ever receives screened text frames (module docstring)."""
 
-    def __init__(self, scope: Scope, receive: Receive, send: Send, server: Any, idle_timeout_s: Optional[float]):
+    def __init__(self, scope: Scope, receive: Receive, send: Send, server: Any, idle_timeout_s: float | None):
         super().__init__(scope, receive, send)
         self.server = server
         self.idle_timeout_s = idle_timeout_s
-        self.session_id: Optional[str] = None
+        self.session_id: str | None = None
         """The session this socket holds, known from its first frame on (its own, or the HTTP one it attached to)."""
         self.held = False
         """The session is known and exempt from the server's reaper (this socket's timer expires it)."""
@@ -130,7 +131,7 @@ class GuardedWebSocket(WebSocket):
 class GuardedEndpoint:
     """The ``/ws`` ASGI app: OpenEnv's handler run on a :class:`GuardedWebSocket`."""
 
-    def __init__(self, handler: Callable[[WebSocket], Awaitable[None]], server: Any, idle_timeout_s: Optional[float]):
+    def __init__(self, handler: Callable[[WebSocket], Awaitable[None]], server: Any, idle_timeout_s: float | None):
         self.handler, self.server, self.idle_timeout_s = handler, server, idle_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -146,7 +147,7 @@ class GuardedEndpoint:
                     await asyncio.shield(self.server._destroy_session(ws.session_id))
 
 
-def guard_websocket_route(app: Any, server: Any, idle_timeout_s: Optional[float]) -> None:
+def guard_websocket_route(app: Any, server: Any, idle_timeout_s: float | None) -> None:
     """Put OpenEnv's ``/ws`` handler (registered by ``server.register_routes``) behind the guard."""
     for index, route in enumerate(app.router.routes):
         if isinstance(route, WebSocketRoute) and route.path == "/ws":

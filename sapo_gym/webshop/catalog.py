@@ -29,9 +29,10 @@ import itertools
 import json
 import random
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 __all__ = ["CatalogError", "Product", "Goal", "Catalog", "build_catalog", "GoalSplit", "GOAL_SPLITS", "SPLITS",
            "TEST_GOALS", "goal_split"]

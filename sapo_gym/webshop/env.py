@@ -25,9 +25,10 @@ Inadmissible actions change nothing.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from sapo_gym.core import TaskInfo, TextEnv, Turn
 from sapo_gym.private import PRIVATE_SPLIT, check_seed

@@ -29,9 +29,9 @@ import logging
 import os
 import re
 import tempfile
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
 
 from sapo_gym.webshop.catalog import Catalog
 from sapo_gym.webshop.nouns import NOUNS_ENV, OFFLINE, NounRule, noun_choice, noun_rule, spacy_model_package

@@ -30,10 +30,11 @@ import importlib
 import importlib.util
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["NounRule", "OFFLINE", "offline_nouns", "spacy_model_package", "noun_choice", "noun_rule", "NOUNS_ENV",
            "TAGGER_ONLY", "NLP_EXTRA"]
@@ -119,7 +120,7 @@ attribute ruler do), so the tags are those of the full pipeline the original loa
 instead of 6 (0 differences over 3,009 titles, and a test)."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pipeline(package: str) -> Any:
     return importlib.import_module(package).load(exclude=list(TAGGER_ONLY))
 
@@ -132,7 +133,7 @@ def _spacy_rule(package: str) -> NounRule:
     return NounRule(f"spacy-{_dist_version('spacy')}/{package}-{_dist_version(package)}", nouns)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _rule_for(choice: str) -> NounRule:
     if choice == "offline":
         return OFFLINE

@@ -35,9 +35,10 @@ Where the original crashes, a choice: a goal without attributes (``ZeroDivisionE
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
-from typing import Iterable, Union
+from typing import Union
 
 from sapo_gym.webshop.catalog import Goal, Product
 from sapo_gym.webshop.nouns import NounRule
@@ -127,9 +128,7 @@ def attribute_matches(product: Product, goal_attributes: Iterable[str]) -> int:
     title, bullets, description = product.title.lower(), " ".join(product.bullet_points).lower(), product.description.lower()
     count = 0
     for wanted in goal_attributes:
-        if any(token_set_ratio(have, wanted) > 85 for have in product.attributes):
-            count += 1
-        elif wanted in title or wanted in bullets or wanted in description:
+        if any(token_set_ratio(have, wanted) > 85 for have in product.attributes) or wanted in title or wanted in bullets or wanted in description:
             count += 1
     return count
 

@@ -31,8 +31,9 @@ import re
 import shutil
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -100,7 +101,7 @@ class BM25Index:
         self.data, self.docs, self.indptr, self.num_docs = data, docs, indptr, int(num_docs)
 
     @classmethod
-    def build(cls, documents: Sequence[Sequence[str]], k1: float = BM25_K1, b: float = BM25_B) -> "BM25Index":
+    def build(cls, documents: Sequence[Sequence[str]], k1: float = BM25_K1, b: float = BM25_B) -> BM25Index:
         vocab = sorted(set().union(*documents)) if documents else []
         ids = {t: i for i, t in enumerate(vocab)}
         lengths = np.array([len(d) for d in documents], dtype=np.int64)
@@ -135,7 +136,7 @@ class BM25Index:
         np.savez(path, vocab=vocab, data=self.data, docs=self.docs, indptr=self.indptr, num_docs=np.int64(self.num_docs))
 
     @classmethod
-    def load(cls, path: Path) -> "BM25Index":
+    def load(cls, path: Path) -> BM25Index:
         with np.load(path, allow_pickle=False) as z:
             text = z["vocab"].tobytes().decode()
             vocab = text.split("\n") if text else []
