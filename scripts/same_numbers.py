@@ -8,8 +8,10 @@ file under NEW_DIR, and lists each value that differs. Ignored: timings (``time/
 dates, the environment block, the fingerprint and config echo (a refactor may rename config
 fields), and the order in which parallel runs finished. Exit status 1 when anything differs.
 """
-import json, sys
+import json
+import sys
 from pathlib import Path
+
 
 def scrub(x, path=""):
     if isinstance(x, dict):
