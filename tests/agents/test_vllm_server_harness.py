@@ -7,8 +7,8 @@ import http.server
 import json
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

@@ -14,9 +14,8 @@ from dataclasses import asdict
 
 
 def main(model_dir: str, pushed: str, prompts_file: str, out_file: str) -> None:
-    from safetensors.torch import load_file
-
     import gymnasium as gym
+    from safetensors.torch import load_file
 
     import sapo_gym  # noqa: F401  (registers the env ids)
     from agents.generation.base import GenerationParams, Generator
@@ -59,9 +58,9 @@ def trainer(prompts_file: str, out_dir: str) -> None:
     from safetensors.torch import save_file
 
     from agents.generation.base import GenerationParams
+    from tests.support.strategy_check import step_capturing
     from trainers.config import TrainConfig
     from trainers.loop import Trainer
-    from tests.support.strategy_check import step_capturing
 
     prompts = json.loads(open(prompts_file).read())
     greedy = GenerationParams(max_new_tokens=24, temperature=0.0)

@@ -8,10 +8,17 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from leaderboard.bundle import BUNDLE_VERSION, AgentInfo, BundleError, build_bundle, check_bundle, load_schema, parse_bundle
+from leaderboard.bundle import (
+    BUNDLE_VERSION,
+    AgentInfo,
+    BundleError,
+    build_bundle,
+    check_bundle,
+    load_schema,
+    parse_bundle,
+)
 from sapo_cli import main
 from sapo_gym.evaluation import summarize
-
 
 
 def test_schema_is_a_valid_documented_draft_2020_12_schema() -> None:

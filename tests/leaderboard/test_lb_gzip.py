@@ -12,7 +12,6 @@ from leaderboard.bundle import BundleError
 from leaderboard.server import limits
 from leaderboard.server.limits import MAX_GZIP_MEMBERS, gunzip_strict
 
-
 _INFLATER = zlib.decompressobj  # the real one (the tests patch the module's attribute)
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import copy
 import gzip
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 

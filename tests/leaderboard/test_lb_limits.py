@@ -33,7 +33,7 @@ def _chunked_post(port: int, token: str, payload: bytes, chunk: int = 1 << 16, t
         while time.monotonic() < deadline:
             try:
                 data = sock.recv(65536)
-            except (ConnectionResetError, socket.timeout):
+            except (TimeoutError, ConnectionResetError):
                 break
             if not data:
                 break

@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.submitters import CLIENTS, PER_CLIENT, run_clients, stored_submissions
 
+
 @pytest.mark.slow
 def test_200_concurrent_submissions_each_stored_once(tmp_path: Path, make_server, token_for, random_bundle) -> None:  # type: ignore[no-untyped-def]
     db = f"sqlite:///{tmp_path / 'load.db'}"

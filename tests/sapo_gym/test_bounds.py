@@ -11,7 +11,13 @@ from sapo_gym.accounting import usage_totals
 from sapo_gym.bounds import MAX_TOKEN_COUNT, OutputError, bound_output, clean_usage
 from sapo_gym.core import ACTION_MAX_LENGTH
 from sapo_gym.pool import EvaluationAborted, plan, run_batch, run_episodes
-from tests.support.hostile_agents import LONG_PADDING, BatchSurrogateAgent, HugeNumbersAgent, LongOutputAgent, SurrogateAgent
+from tests.support.hostile_agents import (
+    LONG_PADDING,
+    BatchSurrogateAgent,
+    HugeNumbersAgent,
+    LongOutputAgent,
+    SurrogateAgent,
+)
 from tests.support.scripted_agent import scripted_reply
 
 TASKS = [f"vault-test-{i:03d}" for i in range(2)]

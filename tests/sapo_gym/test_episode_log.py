@@ -10,8 +10,16 @@ from pathlib import Path
 import pytest
 
 from sapo_gym import episode_log
-from sapo_gym.episode_log import (EpisodeLog, LogLocked, LogMismatch, LogWriteError, default_log_path, header_differences, parse_log,
-                                  run_created)
+from sapo_gym.episode_log import (
+    EpisodeLog,
+    LogLocked,
+    LogMismatch,
+    LogWriteError,
+    default_log_path,
+    header_differences,
+    parse_log,
+    run_created,
+)
 from sapo_gym.records import EpisodeRecord, StepRecord
 
 RUN = {"env_id": "sapo/Vault-v0", "seeds": [0], "tasks": ["a", "b"], "generation": {"temperature": 0.0}}

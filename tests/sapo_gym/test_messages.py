@@ -7,8 +7,7 @@ import json
 
 import gymnasium as gym
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import sapo_gym  # noqa: F401
 from sapo_gym.messages import FRAMING, ChatTurn, chat_messages, parse_messages, render_prompt, tool_result

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
 import json
 
 import gymnasium as gym
-from hypothesis import given, settings
-from hypothesis import strategies as st
+import pytest
+from hypothesis import given, settings, strategies as st
 
 import sapo_gym  # noqa: F401
 from sapo_gym.parsing import PROTOCOLS, ParsedAction, get_protocol, parse_action, parse_tool_call

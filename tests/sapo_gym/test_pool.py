@@ -104,7 +104,7 @@ def test_a_slow_request_does_not_hold_the_other_envs_back() -> None:
 def test_a_failed_request_names_its_episode_and_keeps_the_ended_ones() -> None:
     class Failing(ScriptedAgent):
         def respond(self, observation, info, turn_seed=None):  # type: ignore[no-untyped-def]
-            if "vault-test-005" == info.get("task_id"):
+            if info.get("task_id") == "vault-test-005":
                 raise RuntimeError("server gone")
             return super().respond(observation, info, turn_seed)
 

@@ -10,7 +10,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tests.support.scripted_agent import scripted_reply
 

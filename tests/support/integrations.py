@@ -9,8 +9,9 @@ and end in success; a prompt it has no answer for gets ``look``. :func:`play` re
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import gymnasium as gym
 

@@ -17,7 +17,8 @@ import gc
 import json
 import os
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from agents.base import format_action
 

@@ -11,9 +11,9 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 __all__ = ["PostgresUnavailable", "Cluster", "pg_bindir", "throwaway_cluster", "create_database", "plain_dsn"]
 

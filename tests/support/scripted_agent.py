@@ -12,7 +12,8 @@ import os
 import re
 import time
 import zlib
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 _COLOURS = ("red", "blue", "green", "yellow")
 

@@ -13,8 +13,9 @@ model) instead of the inference engines.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import skyrl_gym
 

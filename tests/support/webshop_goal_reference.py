@@ -49,8 +49,9 @@ T3. ratio(x, y) is 100 when x == y, else 0 when either is empty, else
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from difflib import SequenceMatcher
-from typing import Any, Callable, Sequence
+from typing import Any
 
 COLOURS = (
     "alabaster apricot aqua ash asphalt azure banana beige black blue blush bordeaux bronze brown burgundy camel "

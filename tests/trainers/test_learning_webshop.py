@@ -25,16 +25,15 @@ is found (with its value readout's explained variance; docs/results-log.md).
 
 from __future__ import annotations
 
-
 import pytest
 
 pytest.importorskip("torch")
 
+from agents.registry import load_agent  # noqa: E402
 from tests.support.learning import rise, success  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.loop import Trainer  # noqa: E402
 from trainers.sft import behaviour_clone, collect_demonstrations  # noqa: E402
-from agents.registry import load_agent  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,8 @@ import torch
 
 from tests.support.params import moved, snapshot
 from trainers.checkpoint import latest_checkpoint
-from trainers.strategy import TrainingDiverged
 from trainers.profiling import PHASES
+from trainers.strategy import TrainingDiverged
 
 
 def test_metrics_jsonl_has_phases_memory_and_rollout_stats(make_trainer):

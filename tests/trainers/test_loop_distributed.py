@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tests.support.float_bounds import U, GradientTerms, adam_tolerance, assert_bound_is_a_test, clip_ratio, excess  # noqa: E402
+from tests.support.float_bounds import GradientTerms, U, adam_tolerance, assert_bound_is_a_test, clip_ratio, excess  # noqa: E402
 from trainers.checkpoint import latest_checkpoint, save_checkpoint, save_sharded  # noqa: E402
 from trainers.config import TrainConfig, add_arguments, from_args  # noqa: E402
 from trainers.distributed import deal, gather_rollout, gather_stats, map_micro_batches, rank_groups  # noqa: E402
@@ -190,10 +190,10 @@ def _single_process_update(turns: list, algo: str, tmp_path: Path, first_step: d
     parameter the clipped gradient ``g`` and its float32 noise floor ``floor`` (float_bounds.noise_floor;
     ``other_norms``: the other run's gradient norms, for its clip coefficients), the optimizer's settings and
     the number of trainable entries behind each grad_norm statistic."""
+    from tests.support.strategy_check import TRAINER_CHECK
     from trainers.experience import Experience
     from trainers.loop import Trainer
     from trainers.profiling import MemoryMeter, PhaseTimer
-    from tests.support.strategy_check import TRAINER_CHECK
 
     trainer = Trainer(TrainConfig(**TRAINER_CHECK, algo=algo, out_dir=str(tmp_path / f"single-{algo}")))
     trainer.start_reinforcement()

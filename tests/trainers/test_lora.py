@@ -12,7 +12,7 @@ pytest.importorskip("peft")
 
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.forward import action_log_probs, forward_positions, readout_values  # noqa: E402
-from trainers.profiling import PhaseTimer, MemoryMeter, state_bytes  # noqa: E402
+from trainers.profiling import MemoryMeter, PhaseTimer, state_bytes  # noqa: E402
 
 LORA = dict(lora_rank=4, lora_alpha=8.0)
 VAULT = dict(env="sapo/Vault-v0", prompt="plain", history_length=0, max_response_tokens=16, micro_batch_size=16)

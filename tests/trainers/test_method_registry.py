@@ -77,8 +77,8 @@ def test_the_method_lists_derive_from_the_registry():
     from trainers.compare.plots import COLOURS
     from trainers.config import ALGOS, CHOICES, GROUP_ALGOS, TrainConfig, add_arguments
 
-    assert ALGOS == tuple(METHODS) and CHOICES["algo"] == ALGOS
-    assert GROUP_ALGOS == tuple(k for k, e in METHODS.items() if e.group)
+    assert tuple(METHODS) == ALGOS and CHOICES["algo"] == ALGOS
+    assert tuple(k for k, e in METHODS.items() if e.group) == GROUP_ALGOS
     for algo, entry in METHODS.items():
         assert TrainConfig(algo=algo).rollouts_per_task == (GROUP_SIZE if entry.group else 1)
         assert label(algo) == entry.label and COLOURS.get(algo, "") == entry.colour  # colour: optional

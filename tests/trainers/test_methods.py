@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import pytest
 import torch
@@ -131,8 +131,8 @@ def test_rollout_records_raw_observations_as_gigpo_anchors(make_trainer):
 @pytest.mark.parametrize("algo", ["grpo", "gigpo", "rloo"])
 @pytest.mark.parametrize("across", [True, False])
 def test_group_methods_take_c_inv_off_the_scores_before_their_group_terms(make_trainer, algo, across):
-    from trainers.core_algos import gigpo_advantages, group_entries, grpo_advantages, rloo_advantages, turn_scores
     from tests.support.turns import turn
+    from trainers.core_algos import gigpo_advantages, group_entries, grpo_advantages, rloo_advantages, turn_scores
     from trainers.experience import Experience
 
     # two groups of two one- or two-turn trajectories; traj 1's first turn is invalid

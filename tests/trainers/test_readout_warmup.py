@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 from agents.policy import PolicyModel  # noqa: E402
 from trainers.config import TrainConfig  # noqa: E402
 from trainers.forward import action_log_probs, forward_positions  # noqa: E402
-from trainers.readout_warmup import explained, collect_returns, fit_readout, readout_loss, readout_step  # noqa: E402
+from trainers.readout_warmup import collect_returns, explained, fit_readout, readout_loss, readout_step  # noqa: E402
 from trainers.sft import Demonstration, _batch  # noqa: E402
 
 

@@ -10,8 +10,15 @@ import gymnasium as gym
 import pytest
 
 from sapo_gym import ENVS
-from sapo_gym.integrations.episodes import (PAYLOAD_KEY, ROW_KEYS, EpisodePlay, bundle_inputs, episode_metrics,
-                                            read_payloads, task_rows)
+from sapo_gym.integrations.episodes import (
+    PAYLOAD_KEY,
+    ROW_KEYS,
+    EpisodePlay,
+    bundle_inputs,
+    episode_metrics,
+    read_payloads,
+    task_rows,
+)
 from tests.support.blocked import run_without
 from tests.support.integrations import expert_script, play
 

@@ -10,8 +10,9 @@ import pytest
 pytest.importorskip("openenv.core.env_server")
 pytest.importorskip("httpx")
 
-import sapo_gym  # noqa: E402,F401
 from fastapi.testclient import TestClient  # noqa: E402
+
+import sapo_gym  # noqa: E402,F401
 from sapo_gym.remote.client_bound import SessionOwners, client_key, default_per_client  # noqa: E402
 from sapo_gym.remote.server import ServeConfig, create_app  # noqa: E402
 

@@ -10,11 +10,12 @@ import pytest
 pytest.importorskip("openenv.core.env_server")
 pytest.importorskip("httpx")
 
-import sapo_gym  # noqa: E402,F401
 from fastapi.testclient import TestClient  # noqa: E402
+from starlette.websockets import WebSocketDisconnect  # noqa: E402
+
+import sapo_gym  # noqa: E402,F401
 from sapo_gym.remote.server import ServeConfig, create_app  # noqa: E402
 from sapo_gym.remote.websocket import IDLE_CLOSE_CODE  # noqa: E402
-from starlette.websockets import WebSocketDisconnect  # noqa: E402
 
 LOOK = {"text": "<think>t</think><action>look</action>"}
 

@@ -10,14 +10,21 @@ import pytest
 
 pytest.importorskip("openenv.core.env_server")
 
-import sapo_gym  # noqa: E402,F401
 from pydantic import ValidationError  # noqa: E402
+
+import sapo_gym  # noqa: E402,F401
 from sapo_gym.core import INFO_KEYS, STEP_INFO_KEYS  # noqa: E402
+from sapo_gym.registration import parse_env_args  # noqa: E402
 from sapo_gym.remote.models import (  # noqa: E402
-    ACTION_LIMIT_CHARS, MAX_BODY_BYTES, TYPED_INFO_KEYS, ResetRequest, SapoAction, SapoObservation, info_from_observation,
+    ACTION_LIMIT_CHARS,
+    MAX_BODY_BYTES,
+    TYPED_INFO_KEYS,
+    ResetRequest,
+    SapoAction,
+    SapoObservation,
+    info_from_observation,
     observation_from_step,
 )
-from sapo_gym.registration import parse_env_args  # noqa: E402
 from sapo_gym.remote.server import idle_sessions, reap_interval  # noqa: E402
 from tests.support.remote import canon  # noqa: E402
 
@@ -68,7 +75,7 @@ def test_action_model_takes_any_text_up_to_the_limit() -> None:
         with pytest.raises(ValidationError):
             SapoAction.model_validate(bad)
     # the server takes exactly the actions the action space admits (issue #25 item 6)
-    assert ACTION_LIMIT_CHARS == gym.make("sapo/Vault-v0").action_space.max_length
+    assert gym.make("sapo/Vault-v0").action_space.max_length == ACTION_LIMIT_CHARS
 
 
 def test_the_body_limit_holds_the_longest_action_at_its_worst_escaping() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Optional
+from typing import Any
 
 import gymnasium as gym
 import pytest
@@ -17,14 +17,14 @@ import pytest
 pytest.importorskip("openenv.core.env_server")
 pytest.importorskip("websockets.sync.client")
 
+from websockets.exceptions import ConnectionClosed  # noqa: E402
+from websockets.sync.client import ClientConnection, connect  # noqa: E402
+
 import sapo_gym  # noqa: E402,F401  (registers the ids)
 from sapo_gym.core import ACTION_MAX_LENGTH  # noqa: E402
 from sapo_gym.remote.models import MAX_BODY_BYTES  # noqa: E402
 from sapo_gym.remote.server import reap_interval  # noqa: E402
 from sapo_gym.remote.websocket import FRAME_READ_LIMIT, IDLE_CLOSE_CODE  # noqa: E402
-from websockets.exceptions import ConnectionClosed  # noqa: E402
-from websockets.sync.client import ClientConnection, connect  # noqa: E402
-
 from tests.support.remote import http, served  # noqa: E402
 
 ANSWER_TIMEOUT_S = 30.0
@@ -53,7 +53,7 @@ HOSTILE: list[tuple[str | bytes, str]] = [
 ]
 
 
-def ws_url(url: str, session_id: Optional[str] = None) -> str:
+def ws_url(url: str, session_id: str | None = None) -> str:
     return "ws" + url[len("http"):] + "/ws" + (f"?session_id={session_id}" if session_id else "")
 
 
@@ -106,7 +106,7 @@ def test_an_http_body_with_a_lone_surrogate_is_400_and_the_session_lives_on() ->
         assert http("POST", f"{url}/sessions/{sid}/step", json.dumps({"action": LOOK}))[0] == 200
 
 
-def wait_closed(ws: ClientConnection, bound_s: float, keep_alive: Optional[ClientConnection] = None) -> Optional[Any]:
+def wait_closed(ws: ClientConnection, bound_s: float, keep_alive: ClientConnection | None = None) -> Any | None:
     """Wait until the server closes ``ws``, at most ``bound_s``; its close frame, or None. Meanwhile ``keep_alive``
     sends a ``state`` frame at every poll (``bound_s / 40``)."""
     deadline = time.monotonic() + bound_s

@@ -5,9 +5,8 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import sapo_gym  # noqa: F401  (registers the ids)
 from agents.base import format_action

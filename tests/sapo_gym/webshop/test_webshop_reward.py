@@ -8,7 +8,13 @@ import pytest
 
 from sapo_gym.webshop.nouns import OFFLINE, offline_nouns
 from sapo_gym.webshop.reward import (
-    attribute_matches, goal_option_keys, normalize_color, option_matches, purchase_reward, token_set_ratio, type_reward,
+    attribute_matches,
+    goal_option_keys,
+    normalize_color,
+    option_matches,
+    purchase_reward,
+    token_set_ratio,
+    type_reward,
 )
 
 

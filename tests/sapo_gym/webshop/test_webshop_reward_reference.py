@@ -16,7 +16,7 @@ import pytest
 
 from sapo_gym.webshop.catalog import Catalog, Goal, Product, build_catalog
 from sapo_gym.webshop.generate import generate_raw
-from sapo_gym.webshop.nouns import OFFLINE, NOUN_TAGS, NounRule, noun_rule, spacy_model_package
+from sapo_gym.webshop.nouns import NOUN_TAGS, OFFLINE, NounRule, noun_rule, spacy_model_package
 from sapo_gym.webshop.reward import option_matches, purchase_reward, token_set_ratio
 from tests.support import webshop_goal_reference as ref
 
@@ -220,7 +220,7 @@ def test_reward_matches_the_reference_with_spacy_nouns() -> None:
     if package is None:
         pytest.skip("spaCy or an en_core_web_sm package is not installed (the nlp extra)")
     rule, nouns = noun_rule("spacy"), _spacy_nouns(package)
-    assert rule.id.startswith("spacy-") and NOUN_TAGS == {"NOUN", "PROPN"}
+    assert rule.id.startswith("spacy-") and {"NOUN", "PROPN"} == NOUN_TAGS
     sample = cases(120)
     diffs = [(p.title, g.name) for p, g, x, o in sample if _ours(p, g, x, o, rule) != _theirs(p, g, x, o, nouns)]
     assert not diffs, diffs[:3]

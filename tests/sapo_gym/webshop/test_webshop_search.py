@@ -11,7 +11,15 @@ from sapo_gym.webshop.catalog import Catalog, build_catalog
 from sapo_gym.webshop.dataset import load_catalog, load_split_catalog
 from sapo_gym.webshop.generate import generate_raw
 from sapo_gym.webshop.search import (
-    BM25_B, BM25_K1, INDEX_FORMAT, SEARCH_RETURN_N, TOKENIZER, SearchIndex, product_text, shared_index, tokenize,
+    BM25_B,
+    BM25_K1,
+    INDEX_FORMAT,
+    SEARCH_RETURN_N,
+    TOKENIZER,
+    SearchIndex,
+    product_text,
+    shared_index,
+    tokenize,
 )
 
 

@@ -11,8 +11,16 @@ import pytest
 
 from sapo_gym.webshop.catalog import Catalog
 from sapo_gym.webshop.dataset import load_catalog
-from sapo_gym.webshop.search import (BM25_B, BM25_K1, BM25S_VERSION, SEARCH_RETURN_N, BM25Index, SearchIndex,
-                                     product_text, tokenize)
+from sapo_gym.webshop.search import (
+    BM25_B,
+    BM25_K1,
+    BM25S_VERSION,
+    SEARCH_RETURN_N,
+    BM25Index,
+    SearchIndex,
+    product_text,
+    tokenize,
+)
 
 bm25s = pytest.importorskip("bm25s")
 
