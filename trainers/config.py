@@ -19,7 +19,7 @@ import dataclasses
 import inspect
 import textwrap
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from typing import Any, ClassVar
 
 from agents.constraint import CONSTRAINTS as CONSTRAIN  # torch-free, like this module
@@ -315,7 +315,7 @@ class TrainConfig:
         return parse_env_args(self.env_arg)
 
 
-@lru_cache(maxsize=None)
+@cache
 def field_docs(cls: type = TrainConfig) -> dict[str, str]:
     """The docstring under each field of a dataclass, read from its source."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))

@@ -23,7 +23,8 @@ One iteration on ``N`` ranks does what one process does, split three ways:
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch

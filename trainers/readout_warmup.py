@@ -19,8 +19,9 @@ The paper leaves warm-starting the readout open; this is our choice, off by defa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import Tensor

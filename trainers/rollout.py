@@ -24,8 +24,9 @@ raw observation (GiGPO's anchor state); and per-episode stats.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import gymnasium as gym
 

@@ -22,12 +22,38 @@ arXiv 2505.10978 and verl-agent's ``gigpo/core_gigpo.py``, RLOO Kool et al. 2019
 """
 
 from trainers.core_algos.advantages import normalize_turn_advantages, sarsa_targets, turn_gae, turn_targets
-from trainers.core_algos.group import (anchor_advantages, discounted_returns, equal_return_groups, gigpo_advantages,
-                                        group_entries, grpo_advantages, rloo_advantages, trajectory_returns, turn_scores)
-from trainers.core_algos.losses import (AggMode, KLKind, aggregate_loss, clipped_policy_loss, clipped_value_loss,
-                                         entropy_from_logits, explained_variance, kl_penalty, token_log_probs)
-from trainers.core_algos.masked import (GroupStats, gather_turns, group_index, group_stats, group_sum, masked_mean,
-                                         masked_var, scatter_turns)
+from trainers.core_algos.group import (
+                                        anchor_advantages,
+                                        discounted_returns,
+                                        equal_return_groups,
+                                        gigpo_advantages,
+                                        group_entries,
+                                        grpo_advantages,
+                                        rloo_advantages,
+                                        trajectory_returns,
+                                        turn_scores,
+)
+from trainers.core_algos.losses import (
+                                        AggMode,
+                                        KLKind,
+                                        aggregate_loss,
+                                        clipped_policy_loss,
+                                        clipped_value_loss,
+                                        entropy_from_logits,
+                                        explained_variance,
+                                        kl_penalty,
+                                        token_log_probs,
+)
+from trainers.core_algos.masked import (
+                                        GroupStats,
+                                        gather_turns,
+                                        group_index,
+                                        group_stats,
+                                        group_sum,
+                                        masked_mean,
+                                        masked_var,
+                                        scatter_turns,
+)
 
 __all__ = [
     "masked_mean", "masked_var", "group_index", "group_sum", "GroupStats", "group_stats", "scatter_turns",

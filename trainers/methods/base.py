@@ -22,8 +22,15 @@ from torch import Tensor
 
 from agents.logits import value_readout
 from trainers.config import TrainConfig
-from trainers.core_algos import (aggregate_loss, clipped_policy_loss, group_entries, kl_penalty, normalize_turn_advantages,
-                                 turn_scores, turn_targets)
+from trainers.core_algos import (
+    aggregate_loss,
+    clipped_policy_loss,
+    group_entries,
+    kl_penalty,
+    normalize_turn_advantages,
+    turn_scores,
+    turn_targets,
+)
 from trainers.distributed import map_micro_batches
 from trainers.experience import Experience
 from trainers.forward import PositionLogits, action_entropy, action_log_probs, forward_positions, readout_values

@@ -15,8 +15,8 @@ import torch
 
 from trainers.config import TrainConfig
 from trainers.core_algos import clipped_value_loss
-from trainers.experience import Experience
 from trainers.distributed import map_micro_batches
+from trainers.experience import Experience
 from trainers.methods.base import Method
 
 __all__ = ["PPO"]
