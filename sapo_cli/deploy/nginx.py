@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import socket
 import subprocess
@@ -18,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["FrontConfig", "add_front_options", "front_config", "nginx_binary", "render", "nginx_command", "listen",
-           "WORKER_CONNECTIONS"]
+           "connection_limits", "WORKER_CONNECTIONS"]
 
 TEMPLATE = Path(__file__).with_name("nginx.conf")
 WORKER_CONNECTIONS = 8192
-"""Connections nginx holds at once, clients and the app server's together (a proxied request holds two)."""
+"""Connections nginx holds at once, clients and the app server's together (a proxied request holds two); fewer when
+the process may not open twice as many files (:func:`connection_limits`)."""
 _FIELD = re.compile(r"\{\{(\w+)\}\}")
 
 
@@ -58,16 +60,26 @@ class FrontConfig:
                              f"{self.max_body_bytes}")
 
 
+def connection_limits() -> tuple[int, int]:
+    """(open files nginx asks for, its worker_connections): :data:`WORKER_CONNECTIONS` and two files each plus some,
+    within this process's hard limit on open files (nginx may raise its soft limit up to that, never past it)."""
+    wanted = 2 * WORKER_CONNECTIONS + 64
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    nofile = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    return nofile, max(64, min(WORKER_CONNECTIONS, (nofile - 64) // 2))
+
+
 def _ms(seconds: float) -> str:
     return f"{max(1, round(seconds * 1000))}ms"
 
 
 def render(config: FrontConfig, access_log: str = "/dev/stdout") -> str:
     """The shipped config with ``config``'s values filled in (every ``{{field}}`` of the template)."""
+    nofile, connections = connection_limits()
     values = {"listen": config.listen, "upstream": config.upstream, "max_body_bytes": str(config.max_body_bytes),
               "header_timeout": _ms(config.header_timeout), "client_timeout": _ms(config.client_timeout),
               "upstream_timeout": _ms(config.upstream_timeout), "drain": _ms(config.drain_seconds), "per_client": str(config.per_client),
-              "worker_connections": str(WORKER_CONNECTIONS), "nofile": str(2 * WORKER_CONNECTIONS + 64),
+              "worker_connections": str(connections), "nofile": str(nofile),
               "access_log": access_log,
               # nginx started by root would run its workers as nobody, who cannot reach the run directory
               "user": "user root;" if os.geteuid() == 0 else ""}

@@ -32,9 +32,16 @@ def test_every_field_of_the_template_is_filled() -> None:
     for line in ("listen 127.0.0.1:8000;", "server unix:/run/sapo/app.sock;", "client_max_body_size 1048576;",
                  "client_header_timeout 1500ms;", "client_body_timeout 30000ms;", "send_timeout 30000ms;",
                  "limit_conn per_client 7;", "proxy_read_timeout 125000ms;", "worker_shutdown_timeout 1ms;",
-                 "access_log off;", f"worker_connections {nginx.WORKER_CONNECTIONS};", "proxy_request_buffering on;"):
+                 "access_log off;", f"worker_connections {nginx.connection_limits()[1]};", "proxy_request_buffering on;"):
         assert re.search(rf"^\s*{re.escape(line)}", text, re.M), line
     assert ("user root;" in text) == (os.geteuid() == 0)
+
+
+def test_connections_stay_within_the_open_file_limit(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(nginx.resource, "getrlimit", lambda which: (1024, 1024))
+    assert nginx.connection_limits() == (1024, 480)  # two files a connection, 64 spare
+    monkeypatch.setattr(nginx.resource, "getrlimit", lambda which: (1024, nginx.resource.RLIM_INFINITY))
+    assert nginx.connection_limits() == (2 * nginx.WORKER_CONNECTIONS + 64, nginx.WORKER_CONNECTIONS)
 
 
 @pytest.mark.parametrize("changes", [{"header_timeout": 0}, {"client_timeout": -1.0}, {"upstream_timeout": 0},
