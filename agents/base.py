@@ -1,15 +1,27 @@
-"""The agent interface shared by evaluation, the leaderboard and the trainers."""
+"""The agent shapes shared by evaluation, the leaderboard and the trainers.
+
+They stand on what the evaluation harness asks of an agent (:mod:`sapo_gym.interfaces`): an :class:`Agent` is a
+named :class:`~sapo_gym.interfaces.BatchActor`; one that also answers one env's turn at a time is, besides, a
+:class:`~sapo_gym.interfaces.TurnResponder` (:class:`agents.openai_agent.OpenAIChatAgent`; the pool plays it so);
+a :class:`DetailedAgent` also hands over each turn's tokens and log-probs, which the trainer learns from
+(:class:`agents.llm.LLMAgent`). An agent may declare ``privileged = True`` (it is shown the full info:
+:func:`sapo_gym.records.is_privileged`), and an LLM agent says how it decodes (``constrain``) and samples
+(``generation``) for the result bundle.
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
-__all__ = ["Agent", "format_action"]
+from agents.generation.base import GenerationOutput, Generator
+from sapo_gym.interfaces import BatchActor
+
+__all__ = ["Agent", "DetailedAgent", "format_action"]
 
 
 @runtime_checkable
-class Agent(Protocol):
+class Agent(BatchActor, Protocol):
     """Acts for a batch of envs at once.
 
     ``act`` receives the observations (prompts) and infos of the *active* envs only and returns
@@ -20,9 +32,17 @@ class Agent(Protocol):
 
     name: str
 
-    def reset(self, num_envs: int) -> None: ...
 
-    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]]) -> list[str]: ...
+class DetailedAgent(Agent, Protocol):
+    """An :class:`Agent` whose turns a trainer can learn from."""
+
+    generator: Generator
+    """The sampler behind ``act``: the trainer pushes each update's weights to it."""
+
+    def act_detailed(self, observations: Sequence[str],
+                     infos: Sequence[dict[str, Any]] | None = None) -> list[GenerationOutput]:
+        """``act``'s turns in full: per active env, the prompt's and the response's token ids and the log-probs."""
+        ...
 
 
 def format_action(action: str, think: str = "", info: Mapping[str, Any] | None = None) -> str:

@@ -3,8 +3,9 @@
 An agent that runs in the harness's process can read whatever that process holds: the unfiltered
 ``infos`` in its caller's frame (``sys._getframe(1).f_locals``), the env objects through
 ``gc.get_objects()`` (and call their oracle), or any module the harness imported. The info filter
-(:func:`sapo_gym.core.public_info`) alone does not stop that. :class:`IsolatedAgent` is a proxy with
-the agent interface (:class:`agents.base.Agent`) whose agent lives in a child process:
+(:func:`sapo_gym.core.public_info`) alone does not stop that. :func:`isolate` builds a proxy with the agent
+interface (:class:`IsolatedAgent`, an :class:`agents.base.Agent`; :class:`IsolatedResponder`, with ``respond`` too,
+when the agent answers one env at a time) whose agent lives in a child process:
 
 * the child is a fresh interpreter (``subprocess``: fork *and exec* of ``sys.executable``, what
   multiprocessing's ``spawn`` does, never a bare ``fork`` of the harness), so none of the harness's
@@ -46,8 +47,8 @@ from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from typing import Any, Sequence
 
-__all__ = ["ISOLATED", "IN_PROCESS", "AGENT_PROCESSES", "TRUSTED_SPECS", "IsolatedAgent", "AgentProcessError",
-           "load_for_harness", "agent_process"]
+__all__ = ["ISOLATED", "IN_PROCESS", "AGENT_PROCESSES", "TRUSTED_SPECS", "IsolatedAgent", "IsolatedResponder", "isolate",
+           "AgentProcessError", "load_for_harness", "agent_process"]
 
 ISOLATED = "isolated"
 IN_PROCESS = "in-process"
@@ -87,12 +88,13 @@ def _dumps(obj: Any) -> bytes:
 
 
 def _hello(agent: Any, spec: str) -> dict[str, Any]:
+    from sapo_gym.interfaces import TurnResponder
     from sapo_gym.records import is_privileged
 
     constrain = getattr(agent, "constrain", None)
     generation = getattr(agent, "generation", None)
     return {"name": str(getattr(agent, "name", spec)), "privileged": is_privileged(agent),
-            "constrain": constrain if isinstance(constrain, str) else None, "respond": callable(getattr(agent, "respond", None)),
+            "constrain": constrain if isinstance(constrain, str) else None, "respond": isinstance(agent, TurnResponder),
             "generation": generation if isinstance(generation, dict) else None}
 
 
@@ -224,47 +226,34 @@ class _Replies:
                 future.set_exception(self.dead)
 
 
-class IsolatedAgent:
-    """The agent named by ``spec`` (any :func:`agents.registry.load_agent` spec), run in a child process of its own.
+class _Child:
+    """The agent's process and the pipe to it: started with the spec and its hello read; requests are multiplexed by id
+    (a reader thread hands each reply to its request). It ends when :attr:`finalizer` runs: on ``close``, when this
+    object is collected, at exit, or when the harness dies and the pipe closes."""
 
-    Same interface as the agents (``name``, ``reset``, ``act``; ``privileged`` and ``constrain`` as the
-    child's agent declares them); :meth:`close` ends the child (it also ends when this object is collected,
-    at exit, or when the harness dies and the pipe closes). A bad spec raises :class:`ValueError`, as
-    :func:`~agents.registry.load_agent` does; an exception in the agent raises :class:`AgentProcessError`.
-    """
-
-    agent_process = ISOLATED
-
-    def __init__(self, spec: str, seed: int = 0, config: Any = None):
+    def __init__(self, spec: str, seed: int, config: Any):
         from agents.config import config_to_dict
 
         mine, theirs = socket.socketpair()
         with theirs:  # exec'd: a fresh interpreter, nothing of this process's memory is copied
-            self._proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(theirs.fileno()), json.dumps(sys.path)],
-                                          pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
-        self._conn = Connection(mine.detach())
-        self._finalizer = weakref.finalize(self, _shutdown, self._conn, self._proc)
+            self.proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(theirs.fileno()), json.dumps(sys.path)],
+                                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+        self.conn = Connection(mine.detach())
+        self.finalizer = weakref.finalize(self, _shutdown, self.conn, self.proc)
         self.spec = spec
-        self._conn.send_bytes(_dumps({"spec": str(spec), "seed": int(seed), "config": config_to_dict(config) if config else None}))
-        hello = _receive(self._conn, self._proc, spec)
-        if "error" in hello:
-            self.close()
-            raise ValueError(hello["error"])
-        self.name: str = hello["name"]
-        self.privileged: bool = hello["privileged"] is True
-        if hello["constrain"] is not None:
-            self.constrain: str = hello["constrain"]
-        if isinstance(hello.get("generation"), dict):
-            self.generation: dict[str, Any] = hello["generation"]
-        if hello.get("respond") is not True:
-            self.respond = None  # type: ignore[assignment]  # a batch agent: the harness calls act
+        self.conn.send_bytes(_dumps({"spec": str(spec), "seed": int(seed), "config": config_to_dict(config) if config else None}))
+        self.hello = _receive(self.conn, self.proc, spec)
+        if "error" in self.hello:
+            self.finalizer()
+            raise ValueError(self.hello["error"])
         self._ids = itertools.count()
         self._send_lock = threading.Lock()
-        self._replies = _Replies(self._conn, self._proc, spec)  # the reader thread holds no reference to self
-        threading.Thread(target=self._replies.run, name=f"agent-reader-{self._proc.pid}", daemon=True).start()
+        self._replies = _Replies(self.conn, self.proc, spec)  # the reader thread holds no reference to self
+        threading.Thread(target=self._replies.run, name=f"agent-reader-{self.proc.pid}", daemon=True).start()
 
-    def _call(self, msg: dict[str, Any]) -> Any:
-        if not self._finalizer.alive:
+    def call(self, msg: dict[str, Any]) -> Any:
+        """Send ``msg`` and wait for its reply's ``ok`` value; :class:`AgentProcessError` when the agent failed."""
+        if not self.finalizer.alive:
             raise AgentProcessError(f"agent {self.spec!r} is closed")
         if self._replies.dead is not None:
             raise self._replies.dead
@@ -273,7 +262,7 @@ class IsolatedAgent:
             key = next(self._ids)
             data = _dumps({**msg, "id": key})  # before the request is pending: one that cannot be sent waits for nothing
             self._replies.pending[key] = future
-            self._conn.send_bytes(data)
+            self.conn.send_bytes(data)
         dead = self._replies.dead  # the reader may have ended between the check above and the registration
         if dead is not None and self._replies.pending.pop(key, None) is not None:
             future.set_exception(dead)
@@ -282,31 +271,66 @@ class IsolatedAgent:
             raise AgentProcessError(f"agent {self.spec!r} failed in its process:\n{reply['error']}")
         return reply.get("ok")
 
+
+class IsolatedAgent:
+    """An agent run in a child process of its own (:func:`isolate` builds it): a batch agent.
+
+    Same interface as the agents (``name``, ``reset``, ``act``; ``privileged``, ``constrain`` and ``generation``
+    as the child's agent declares them); :meth:`close` ends the child (it also ends when this object is collected,
+    at exit, or when the harness dies and the pipe closes). An exception in the agent raises
+    :class:`AgentProcessError`.
+    """
+
+    agent_process = ISOLATED
+
+    def __init__(self, child: _Child):
+        hello = child.hello
+        self._child, self.spec = child, child.spec
+        self.name: str = hello["name"]
+        self.privileged: bool = hello["privileged"] is True
+        if hello["constrain"] is not None:
+            self.constrain: str = hello["constrain"]
+        if isinstance(hello.get("generation"), dict):
+            self.generation: dict[str, Any] = hello["generation"]
+
     def reset(self, num_envs: int) -> None:
-        self._call({"op": "reset", "num_envs": int(num_envs)})
+        self._child.call({"op": "reset", "num_envs": int(num_envs)})
 
     def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]]) -> list[str]:
-        outputs = self._call({"op": "act", "observations": list(observations), "infos": list(infos)})
+        outputs = self._child.call({"op": "act", "observations": list(observations), "infos": list(infos)})
         if not (isinstance(outputs, list) and len(outputs) == len(observations) and all(isinstance(o, str) for o in outputs)):
             raise AgentProcessError(f"agent {self.spec!r} must return one string per observation ({len(observations)})")
         return outputs
 
-    def respond(self, observation: str, info: dict[str, Any], turn_seed: int | None = None) -> dict[str, Any]:  # type: ignore[no-redef]
-        """One env's turn, for an agent that answers one env at a time (thread-safe: requests are multiplexed)."""
-        answer = self._call({"op": "respond", "observation": observation, "info": info, "turn_seed": turn_seed})
-        if not (isinstance(answer, dict) and isinstance(answer.get("output"), str)):
-            raise AgentProcessError(f"agent {self.spec!r}: respond must return a dict with an 'output' string")
-        return answer
-
     def close(self) -> None:
         """End the child process (idempotent)."""
-        self._finalizer()
+        self._child.finalizer()
 
     def __enter__(self) -> "IsolatedAgent":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class IsolatedResponder(IsolatedAgent):
+    """An isolated agent whose agent answers one env at a time: ``respond`` too (a
+    :class:`~sapo_gym.interfaces.TurnResponder`, which the pool plays)."""
+
+    def respond(self, observation: str, info: dict[str, Any], turn_seed: int | None = None) -> dict[str, Any]:
+        """One env's turn (thread-safe: requests are multiplexed over the pipe)."""
+        answer = self._child.call({"op": "respond", "observation": observation, "info": info, "turn_seed": turn_seed})
+        if not (isinstance(answer, dict) and isinstance(answer.get("output"), str)):
+            raise AgentProcessError(f"agent {self.spec!r}: respond must return a dict with an 'output' string")
+        return answer
+
+
+def isolate(spec: str, seed: int = 0, config: Any = None) -> IsolatedAgent:
+    """The agent named by ``spec`` (any :func:`agents.registry.load_agent` spec, built with ``seed`` and ``config``)
+    in a child process of its own: an :class:`IsolatedResponder` when that agent answers one env at a time, else an
+    :class:`IsolatedAgent`. A bad spec raises :class:`ValueError`, as :func:`~agents.registry.load_agent` does."""
+    child = _Child(spec, seed, config)
+    return IsolatedResponder(child) if child.hello.get("respond") is True else IsolatedAgent(child)
 
 
 def load_for_harness(spec: str, seed: int = 0, process: str = "auto", config: Any = None) -> Any:
@@ -319,7 +343,7 @@ def load_for_harness(spec: str, seed: int = 0, process: str = "auto", config: An
         from agents.registry import load_agent
 
         return load_agent(spec, seed=seed, config=config)
-    return IsolatedAgent(spec, seed=seed, config=config)
+    return isolate(spec, seed=seed, config=config)
 
 
 def agent_process(agent: Any) -> str:

@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from leaderboard.validation import BundleError, check_unicode, finite_float, make_validator, no_constant, strict_int
 from sapo_gym.intervals import clustered_mean_interval, clustered_rate_interval, per_seed_range
+from sapo_gym.records import EVERY_TASK, EpisodeRecord, harness_record
 
 __all__ = ["BUNDLE_FORMAT", "BUNDLE_VERSION", "AgentInfo", "BundleError", "build_bundle", "aggregate", "parse_bundle", "check_bundle", "load_schema",
            "evaluation_mode_name", "episode_dict"]
@@ -68,7 +69,7 @@ def load_schema(version: int = BUNDLE_VERSION) -> dict[str, Any]:
 def episode_dict(record: Any) -> dict[str, Any]:
     """A bundle episode from an :class:`sapo_gym.records.EpisodeRecord` (or its ``to_dict()``): the outcome and
     the turns' outputs, without the accounting."""
-    rec = record.to_dict() if hasattr(record, "to_dict") else dict(record)
+    rec = record.to_dict() if isinstance(record, EpisodeRecord) else dict(record)
     turns = [{k: t[k] for k in ("output", "action", "think", "valid", "admissible", "observation", "reward")} for t in rec["turns"]]
     return {
         "task_id": rec["task_id"], "task_type": rec["task_type"], "seed": int(rec["seed"]),
@@ -98,10 +99,9 @@ def build_bundle(
     (default now; a resumed evaluation passes its first start's, from the episodes log).
     """
     import sapo_gym
-    from sapo_gym.records import EVERY_TASK, harness_record
 
     episodes = [episode_dict(r) for r in records]
-    privileged = any(bool(r.privileged if hasattr(r, "privileged") else dict(r).get("privileged")) for r in records)
+    privileged = any(bool(r.privileged if isinstance(r, EpisodeRecord) else dict(r).get("privileged")) for r in records)
     env = {k: spec_fields[k] for k in ("id", "version", "protocol", "horizon", "split", "dataset")}
     env.update({k: spec_fields[k] for k in ("revision", "prompt") if spec_fields.get(k) is not None})
     env["backend"] = {str(k): str(v) for k, v in dict(spec_fields.get("backend") or {}).items()}

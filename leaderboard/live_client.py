@@ -4,7 +4,7 @@ The server holds the env: it deals the (task, seed) pairs in its own order and a
 with the next observation and the *public* info (no privileged keys). :func:`play_live` plays a whole
 run with any :class:`agents.base.Agent` and returns the submission the server made of it:
 
-* an agent that answers one env at a time (``respond(observation, info, turn_seed)``, as in
+* an agent that answers one env at a time (a :class:`~sapo_gym.interfaces.TurnResponder`, as in
   :mod:`sapo_gym.pool`) plays in a pool: the run is started with ``parallel = min(concurrency, the
   server's max_parallel)`` and that many worker threads each play reset → respond → step → … on an
   episode of their own (one episode's requests in turn, the episodes' overlapping). A request's
@@ -22,12 +22,13 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any
 
 import numpy as np
 
 from leaderboard.client import PROXY_RETRY, SubmitError, response_payload
+from sapo_gym.interfaces import BatchActor, EpisodeProgress, TurnResponder
 
 __all__ = ["LiveSession", "LiveResult", "play_live"]
 
@@ -126,7 +127,7 @@ def _info(info: dict[str, Any]) -> dict[str, Any]:
 class _Tally:
     """Turns, episodes and the run's submission, shared by the workers (and the progress line, under a lock)."""
 
-    def __init__(self, episodes: int, max_turns: int, progress: Any):
+    def __init__(self, episodes: int, max_turns: int, progress: EpisodeProgress | None):
         self.episodes, self.max_turns, self.progress = episodes, max_turns, progress
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -168,7 +169,7 @@ class _Tally:
         self.stop.set()
 
 
-def _play_episode(agent: Any, session: LiveSession, tally: _Tally, name_episode: bool) -> None:
+def _play_episode(agent: TurnResponder, session: LiveSession, tally: _Tally, name_episode: bool) -> None:
     from sapo_gym.pool import Job, as_reply, turn_seed
 
     obs, info, dealt = session.reset()
@@ -184,7 +185,7 @@ def _play_episode(agent: Any, session: LiveSession, tally: _Tally, name_episode:
         obs, info = answer["observation"], answer["info"]
 
 
-def _play_pool(agent: Any, session: LiveSession, tally: _Tally, width: int) -> None:
+def _play_pool(agent: TurnResponder, session: LiveSession, tally: _Tally, width: int) -> None:
     """``width`` workers, each playing the next episode the server deals until none is left."""
     def work() -> None:
         try:
@@ -205,7 +206,7 @@ def _play_pool(agent: Any, session: LiveSession, tally: _Tally, width: int) -> N
         raise
 
 
-def _play_batch(agent: Any, session: LiveSession, tally: _Tally) -> None:
+def _play_batch(agent: BatchActor, session: LiveSession, tally: _Tally) -> None:
     """One episode at a time with ``act`` on a batch of one."""
     while tally.claim():
         agent.reset(1)
@@ -219,16 +220,15 @@ def _play_batch(agent: Any, session: LiveSession, tally: _Tally) -> None:
             obs, info = answer["observation"], answer["info"]
 
 
-def play_live(agent: Any, server: str, token: str, env_id: str, split: str, agent_info: Any, seeds: int = 1,
+def play_live(agent: BatchActor | TurnResponder, server: str, token: str, env_id: str, split: str, agent_info: Any, seeds: int = 1,
               max_turns: int = 1_000_000, concurrency: int = 1, progress: bool = False) -> LiveResult:
     """Play every episode of a live run with ``agent`` (a pool of up to ``concurrency`` episodes at once when it
     answers one env at a time, see the module docstring); the server's submission."""
     from sapo_gym.accounting import Progress
-    from sapo_gym.pool import answers_one_at_a_time
 
     session = LiveSession(server, token)
-    info_dict = asdict(agent_info) if hasattr(agent_info, "__dataclass_fields__") else dict(agent_info)
-    pooled = answers_one_at_a_time(agent)
+    info_dict = asdict(agent_info) if is_dataclass(agent_info) else dict(agent_info)
+    pooled = isinstance(agent, TurnResponder)
     width = 1
     if pooled and concurrency > 1:
         width = max(1, min(concurrency, int(session.limits().get("max_parallel", 1))))

@@ -205,8 +205,9 @@ def run_evaluation(args: argparse.Namespace, env_kwargs: dict[str, Any]) -> int:
     import sapo_gym  # noqa: F401
     from agents.isolated import IsolatedAgent, load_for_harness
     from sapo_gym.episode_log import run_created
+    from sapo_gym.interfaces import TurnResponder
+    from sapo_gym.pool import plan
     from sapo_gym.records import evaluation_mode
-    from sapo_gym.pool import answers_one_at_a_time, plan
 
     config = config_from_args(args)
     _check_config(args.agent, config)
@@ -223,7 +224,7 @@ def run_evaluation(args: argparse.Namespace, env_kwargs: dict[str, Any]) -> int:
         if args.bundle_out:
             _board_check(args, spec_fields, spec_hash, mode)
         agent = load_for_harness(args.agent, seed=seeds[0] if seeds else 0, process=args.agent_process, config=config)
-        lockstep = None if answers_one_at_a_time(agent) else width
+        lockstep = None if isinstance(agent, TurnResponder) else width
         jobs = plan(ids, seeds, mode)
         log = _open_log(args, run_identity(args, env_kwargs, config, spec_fields, spec_hash, ids, seeds, mode, lockstep), jobs)
         if log is not None and log.done:

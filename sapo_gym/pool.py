@@ -6,17 +6,18 @@ the :class:`~sapo_gym.records.EvaluationMode` picks, ``slot`` being the index am
 :func:`run_episodes` plays the jobs not done yet and returns every record in plan order, so the result
 does not depend on which request came back first.
 
-* **Pool** (:func:`run_pool`), for an agent with ``respond(observation, info, turn_seed) -> {"output", ...}``
-  (thread-safe; :class:`agents.openai_agent.OpenAIChatAgent`, or an isolated agent whose child has one):
+* **Pool** (:func:`run_pool`), for a :class:`~sapo_gym.interfaces.TurnResponder` (``respond(observation, info,
+  turn_seed) -> {"output", ...}``, thread-safe: :class:`agents.openai_agent.OpenAIChatAgent`, or an isolated agent
+  whose child has one):
   one worker thread per env keeps up to ``len(envs)`` requests in flight; the envs are reset and stepped
   in the calling thread, and an env's next turn is sent as soon as it has stepped, whatever the others
   do. ``turn_seed`` (:func:`turn_seed`) is a function of the episode's seed, slot, task and turn, so a
   seeded request is the same whichever order requests are sent in.
-* **Lockstep** (:func:`run_lockstep`), for batch agents (``act`` on a batch; HF models): the envs of a
-  batch act together (:func:`run_batch`); :func:`sapo_gym.evaluation.evaluate` plays this way.
+* **Lockstep** (:func:`run_lockstep`), for a :class:`~sapo_gym.interfaces.BatchActor` (``act`` on a batch; HF
+  models): the envs of a batch act together (:func:`run_batch`); :func:`sapo_gym.evaluation.evaluate` plays this way.
 
-Both report to one progress object, when given: ``in_flight`` (episodes in progress) is set, ``turn()`` is
-called per env step and ``episode(turns)`` per ended episode (:class:`sapo_gym.accounting.Progress`).
+Both report to one :class:`~sapo_gym.interfaces.EpisodeProgress`, when given: ``in_flight`` (episodes in progress)
+is set, ``turn()`` is called per env step and ``episode(turns)`` per ended episode (:class:`sapo_gym.accounting.Progress`).
 
 A failed request (the agent raised: a server that stayed down past the retry budget) ends the run with
 :class:`EvaluationAborted`, naming the episode; the episodes that ended before it were reported already.
@@ -37,9 +38,10 @@ import gymnasium as gym
 
 from sapo_gym.bounds import bound_output, clean_usage
 from sapo_gym.core import public_info
+from sapo_gym.interfaces import BatchActor, EpisodeProgress, TurnResponder
 from sapo_gym.records import EVERY_TASK, EpisodeRecord, EvaluationMode, is_privileged, new_record, record_step
 
-__all__ = ["Job", "plan", "turn_seed", "answers_one_at_a_time", "as_reply", "run_pool", "run_batch", "batches", "run_lockstep",
+__all__ = ["Job", "plan", "turn_seed", "as_reply", "run_pool", "run_batch", "batches", "run_lockstep",
            "run_episodes", "EvaluationAborted"]
 
 
@@ -74,11 +76,6 @@ def turn_seed(job: Job, turn: int) -> int:
     return zlib.crc32(f"{job.seed}|{job.slot}|{job.task_id}|{turn}".encode()) & 0x7FFFFFFF
 
 
-def answers_one_at_a_time(agent: Any) -> bool:
-    """Whether ``agent`` has the per-env path (``respond``) the pool needs."""
-    return callable(getattr(agent, "respond", None))
-
-
 def as_reply(reply: Any) -> dict[str, Any]:
     """``respond``'s answer as a dict (a bare string is its ``output``); TypeError without an ``output`` string.
     The output is bounded and the accounting cleaned as :mod:`sapo_gym.bounds` says (OutputError for an output no
@@ -89,7 +86,7 @@ def as_reply(reply: Any) -> dict[str, Any]:
     return {**reply, "output": bound_output(reply["output"]), **clean_usage(reply)}
 
 
-def _worker(agent: Any, work: queue.Queue, results: queue.Queue, clock: Callable[[], float]) -> None:
+def _worker(agent: TurnResponder, work: queue.Queue, results: queue.Queue, clock: Callable[[], float]) -> None:
     while True:
         item = work.get()
         if item is None:
@@ -113,8 +110,8 @@ def _next_result(results: queue.Queue) -> tuple[int, Any, BaseException | None]:
             continue
 
 
-def run_pool(agent: Any, envs: Sequence[gym.Env], jobs: Sequence[Job], on_end: Callable[[Job, EpisodeRecord], None] | None = None,
-             progress: Any = None, clock: Callable[[], float] = time.monotonic) -> dict[tuple[int, int], EpisodeRecord]:
+def run_pool(agent: TurnResponder, envs: Sequence[gym.Env], jobs: Sequence[Job],
+             on_end: Callable[[Job, EpisodeRecord], None] | None = None, progress: EpisodeProgress | None = None, clock: Callable[[], float] = time.monotonic) -> dict[tuple[int, int], EpisodeRecord]:
     """Play ``jobs`` with up to ``len(envs)`` requests in flight (see the module docstring)."""
     shown = (lambda info: info) if is_privileged(agent) else public_info
     work: queue.Queue = queue.Queue()
@@ -167,7 +164,8 @@ class _ReportFailed(Exception):
         self.cause = cause
 
 
-def run_batch(agent: Any, envs: Sequence[gym.Env], task_ids: Sequence[str], seed: int, progress: Any = None,
+def run_batch(agent: BatchActor, envs: Sequence[gym.Env], task_ids: Sequence[str], seed: int,
+              progress: EpisodeProgress | None = None,
               on_end: Callable[[int, EpisodeRecord], None] | None = None,
               clock: Callable[[], float] | None = None) -> list[EpisodeRecord]:
     """Play one episode of each of ``task_ids`` (seeded ``seed``) in lockstep on ``envs``: the agent acts on the
@@ -233,8 +231,8 @@ def _chunks(jobs: Sequence[Job], size: int) -> Iterable[list[Job]]:
             yield chunk
 
 
-def run_lockstep(agent: Any, envs: Sequence[gym.Env], jobs: Sequence[Job], on_end: Callable[[Job, EpisodeRecord], None] | None = None,
-                 progress: Any = None, clock: Callable[[], float] | None = time.monotonic) -> dict[tuple[int, int], EpisodeRecord]:
+def run_lockstep(agent: BatchActor, envs: Sequence[gym.Env], jobs: Sequence[Job],
+                 on_end: Callable[[Job, EpisodeRecord], None] | None = None, progress: EpisodeProgress | None = None, clock: Callable[[], float] | None = time.monotonic) -> dict[tuple[int, int], EpisodeRecord]:
     """Play ``jobs`` in lockstep batches of ``len(envs)`` (batch agents); ``clock`` None times no request."""
     done: dict[tuple[int, int], EpisodeRecord] = {}
     for chunk in _chunks(jobs, len(envs)):
@@ -259,15 +257,17 @@ def run_lockstep(agent: Any, envs: Sequence[gym.Env], jobs: Sequence[Job], on_en
     return done
 
 
-def run_episodes(agent: Any, envs: Sequence[gym.Env], jobs: Sequence[Job], *, done: dict[tuple[int, int], EpisodeRecord] | None = None,
-                 on_end: Callable[[Job, EpisodeRecord], None] | None = None, progress: Any = None, pool: bool | None = None,
+def run_episodes(agent: BatchActor | TurnResponder, envs: Sequence[gym.Env], jobs: Sequence[Job], *,
+                 done: dict[tuple[int, int], EpisodeRecord] | None = None, on_end: Callable[[Job, EpisodeRecord], None] | None = None,
+                 progress: EpisodeProgress | None = None, pool: bool | None = None,
                  clock: Callable[[], float] = time.monotonic) -> list[EpisodeRecord]:
     """Every job's record in plan order: ``done`` ones as given, the others played (pool when the agent answers one
     env at a time and ``pool`` is not False; lockstep otherwise)."""
     done = dict(done or {})
     pending = [job for job in jobs if job.key not in done]
-    use_pool = answers_one_at_a_time(agent) if pool is None else pool
-    if use_pool and not answers_one_at_a_time(agent):
+    responds = isinstance(agent, TurnResponder)
+    use_pool = responds if pool is None else pool
+    if use_pool and not responds:
         raise ValueError(f"agent {getattr(agent, 'name', agent)!r} acts on batches only (no respond): it cannot run in the pool")
     if pending:
         runner = run_pool if use_pool else run_lockstep

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from agents.base import DetailedAgent
 from trainers.config import TrainConfig
 
 __all__ = ["build_policy", "build_generator", "build_agent"]
@@ -48,7 +49,7 @@ def build_generator(policy: Any, cfg: TrainConfig, rank: int = 0) -> Any:
 
 
 def build_agent(policy: Any, cfg: TrainConfig, temperature: float, generator: Any | None = None,
-                value_logits: bool = False) -> Any:
+                value_logits: bool = False) -> DetailedAgent:
     """An :class:`~agents.llm.LLMAgent` sampling from ``policy`` with ``generator`` (default: HF on ``policy``).
 
     No agent seed: sampling draws from torch's global RNG, which checkpoints save and restore.

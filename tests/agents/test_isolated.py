@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agents.isolated import AgentProcessError, IsolatedAgent, agent_process, load_for_harness
+from agents.isolated import AgentProcessError, IsolatedResponder, agent_process, isolate, load_for_harness
 from sapo_cli import main
+from sapo_gym.interfaces import TurnResponder
 
 ATTACKS = "tests.support.isolation"
 
@@ -74,8 +75,9 @@ def test_an_honest_module_agent_plays_the_same_episodes_isolated_and_in_process(
 def test_the_proxy_hands_over_json_infos_with_arrays_rebuilt(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     report = tmp_path / "report.json"
     monkeypatch.setenv("SAPO_ATTACK_REPORT", str(report))
-    with IsolatedAgent(f"{ATTACKS}:InfoTypesAgent", seed=5) as agent:
+    with isolate(f"{ATTACKS}:InfoTypesAgent", seed=5) as agent:
         assert agent.name == "info-types" and agent.privileged is False and agent_process(agent) == "isolated"
+        assert not isinstance(agent, TurnResponder)  # a batch agent: the harness plays it in lockstep
         agent.reset(1)
         info = {"task_id": "t", "step": 0, "action_mask": np.ones(3, dtype=bool), "score": np.float32(0.5),
                 "admissible_actions": ("look", "press red")}
@@ -92,7 +94,7 @@ def test_the_proxy_hands_over_json_infos_with_arrays_rebuilt(tmp_path, monkeypat
     with pytest.raises(AgentProcessError, match="closed"):
         agent.act(["obs"], [{"task_id": "t"}])
     with pytest.raises(ValueError, match="cannot load agent"):  # a bad spec fails as load_agent's would
-        IsolatedAgent("tests.support.isolation:NoSuchAgent")
+        isolate("tests.support.isolation:NoSuchAgent")
     with pytest.raises(ValueError, match="valid choices"):
         load_for_harness("random", process="elsewhere")
     assert agent_process(load_for_harness("random")) == "in-process"
@@ -104,7 +106,8 @@ def test_an_answer_that_cannot_be_encoded_fails_that_request_and_never_hangs(spe
     import threading
 
     outcome: list[Any] = []
-    with IsolatedAgent(f"tests.support.hostile_agents:{spec}") as agent:
+    with isolate(f"tests.support.hostile_agents:{spec}") as agent:
+        assert isinstance(agent, IsolatedResponder) and isinstance(agent, TurnResponder)  # its agent has respond
         def call() -> None:
             try:
                 outcome.append(agent.respond("The panel glows red.", {}))
