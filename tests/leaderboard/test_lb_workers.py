@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import threading
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support.leaderboard import ServerProcess, alive, body, descendants, named, pg_database
+from tests.support.leaderboard import ServerProcess, alive, body, descendants, named, pg_database, run_dirs
 from tests.support.live_protocol import Client, stored_bundle, uninterrupted
 from tests.support.submitters import CLIENTS, PER_CLIENT, run_clients, stored_submissions
 
@@ -69,11 +70,14 @@ def test_no_process_outlives_a_killed_command(tmp_path: Path, make_server) -> No
     server = make_server(f"sqlite:///{tmp_path / 'orphans.db'}", "--no-verify").start()
     rest = _wait(lambda: descendants(server.proc.pid) if len(descendants(server.proc.pid)) == 4 else [], 60,
                  "nginx and gunicorn up")
+    left = run_dirs(rest)
     os.kill(server.proc.pid, signal.SIGKILL)
     server.proc.wait(10)
     _wait(lambda: not [pid for pid in rest if alive(pid)], 30, "nginx and gunicorn gone")
     with pytest.raises(requests.ConnectionError):
         requests.get(server.url + "/api/v1/boards", timeout=10)
+    assert len(left) == 1
+    shutil.rmtree(left[0])  # the killed command's run directory: nothing else removes it
 
 
 def test_a_submission_and_a_live_run_across_two_workers_on_postgresql(pg_cluster: str, make_server, token_for,

@@ -6,6 +6,7 @@ import copy
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -105,14 +106,19 @@ class ServerProcess:
         return children(masters[0]) if masters else []
 
     def kill(self) -> None:
-        """``kill -9`` of the whole server, as a crash of its machine would: every process of it at once."""
+        """``kill -9`` of the whole server, as a crash of its machine would: every process of it at once (then its
+        run directory, which the killed command could not remove, is)."""
         if self.proc is not None and self.proc.poll() is None:
-            for pid in [self.proc.pid, *descendants(self.proc.pid)]:
+            processes = [self.proc.pid, *descendants(self.proc.pid)]
+            left = run_dirs(processes)
+            for pid in processes:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
             self.proc.wait(10)
+            for path in left:
+                shutil.rmtree(path, ignore_errors=True)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -135,6 +141,16 @@ def descendants(pid: int) -> list[int]:
     """Every process under ``pid``: its children, theirs, and so on."""
     found = children(pid)
     return [*found, *(d for child in found for d in descendants(child))]
+
+
+def run_dirs(pids: list[int]) -> list[Path]:
+    """The run directories (nginx's ``-p`` prefix) of the serve commands among ``pids``: what a ``kill -9`` leaves."""
+    found = []
+    for pid in pids:  # nginx's master names itself "nginx: master process /usr/sbin/nginx -p DIR/ -c ..."
+        match = re.match(rb"nginx: master process \S+ -p (\S+) ", _cmdline(pid).replace(b"\0", b" "))
+        if match:
+            found.append(Path(os.fsdecode(match.group(1))))
+    return found
 
 
 def _cmdline(pid: int) -> bytes:
