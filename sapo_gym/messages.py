@@ -178,9 +178,9 @@ def attach_chat(info: dict[str, Any], prompt: str, template: PromptTemplate, his
     """
     action_format = getattr(getattr(env, "protocol", None), "action_format", "text")
     turn = ChatTurn(info["task"], steps, tuple(history), info["raw_observation"], tuple(info["admissible_actions"]), action_format)
-    if turn.history:
-        if render(template, info, [], steps, 0) == prompt:  # the prompt does not show the history: nor do the messages
-            turn = replace(turn, history=())
+    # the prompt does not show the history: nor do the messages
+    if turn.history and render(template, info, [], steps, 0) == prompt:
+        turn = replace(turn, history=())
     info["messages"] = chat_messages(turn)
     if action_format == "tool-call":
         info["tools"] = tool_schema()

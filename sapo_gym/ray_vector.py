@@ -205,7 +205,7 @@ class RayVectorEnv(RaggedInfo, VectorEnv):
             except ray.exceptions.RayActorError:
                 pass  # some worker died: sort them out one by one below
         out: list[tuple[Any, str | None]] = []
-        for (i, method, _), ref in zip(calls, refs):
+        for (_, method, _), ref in zip(calls, refs):
             if ref not in done:
                 out.append((None, f"{method}: no answer within {timeout} s"))
                 continue

@@ -170,7 +170,7 @@ def _backend(entry: EnvEntry) -> type:
     try:
         return _load(entry.backend)
     except ImportError as exc:
-        raise naming_extra(exc, entry.env_id, entry.needs)
+        raise naming_extra(exc, entry.env_id, entry.needs)  # noqa: B904 (naming_extra chains exc as its cause)
 
 
 def build_remote(**kwargs: Any) -> gym.Env:
@@ -180,7 +180,7 @@ def build_remote(**kwargs: Any) -> gym.Env:
     try:
         from sapo_gym.remote.client import RemoteEnv
     except ImportError as exc:
-        raise naming_extra(exc, REMOTE_ID, ("serve",))
+        raise naming_extra(exc, REMOTE_ID, ("serve",))  # noqa: B904 (naming_extra chains exc as its cause)
     return RemoteEnv(**kwargs)
 
 

@@ -38,7 +38,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
-from typing import Union
 
 from sapo_gym.webshop.catalog import Goal, Product
 from sapo_gym.webshop.nouns import NounRule
@@ -59,7 +58,7 @@ COLOR_SET = (
 )
 """WebShop's colour list, in its order (the first contained colour wins)."""
 
-GoalOption = Union[str, tuple[str, str]]
+GoalOption = str | tuple[str, str]
 """A goal option as the original scores it: a value, or a ``(name, value)`` pair."""
 
 _LATIN1 = dict.fromkeys(range(0x80, 0x100))

@@ -30,7 +30,7 @@ def _import_textworld() -> tuple[Any, Any, Any]:
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
         from textworld.envs import PddlEnv
     except ImportError as exc:
-        raise naming_extra(exc, _NEEDS_IT, ("alfworld",))
+        raise naming_extra(exc, _NEEDS_IT, ("alfworld",))  # noqa: B904 (naming_extra chains exc as its cause)
     finally:
         if before is None:
             os.environ.pop("ALFWORLD_DATA", None)

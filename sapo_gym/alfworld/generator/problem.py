@@ -115,7 +115,7 @@ class GeneratedGame:
             + [f"{r}Type - rtype" for r in p.static_receptacles]
             + [f"{mangle(o)} - object" for o in sorted(obj_types)]
             + [f"{mangle(r.id)} - receptacle" for r in receptacles]
-            + [f"{l} - location" for l in locations]
+            + [f"{loc} - location" for loc in locations]
         )
         lines = [f"\n(define (problem plan_gen_{self.split}_{self.index:05d})", "(:domain alfred)", "(:objects"]
         lines += ["        " + d for d in declared] + ["        )", "", "(:init"]

@@ -111,7 +111,7 @@ class CompiledEngine:
         has = self.state.has
         return all(any(all(map(has, term)) for term in clause) for clause in self.game.goal)
 
-    def _applicable(self) -> dict[str, Effect]:
+    def _applicable(self) -> dict[str, Effect]:  # noqa: C901 (the domain's operators in one place, read against it)
         """Command -> effect for every applicable ground operator (the admissible commands)."""
         g, s, names = self.game, self.state, self.game.names
         acts: dict[str, Effect] = {

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Union
 
 __all__ = ["UnsupportedGame", "SExpr", "Problem", "parse_sexpr", "parse_problem"]
 
-SExpr = Union[str, list["SExpr"]]
+SExpr = str | list["SExpr"]
 Fact = tuple[str, ...]
 """A ground atom: ``(predicate, arg, ...)``, all lower-case."""
 
