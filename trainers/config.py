@@ -322,9 +322,9 @@ def field_docs(cls: type = TrainConfig) -> dict[str, str]:
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
     for stmt, nxt in zip(body, body[1:]):
-        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
-                docs[stmt.target.id] = " ".join(nxt.value.value.split())
+        if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+            docs[stmt.target.id] = " ".join(nxt.value.value.split())
     return docs
 
 

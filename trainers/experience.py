@@ -15,8 +15,9 @@ the shape check, :meth:`Experience.cat` and :meth:`Experience.trim` read them fr
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -144,7 +145,7 @@ class Experience:
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
-    def collate(cls, turns: Sequence[TurnRecord], pad_id: int) -> "Experience":
+    def collate(cls, turns: Sequence[TurnRecord], pad_id: int) -> Experience:
         """Pad turns into a batch, keeping their order (row i is ``turns[i]``)."""
         if not turns:
             raise ValueError("cannot collate an empty list of turns")
@@ -182,7 +183,7 @@ class Experience:
         )
 
     @classmethod
-    def cat(cls, parts: Sequence["Experience"], pad_id: int) -> "Experience":
+    def cat(cls, parts: Sequence[Experience], pad_id: int) -> Experience:
         """Concatenate batches row-wise, right-padding token fields to the longest ``T`` (each with its own pad)."""
         t = max(p.input_ids.shape[1] for p in parts)
         merged = {}
@@ -227,7 +228,7 @@ class Experience:
         """
         return self.prompt_lengths - 1 + self.response_lengths
 
-    def _map(self, fn) -> "Experience":
+    def _map(self, fn) -> Experience:
         changes = {
             f.name: fn(getattr(self, f.name))
             for f in fields(self)
@@ -235,16 +236,16 @@ class Experience:
         }
         return replace(self, **changes)
 
-    def to(self, device: torch.device | str) -> "Experience":
+    def to(self, device: torch.device | str) -> Experience:
         """Move every tensor to ``device``."""
         return self._map(lambda x: x.to(device))
 
-    def select(self, idx: Tensor | Sequence[int]) -> "Experience":
+    def select(self, idx: Tensor | Sequence[int]) -> Experience:
         """Rows ``idx`` (in that order), every field included; ``T`` unchanged."""
         idx = torch.as_tensor(idx, dtype=torch.long, device=self.input_ids.device)
         return self._map(lambda x: x[idx])
 
-    def trim(self) -> "Experience":
+    def trim(self) -> Experience:
         """Drop trailing token columns that are padding in every row (cheaper forward passes)."""
         t = int(self.attention_mask.any(0).nonzero().max()) + 1 if self.attention_mask.any() else 1
         changes = {
@@ -253,11 +254,11 @@ class Experience:
         }
         return replace(self, **changes)
 
-    def longest_first(self) -> "Experience":
+    def longest_first(self) -> Experience:
         """The rows sorted by length, longest first (ties keep their order): consecutive rows pad alike."""
         return self.select(torch.sort(self.attention_mask.sum(1), descending=True, stable=True).indices)
 
-    def minibatches(self, size: int, generator: torch.Generator | None = None, shuffle: bool = True) -> Iterator["Experience"]:
+    def minibatches(self, size: int, generator: torch.Generator | None = None, shuffle: bool = True) -> Iterator[Experience]:
         """Yield trimmed minibatches of ``size`` rows, the last one holding the rest (shuffled with ``generator`` when
         ``shuffle``)."""
         if size <= 0:

@@ -98,7 +98,7 @@ class TrainingStrategy(ABC):
     def prepare(self, model: nn.Module, lr: float, weight_decay: float = 0.0, name: str = "model") -> Trainable:
         """Move ``model`` to the device, switch on gradient checkpointing if asked, build the optimizer."""
 
-    def zero_grad(self, trainable: Trainable) -> None:
+    def zero_grad(self, trainable: Trainable) -> None:  # noqa: B027 (a hook: nothing to do by default)
         """Start a new accumulation (DeepSpeed's step already zeroes its gradients)."""
 
     def backward(self, trainable: Trainable, loss: Tensor) -> None:
@@ -158,7 +158,7 @@ class TrainingStrategy(ABC):
         """Every rank's ``obj``, in rank order (e.g. each rank's rollout)."""
         return [obj]
 
-    def barrier(self) -> None:
+    def barrier(self) -> None:  # noqa: B027 (a hook: one process waits for no one)
         """Wait for every rank."""
 
 

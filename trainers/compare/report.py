@@ -198,7 +198,10 @@ def _machinery_table(res: dict[str, Any]) -> list[str]:
              "| method | success % (95 % CI) | V explained variance (GAE targets) | V explained variance (Monte-Carlo returns) "
              "| turns with a non-zero advantage | groups with all-equal returns |",
              "|---|---|---|---|---|---|"]
-    pct = lambda v: "—" if v is None else f"{100 * v:.1f} %"
+
+    def pct(v: float | None) -> str:
+        return "—" if v is None else f"{100 * v:.1f} %"
+
     for algo, m in res["methods"].items():
         st = m["overall"]["success"]
         ci = "" if st["ci_low"] is None else f" [{100 * st['ci_low']:.1f}, {100 * st['ci_high']:.1f}]"

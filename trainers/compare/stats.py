@@ -87,7 +87,10 @@ class Lift:
 
     def line(self, method: str, start: str) -> str:
         """One honest sentence with the numbers."""
-        pct = lambda x: f"{100 * x:.1f} %"
+
+        def pct(x: float) -> str:
+            return f"{100 * x:.1f} %"
+
         if self.gain_low is None or self.gain_high is None:
             ci = "one seed, no interval"
         else:
