@@ -11,6 +11,7 @@ import json
 import sys
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 
 def main(model_dir: str, pushed: str, prompts_file: str, out_file: str) -> None:
@@ -24,7 +25,7 @@ def main(model_dir: str, pushed: str, prompts_file: str, out_file: str) -> None:
     from agents.policy import PolicyModel
     from sapo_gym.evaluation import evaluate
 
-    prompts = json.loads(open(prompts_file).read())
+    prompts = json.loads(Path(prompts_file).read_text())
     start = time.perf_counter()
     gen = VLLMGenerator(PolicyModel.from_pretrained(model_dir), dtype="float32", max_model_len=512)
     result = {"startup_s": time.perf_counter() - start}
@@ -62,7 +63,7 @@ def trainer(prompts_file: str, out_dir: str) -> None:
     from trainers.config import TrainConfig
     from trainers.loop import Trainer
 
-    prompts = json.loads(open(prompts_file).read())
+    prompts = json.loads(Path(prompts_file).read_text())
     greedy = GenerationParams(max_new_tokens=24, temperature=0.0)
     start = time.perf_counter()
     run = Trainer(TrainConfig(**LOOP_CONFIG, out_dir=out_dir))
@@ -87,7 +88,7 @@ def constrained(model_dir: str, spec_file: str, out_file: str) -> None:
     from agents.llm import LLMAgent
     from agents.policy import PolicyModel
 
-    spec = json.loads(open(spec_file).read())
+    spec = json.loads(Path(spec_file).read_text())
     gen = VLLMGenerator(PolicyModel.from_pretrained(model_dir), dtype="float32", max_model_len=512)
     builder = ConstraintBuilder(gen.policy.tokenizer)
     free = set(spec["unconstrained"])

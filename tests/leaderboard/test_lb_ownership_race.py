@@ -58,13 +58,13 @@ def test_two_tokens_sending_one_bundle_at_once_on_postgres(pg_app, expert_bundle
         data = body({**expert_bundle, "evaluation": {**expert_bundle["evaluation"], "command": f"round {round_}"}})
         barrier, answers = threading.Barrier(2), []
 
-        def send(auth: dict[str, str]) -> None:
+        def send(auth: dict[str, str], data: bytes, barrier: threading.Barrier, answers: list) -> None:
             client = pg_app.test_client()
             barrier.wait(30)
             response = client.post("/api/v1/submissions", data=data, headers=auth)
             answers.append((response.status_code, (response.json or {}).get("error")))
 
-        threads = [threading.Thread(target=send, args=(auth,)) for auth in tokens]
+        threads = [threading.Thread(target=send, args=(auth, data, barrier, answers)) for auth in tokens]
         for t in threads:
             t.start()
         for t in threads:

@@ -123,7 +123,7 @@ def test_vault_rewards_terminates_and_truncates() -> None:
         total += r
     assert info["won"] and total == 10.0 and not truncated
     env.reset(options={"task_index": 2})
-    for i in range(4):
+    for _ in range(4):
         _, _, terminated, truncated, _ = env.step("<think></think><action>look</action>")
     assert truncated and not terminated
 

@@ -130,7 +130,7 @@ def test_a_prompt_over_its_length_budget_shows_no_history_and_neither_do_its_mes
     env = gym.make("sapo/Vault-v0", prompt=template, history_length=3)
     env.reset(options={"task_index": 0})
     shown = []
-    for step in range(1, 4):
+    for _ in range(1, 4):
         obs, *_, info = env.step("<think>t</think><action>look</action>")
         assert render_prompt(info["messages"], template) == obs
         shown.append(len(parse_messages(info["messages"]).history))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import gymnasium as gym
 import pytest
 
@@ -170,7 +172,7 @@ def test_tool_call_envs_prompt_for_a_call_and_record_it(env_id: str) -> None:
         name = tool.unwrapped.spec_fields()["prompt"]
         assert name == text.unwrapped.spec_fields()["prompt"] + TOOL_CALL_SUFFIX == raw.unwrapped.spec_fields()["prompt"]
         assert tool.unwrapped.spec_hash() == raw.unwrapped.spec_hash()  # the prompt is recorded, not hashed
-        obs_c, *_ = tool.step('{"name": "take_action", "arguments": {"command": "%s"}}' % info["admissible_actions"][0])
+        obs_c, *_ = tool.step(json.dumps({"name": "take_action", "arguments": {"command": info["admissible_actions"][0]}}))
         assert not any(tag in obs_c for tag in TAGS) and "take_action" in obs_c
     finally:
         for env in (text, tool, raw):

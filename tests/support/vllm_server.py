@@ -97,7 +97,7 @@ class VLLMServer:
             except _PortTaken:
                 self.stop()
                 if attempt + 1 == attempts:
-                    raise RuntimeError(f"vLLM server: {attempts} ports taken before it could bind them:\n{self.tail()}")
+                    raise RuntimeError(f"vLLM server: {attempts} ports taken before it could bind them:\n{self.tail()}") from None
             except BaseException:
                 self.stop()
                 raise

@@ -8,8 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from agents.logits import mask_value_tokens  # noqa: E402
 from tests.support import core_algos_reference as ref  # noqa: E402

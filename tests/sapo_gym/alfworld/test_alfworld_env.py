@@ -121,10 +121,7 @@ def test_thousand_random_steps_never_raise():
     ]
     _, info = env.reset(seed=0)
     for step in range(1000):
-        if rng.random() < 0.2:
-            action = rng.choice(junk)
-        else:
-            action = _act(rng.choice(info["admissible_actions"]))
+        action = rng.choice(junk) if rng.random() < 0.2 else _act(rng.choice(info["admissible_actions"]))
         _, reward, terminated, truncated, info = env.step(action)
         assert reward in (0.0, 10.0) and isinstance(info["admissible_actions"], list)
         if terminated or truncated:

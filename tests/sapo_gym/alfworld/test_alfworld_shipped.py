@@ -36,8 +36,7 @@ def test_shipped_files_equal_the_ones_rebuilt_from_the_wheel():
 def test_goal_library_and_constants_equal_alfworlds_modules():
     """Against alfworld's modules as imported (not the rebuild's own reading of their files)."""
     pytest.importorskip("alfworld")
-    from alfworld.gen import constants as c
-    from alfworld.gen import goal_library as g
+    from alfworld.gen import constants as c, goal_library as g
 
     assert goal_library() == {t: {"pddl": g.gdict[t]["pddl"], "templates": g.gdict[t]["templates"]} for t in TASK_TYPES}
     p = props()
