@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import statistics
 import time
 from typing import Any
@@ -113,7 +114,7 @@ def measure(trainer: Trainer, calls: list[Call], repeats: int, drafts: list[int]
     lengths = [(len(p), len(r)) for c in calls for p, r in zip(c.prompts, c.responses)]
     tokens = float(sum(p + r for p, r in lengths))
     return {
-        **{f"sampler, {k} draft tokens" if k else "sampler, no drafts": (_timed(lambda: sampler(k), repeats), tokens,
+        **{f"sampler, {k} draft tokens" if k else "sampler, no drafts": (_timed(functools.partial(sampler, k), repeats), tokens,
                                                                          _flops(model, lengths, "generated")) for k in drafts},
         "prefill only": (_timed(lambda: forward(False), repeats), float(sum(p for p, _ in lengths)),
                          _flops(model, [(p, 0) for p, _ in lengths], "last")),

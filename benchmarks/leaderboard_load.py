@@ -134,14 +134,15 @@ def run_locust(locust: str, url: str, config: Path, users: int, duration: int, p
 # ------------------------------------------------------------------ locust's CSV and the table
 def read_stats(path: Path) -> dict[str, dict[str, float]]:
     """``*_stats.csv`` per request name (and ``Aggregated``): requests, failures, rps, p50, p95 (ms)."""
+    def num(row: dict[str, str], key: str) -> float:
+        value = row.get(key, "")
+        return float(value) if value not in ("", "N/A") else float("nan")
+
     out: dict[str, dict[str, float]] = {}
     with path.open(newline="") as f:
         for row in csv.DictReader(f):
-            def num(key: str) -> float:
-                value = row.get(key, "")
-                return float(value) if value not in ("", "N/A") else float("nan")
-            out[row["Name"]] = {"requests": num("Request Count"), "failures": num("Failure Count"),
-                                "rps": num("Requests/s"), "p50": num("50%"), "p95": num("95%")}
+            out[row["Name"]] = {"requests": num(row, "Request Count"), "failures": num(row, "Failure Count"),
+                                "rps": num(row, "Requests/s"), "p50": num(row, "50%"), "p95": num(row, "95%")}
     return out
 
 

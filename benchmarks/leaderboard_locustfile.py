@@ -20,7 +20,8 @@ from locust import FastHttpUser, constant, task
 
 with open(os.environ["SAPO_LOAD_CONFIG"]) as _f:
     CONFIG = json.load(_f)
-_LINES = open(CONFIG["bundles"], "rb")  # one bundle a line; read as they are sent (gevent: one reader at a time)
+# one bundle a line; read as they are sent (gevent: one reader at a time), open for the process's life
+_LINES = open(CONFIG["bundles"], "rb")  # noqa: SIM115
 _TOKENS = itertools.cycle(CONFIG["tokens"])
 _SUBMISSIONS = list(CONFIG["submissions"])
 

@@ -23,8 +23,9 @@ def scrub(x, path=""):
     return x
 
 def diff(a, b, path, out):
-    if type(a) != type(b):
-        out.append(f"{path}: type {type(a).__name__} vs {type(b).__name__}"); return
+    if type(a) is not type(b):
+        out.append(f"{path}: type {type(a).__name__} vs {type(b).__name__}")
+        return
     if isinstance(a, dict):
         for k in sorted(set(a) | set(b)):
             if k not in a or k not in b:
@@ -33,7 +34,8 @@ def diff(a, b, path, out):
                 diff(a[k], b[k], f"{path}/{k}", out)
     elif isinstance(a, list):
         if len(a) != len(b):
-            out.append(f"{path}: len {len(a)} vs {len(b)}"); return
+            out.append(f"{path}: len {len(a)} vs {len(b)}")
+            return
         for i, (x, y) in enumerate(zip(a, b)):
             diff(x, y, f"{path}[{i}]", out)
     elif a != b:
@@ -45,10 +47,11 @@ for f in sorted(ref.rglob("*.json")) + sorted(ref.rglob("metrics.jsonl")):
     rel = f.relative_to(ref)
     g = new / rel
     if not g.exists():
-        out.append(f"{rel}: missing in new"); continue
+        out.append(f"{rel}: missing in new")
+        continue
     if f.suffix == ".jsonl":
-        a = [json.loads(l) for l in f.read_text().splitlines()]
-        b = [json.loads(l) for l in g.read_text().splitlines()]
+        a = [json.loads(line) for line in f.read_text().splitlines()]
+        b = [json.loads(line) for line in g.read_text().splitlines()]
     else:
         a, b = json.loads(f.read_text()), json.loads(g.read_text())
     diff(scrub(a), scrub(b), str(rel), out)
