@@ -27,10 +27,11 @@ import bisect
 import hashlib
 import itertools
 import json
+import math
 import random
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +130,7 @@ class Goal:
     ``(name, value)`` pairs, as WebShop does); empty when the goal lists values only (human goals)."""
 
 
-def _products_hash(products: list[Product]) -> Any:
+def _products_hash(products: Sequence[Product]) -> Any:
     """The running sha256 of the products' asins and texts (the start of :attr:`Catalog.digest`)."""
     digest = hashlib.sha256(json.dumps([p.asin for p in products]).encode())
     digest.update(json.dumps([[p.title, p.description, p.bullet_points, p.options] for p in products]).encode())
@@ -140,9 +141,10 @@ def _products_hash(products: list[Product]) -> Any:
 class Catalog:
     """Products, their sampled prices and the shuffled goals."""
 
-    products: list[Product]
-    prices: dict[str, float]
-    goals: list[Goal]
+    products: Sequence[Product]
+    """A list, or a read-only view of a mapped product store (:mod:`.store`) that decodes products on access."""
+    prices: Mapping[str, float]
+    goals: Sequence[Goal]
     source: str
     """``generated-<n>`` or the data folder the files came from."""
     digest: str
@@ -154,10 +156,16 @@ class Catalog:
     products_digest: str = ""
     """sha256 of the products' asins and texts alone (computed when not given): keys the search index, which
     reads nothing else, so the splits of one product list (``test``, ``verl-agent-test``, a private split) share it."""
-    by_asin: dict[str, Product] = field(init=False)
+    by_asin: Mapping[str, Product] = None  # type: ignore[assignment]
+    """asin → product (built from :attr:`products` when not given)."""
+    asins: Sequence[str] = None  # type: ignore[assignment]
+    """The products' asins in catalog order (the search index's document ids; built when not given)."""
 
     def __post_init__(self) -> None:
-        self.by_asin = {p.asin: p for p in self.products}
+        if self.by_asin is None:
+            self.by_asin = {p.asin: p for p in self.products}
+        if self.asins is None:
+            self.asins = [p.asin for p in self.products]
         if not self.products_digest:
             self.products_digest = _products_hash(self.products).hexdigest()[:20]
 
@@ -242,13 +250,22 @@ def product_from_raw(raw: dict[str, Any], attributes: list[str], file: str, inde
 
 
 # ------------------------------------------------------------------ goals
+UNCAPPED = 1_000_000.0
+"""The cap of a goal whose price has fewer than two grid steps above it (its instruction names no price)."""
+
+
+def price_clause(upper: float) -> str:
+    """The instruction's price clause for a goal's cap (none when uncapped)."""
+    return "" if upper == UNCAPPED else f", and price lower than {upper:.2f} dollars"
+
+
 def _price_cap(price: float, rng: random.Random) -> tuple[float, str]:
     first = bisect.bisect_right(PRICE_GRID, price)
     above = PRICE_GRID[first:first + 4]
     if len(above) < 2:
-        return 1_000_000.0, ""
+        return UNCAPPED, ""
     upper = sorted(rng.sample(above, 2))[1]
-    return upper, f", and price lower than {upper:.2f} dollars"
+    return upper, price_clause(upper)
 
 
 def _goal_options(raw: Any) -> list[str]:
@@ -257,7 +274,7 @@ def _goal_options(raw: Any) -> list[str]:
     return [str(v) for v in values]
 
 
-def goals_from_human(products: Iterable[Product], prices: dict[str, float], human: dict[str, Any], rng: random.Random,
+def goals_from_human(products: Iterable[Product], prices: Mapping[str, float], human: dict[str, Any], rng: random.Random,
                 file: str = "items_human_ins.json") -> list[Goal]:
     """One goal per human instruction that names at least one attribute (WebShop's ``get_human_goals``)."""
     goals = []
@@ -277,28 +294,39 @@ def goals_from_human(products: Iterable[Product], prices: dict[str, float], huma
     return goals
 
 
-def goals_from_synthetic(products: Iterable[Product], prices: dict[str, float], ins: dict[str, Any], rng: random.Random,
-                    file: str = "items_ins_v2.json") -> list[Goal]:
-    """One goal per option combination of each instructed product (WebShop's ``get_synthetic_goals``)."""
-    goals: list[Goal] = []
+def synthetic_goal(p: Product, instruction: str, attrs: list[str], names: list[str], combo: tuple[str, ...],
+                   upper: float, weight: float) -> Goal:
+    """The synthetic goal of one option combination (``combo``, values of the sorted option ``names``) of ``p``."""
+    option_text = ", and ".join(f"{n}: {v}" for n, v in zip(names, combo))
+    return Goal(asin=p.asin, category=p.category, query=p.query, name=p.title, product_category=p.product_category,
+                instruction_text=instruction + (f" with {option_text}" if option_text else "") + price_clause(upper),
+                attributes=list(attrs), price_upper=upper, goal_options=list(combo), option_names=tuple(names),
+                weight=weight)
+
+
+def goals_from_synthetic(products: Iterable[Product], prices: Mapping[str, float], ins: dict[str, Any],
+                         rng: random.Random, file: str = "items_ins_v2.json") -> list[Goal]:
+    """One goal per option combination of each instructed product (WebShop's ``get_synthetic_goals``).
+
+    Each goal's ``weight`` is WebShop's: every instruction attribute counted once per goal (option combination),
+    the mean of ``1 / count`` over the goal's attributes."""
+    instructed: list[tuple[Product, str, list[str], float]] = []
     counts: dict[str, int] = {}
     for p in products:
         entry = ins.get(p.asin) or {}
         if entry.get("instruction") is None:  # WebShop skips only None; an empty "" still makes goals
             continue
         attrs = _require(entry, "instruction_attributes", list, file, p.asin)
-        upper, price_text = _price_cap(prices[p.asin], rng)
+        instructed.append((p, entry["instruction"], attrs, _price_cap(prices[p.asin], rng)[0]))
+        for a in attrs:
+            counts[a] = counts.get(a, 0) + math.prod(len(v) for v in p.options.values())
+    goals: list[Goal] = []
+    for p, instruction, attrs, upper in instructed:
         names = sorted(p.options)
-        for combo in itertools.product(*(p.options[n] for n in names)):
-            option_text = ", and ".join(f"{n}: {v}" for n, v in zip(names, combo))
-            goals.append(Goal(
-                asin=p.asin, category=p.category, query=p.query, name=p.title, product_category=p.product_category,
-                instruction_text=entry["instruction"] + (f" with {option_text}" if option_text else "") + price_text,
-                attributes=list(attrs), price_upper=upper, goal_options=list(combo), option_names=tuple(names),
-            ))
-            for a in attrs:  # once per goal (option combination), as WebShop counts
-                counts[a] = counts.get(a, 0) + 1
-    return [replace(g, weight=sum(1.0 / counts[a] for a in g.attributes) / max(len(g.attributes), 1)) for g in goals]
+        combos = list(itertools.product(*(p.options[n] for n in names)))
+        weight = sum(1.0 / counts[a] for a in attrs) / max(len(attrs), 1) if combos else 0.0
+        goals += [synthetic_goal(p, instruction, attrs, names, combo, upper, weight) for combo in combos]
+    return goals
 
 
 def sample_prices(products: Iterable[Product], rng: random.Random) -> dict[str, float]:

@@ -16,27 +16,28 @@ a query's score the float32 sum of its tokens' scores in query order (repeated t
 again). A test compares both on many queries with ``np.array_equal``.
 
 The index is built once per catalog and cached on disk under ``$SAPO_GYM_CACHE`` (default
-``~/.cache/sapo_gym``) as one ``.npz``, keyed by what it reads: the digest of the catalog's products
-(:attr:`~.catalog.Catalog.products_digest`, not the goals: the splits of one product list share it); it is written to a
-temporary folder and renamed into place, so parallel workers never read a half-written index.
+``~/.cache/sapo_gym``) as a folder of arrays that every process maps read-only (:mod:`.bm25`), keyed by what it
+reads: the digest of the catalog's products (:attr:`~.catalog.Catalog.products_digest`, not the goals: the splits
+of one product list share it); it is built in a temporary folder and renamed into place, so parallel workers
+never read a half-written index (and a read-only cache gets an index in a temporary folder instead).
 A search returns the top 50 products with a positive score, best first (ties by catalog order,
 as Lucene breaks ties by document order), as WebShop's ``SEARCH_RETURN_N``.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from sapo_gym.webshop.bm25 import BM25Index
 from sapo_gym.webshop.catalog import Catalog, Product
 
 __all__ = ["SEARCH_RETURN_N", "BM25_K1", "BM25_B", "BM25S_VERSION", "tokenize", "product_text", "BM25Index",
@@ -49,8 +50,9 @@ BM25S_VERSION = "0.3.16"
 """The bm25s release whose ``method="lucene"`` scores :class:`BM25Index` reproduces (the spec's ``backend.bm25s``)."""
 TOKENIZER = f"webshop-fields-v2-lucene-stop-porter3-k{BM25_K1}-b{BM25_B}"
 """Names the indexed fields, the analyzer and BM25's parameters in the index cache key: change it when any changes."""
-INDEX_FORMAT = "bm25np1"
-"""Names the on-disk format in the cache key (the bm25s-format folders of before are never read as this one)."""
+INDEX_FORMAT = "bm25np2"
+"""Names the on-disk format in the cache key (a folder of memory-mapped arrays, :mod:`.bm25`; older formats are
+never read as this one)."""
 _POSSESSIVE = re.compile(r"['\u2019\uff07]s\b")
 _TOKEN = re.compile(r"[0-9]+(?:[.,][0-9]+)+|[^\W_]+")
 _STOPWORDS = frozenset(
@@ -93,89 +95,47 @@ def cache_root() -> Path:
     return Path(os.environ.get("SAPO_GYM_CACHE") or Path.home() / ".cache" / "sapo_gym")
 
 
-class BM25Index:
-    """Lucene-variant BM25 over tokenized documents, stored by term (CSC): :meth:`scores` of a token list."""
-
-    def __init__(self, vocab: list[str], data: np.ndarray, docs: np.ndarray, indptr: np.ndarray, num_docs: int):
-        self.vocab: dict[str, int] = {t: i for i, t in enumerate(vocab)}
-        self.data, self.docs, self.indptr, self.num_docs = data, docs, indptr, int(num_docs)
-
-    @classmethod
-    def build(cls, documents: Sequence[Sequence[str]], k1: float = BM25_K1, b: float = BM25_B) -> BM25Index:
-        vocab = sorted(set().union(*documents)) if documents else []
-        ids = {t: i for i, t in enumerate(vocab)}
-        lengths = np.array([len(d) for d in documents], dtype=np.int64)
-        term = np.fromiter((ids[t] for d in documents for t in d), dtype=np.int64, count=int(lengths.sum()))
-        doc = np.repeat(np.arange(len(documents), dtype=np.int64), lengths)
-        pairs, tf = np.unique((term << 32) | doc, return_counts=True)  # sorted by term, then document
-        term, doc = pairs >> 32, pairs & 0xFFFFFFFF
-        df = np.bincount(term, minlength=len(vocab))
-        n = len(documents)
-        idf_of = {int(f): np.float32(math.log(1 + (n - int(f) + 0.5) / (int(f) + 0.5))) for f in np.unique(df)}
-        idf = np.array([idf_of[int(f)] for f in df], dtype=np.float32)
-        avgdl = float(lengths.mean()) if n else 1.0  # as bm25s: the exact integer sum over n, in float64
-        norm = k1 * ((1 - b) + b * lengths.astype(np.float64) / avgdl)  # per document, in bm25s's operation order
-        tf64 = tf.astype(np.float64)
-        data = (idf[term].astype(np.float64) * (tf64 / (norm[doc] + tf64))).astype(np.float32)
-        indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
-        np.cumsum(df, out=indptr[1:])
-        return cls(vocab, data, doc.astype(np.int32), indptr, n)
-
-    def scores(self, tokens: Sequence[str]) -> np.ndarray:
-        """float32 scores of every document: the sum of the known tokens' scores, in query order."""
-        total = np.zeros(self.num_docs, dtype=np.float32)
-        for t in tokens:
-            i = self.vocab.get(t)
-            if i is not None:
-                start, end = self.indptr[i], self.indptr[i + 1]
-                np.add.at(total, self.docs[start:end], self.data[start:end])  # one entry per document of a term
-        return total
-
-    def save(self, path: Path) -> None:
-        vocab = np.frombuffer("\n".join(self.vocab).encode(), dtype=np.uint8)  # tokens hold no whitespace
-        np.savez(path, vocab=vocab, data=self.data, docs=self.docs, indptr=self.indptr, num_docs=np.int64(self.num_docs))
-
-    @classmethod
-    def load(cls, path: Path) -> BM25Index:
-        with np.load(path, allow_pickle=False) as z:
-            text = z["vocab"].tobytes().decode()
-            vocab = text.split("\n") if text else []
-            return cls(vocab, z["data"], z["docs"], z["indptr"], int(z["num_docs"]))
-
-
 class SearchIndex:
     """BM25 over a catalog's products; :meth:`search` returns asins."""
 
     def __init__(self, catalog: Catalog, cache_dir: Path | None = None):
-        self.asins = [p.asin for p in catalog.products]
+        self.asins: Sequence[str] = catalog.asins
         folder = (cache_dir or cache_root()) / "webshop" / f"{INDEX_FORMAT}-{TOKENIZER}-{catalog.products_digest}"
-        if (folder / "index.npz").exists():
-            self.bm25 = BM25Index.load(folder / "index.npz")
-            self.cached = True
-        else:
-            self.bm25 = BM25Index.build([tokenize(product_text(p)) for p in catalog.products])
-            self._save(folder)
-            self.cached = False
-        self.vocab: dict[str, int] = self.bm25.vocab
+        self.cached = (folder / "meta.json").is_file()
+        if not self.cached:
+            self._build(catalog, folder)
+        self.bm25 = BM25Index.load(folder) if (folder / "meta.json").is_file() else self._in_temp(catalog)
+        self.vocab: Mapping[str, int] = self.bm25.vocab
 
-    def _save(self, folder: Path) -> None:
+    @staticmethod
+    def _documents(catalog: Catalog) -> Iterator[list[str]]:
+        return (tokenize(product_text(p)) for p in catalog.products)
+
+    def _build(self, catalog: Catalog, folder: Path) -> None:
+        """Build into a temporary folder beside ``folder``, then rename it into place (a parallel worker's identical
+        index may land first: then this one is dropped)."""
         try:
             folder.parent.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
-            self.bm25.save(tmp / "index.npz")
-            try:
-                os.replace(tmp, folder)
-            except OSError:  # another worker won the race: theirs is identical
-                shutil.rmtree(tmp, ignore_errors=True)
-        except OSError:  # read-only home: the in-memory index still works
+        except OSError:  # a read-only cache: the index is built in a temporary folder instead
+            return
+        try:
+            BM25Index.build(self._documents(catalog), tmp)
+            os.replace(tmp, folder)
+        except OSError:
             pass
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _in_temp(self, catalog: Catalog) -> BM25Index:
+        return BM25Index.build(self._documents(catalog))
 
     def search(self, query: str, k: int = SEARCH_RETURN_N) -> list[str]:
         """The asins of the top ``k`` products with a positive BM25 score for ``query``."""
-        tokens = [t for t in tokenize(query) if t in self.vocab]
-        if not tokens:
+        ids = [i for i in (self.vocab.get(t) for t in tokenize(query)) if i is not None]
+        if not ids:
             return []
-        scores = self.bm25.scores(tokens)
+        scores = self.bm25.scores_of_ids(ids)
         hits = np.flatnonzero(scores > 0)
         if len(hits) > k:  # keep everything tied with the k-th score, so ties resolve by catalog order
             kth = -np.partition(-scores[hits], k - 1)[k - 1]

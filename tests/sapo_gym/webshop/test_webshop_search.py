@@ -6,7 +6,10 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from sapo_gym.webshop import bm25
+from sapo_gym.webshop.bm25 import BM25Index
 from sapo_gym.webshop.catalog import Catalog, build_catalog
 from sapo_gym.webshop.dataset import load_catalog, load_split_catalog
 from sapo_gym.webshop.generate import generate_raw
@@ -63,12 +66,31 @@ def test_index_is_cached_on_disk_by_the_products_digest(tmp_path: Path) -> None:
     first = SearchIndex(catalog, cache_dir=tmp_path)
     second = SearchIndex(catalog, cache_dir=tmp_path)
     assert (first.cached, second.cached) == (False, True)
-    assert (tmp_path / "webshop" / f"{INDEX_FORMAT}-{TOKENIZER}-{catalog.products_digest}" / "index.npz").is_file()
+    assert (tmp_path / "webshop" / f"{INDEX_FORMAT}-{TOKENIZER}-{catalog.products_digest}" / "meta.json").is_file()
     assert first.search("coffee table") == second.search("coffee table")
     # the same products under the other goal set: one index (it reads the products only), two datasets
     synthetic = build_catalog(products, ins, human, source="c", human_goals=False)
     assert synthetic.digest != catalog.digest and synthetic.products_digest == catalog.products_digest
     assert SearchIndex(synthetic, cache_dir=tmp_path).cached
+
+
+def test_an_index_built_in_chunks_is_the_one_built_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = [tokenize(product_text(p)) for p in load_catalog(num_products=300).products]
+    whole = BM25Index.build(docs, tmp_path / "whole")  # one chunk: the whole-corpus computation bm25s is checked against
+    monkeypatch.setattr(bm25, "CHUNK_DOCS", 7)
+    chunked = BM25Index.build(docs, tmp_path / "chunked")
+    assert list(whole.vocab) == list(chunked.vocab) and whole.num_docs == chunked.num_docs == 300
+    for name in ("indptr", "docs", "data"):
+        assert np.array_equal(getattr(whole, name), getattr(chunked, name)), name
+
+
+def test_terms_are_found_by_their_hash_and_compared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    index = BM25Index.build([["mug", "blue"], ["lamp"]], tmp_path / "i")
+    assert [index.vocab.get(t) for t in ("blue", "lamp", "mug", "sofa")] == [0, 1, 2, None]  # ids in sorted order
+    monkeypatch.setattr(bm25, "term_hash", lambda term: 7)  # every key collides: the stored terms tell them apart
+    colliding = BM25Index.build([["mug", "blue"], ["lamp"]], tmp_path / "j")
+    assert [colliding.vocab.get(t) for t in ("blue", "lamp", "mug", "sofa")] == [0, 1, 2, None]
+    assert "lamp" in colliding.vocab and "sofa" not in colliding.vocab and list(colliding.vocab) == ["blue", "lamp", "mug"]
 
 
 def test_the_splits_of_one_product_list_share_one_index() -> None:
