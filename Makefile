@@ -27,7 +27,7 @@ run: setup
 	cat runs/compare/results.md
 
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not browser and not needs_data"

@@ -34,6 +34,17 @@ def alfworld_data() -> Path:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files that hold a ``slow`` test first (each file's tests in their order), then gpu tests skip without CUDA.
+
+    ``make test`` deals whole files to two workers in this order (``--dist loadfile --no-loadscope-reorder``), each
+    worker taking the next file when it is done: the long files start first and the many short ones fill in the
+    end, so the workers finish close together instead of one running a long file alone at the end."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable
+    _skip_gpu_tests_without_cuda(items)
+
+
+def _skip_gpu_tests_without_cuda(items: list[pytest.Item]) -> None:
     import importlib.util
 
     has_cuda = False
