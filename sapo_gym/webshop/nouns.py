@@ -37,7 +37,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 __all__ = ["NounRule", "OFFLINE", "offline_nouns", "spacy_model_package", "noun_choice", "noun_rule", "NOUNS_ENV",
-           "TAGGER_ONLY", "NLP_EXTRA"]
+           "TAGGER_ONLY", "NLP_EXTRA", "spacy_nouns_batch"]
 
 NOUNS_ENV = "SAPO_WEBSHOP_NOUNS"
 NLP_EXTRA = "pip install 'sapo-gym[nlp]'"
@@ -123,6 +123,16 @@ instead of 6 (0 differences over 3,009 titles, and a test)."""
 @cache
 def _pipeline(package: str) -> Any:
     return importlib.import_module(package).load(exclude=list(TAGGER_ONLY))
+
+
+PIPE_BATCH = 256
+
+
+def spacy_nouns_batch(titles: list[str], package: str) -> list[tuple[str, ...]]:
+    """The nouns of many titles by the spaCy rule, tagged in batches (``nlp.pipe``): the tags of one title at a
+    time (a test compares them title by title), at about a third of the time."""
+    return [tuple(t.text.lower() for t in doc if t.pos_ in NOUN_TAGS)
+            for doc in _pipeline(package).pipe(titles, batch_size=PIPE_BATCH)]
 
 
 def _spacy_rule(package: str) -> NounRule:

@@ -12,12 +12,12 @@ from sapo_gym.webshop import noun_table
 from sapo_gym.webshop.catalog import SPLITS, build_catalog
 from sapo_gym.webshop.dataset import load_split_catalog
 from sapo_gym.webshop.generate import generate_raw
+from sapo_gym.webshop.noun_cache import MappedNounTable
 from sapo_gym.webshop.noun_table import (
     SHIPPED_TABLE,
     NounTable,
     catalog_noun_rule,
     catalog_titles,
-    read_table,
     shipped_table,
     write_shipped_table,
 )
@@ -71,8 +71,8 @@ def test_a_catalog_the_package_ships_no_table_for_is_tagged_once_cached_and_read
     catalog = build_catalog(products, ins, human, source="other")
     assert not shipped_table()[1].covers(catalog_titles(catalog))
     built = catalog_noun_rule(catalog)
-    cached = sorted(noun_table._cache_dir().glob("nouns-*.json.gz"))
-    assert len(cached) == 1 and read_table(cached[0])[0] == built.id == BOARDS_RULE
+    cached = sorted(noun_table._cache_dir().glob("nouns2-*"))
+    assert len(cached) == 1 and MappedNounTable(cached[0]).rule_id == built.id == BOARDS_RULE
     live = noun_rule("spacy")
     assert all(built.nouns(t) == live.nouns(t) for t in catalog_titles(catalog))
     noun_table._rule.cache_clear()
