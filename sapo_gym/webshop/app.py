@@ -11,7 +11,8 @@ own element, so a browser's visible text is exactly the text mode's observation.
 * ``GET /s/<sid>/state.json`` — page kind, score and reward breakdown.
 
 ``<body data-nonce>`` counts the executed actions of the session, so a driver can tell that a
-click has been served.
+click has been served. An app keeps at most :data:`MAX_SESSIONS` sessions: opening one more drops the
+least recently used (its pages then answer 404), so visitors who open sessions and leave cannot grow it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import dataclasses
 import random
 import threading
 import uuid
+from collections import OrderedDict
 from typing import Any
 
 from flask import Flask, abort, jsonify, redirect, render_template, request, url_for
@@ -30,7 +32,9 @@ from sapo_gym.webshop.nouns import NounRule
 from sapo_gym.webshop.search import SearchIndex
 from sapo_gym.webshop.shop import ShopSession
 
-__all__ = ["create_app", "ShopState"]
+__all__ = ["create_app", "ShopState", "MAX_SESSIONS"]
+
+MAX_SESSIONS = 1_000
 
 
 @dataclasses.dataclass
@@ -42,21 +46,35 @@ class ShopState:
     goal_range: range
     nouns: NounRule
     show_attrs: bool = False
-    sessions: dict[str, ShopSession] = dataclasses.field(default_factory=dict)
+    max_sessions: int = MAX_SESSIONS
+    sessions: OrderedDict[str, ShopSession] = dataclasses.field(default_factory=OrderedDict)
+    """Oldest use first."""
     nonces: dict[str, int] = dataclasses.field(default_factory=dict)
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
     def start(self, goal_index: int) -> str:
         sid = uuid.uuid4().hex[:12]
         with self.lock:
+            while len(self.sessions) >= self.max_sessions:
+                dropped, _ = self.sessions.popitem(last=False)
+                self.nonces.pop(dropped, None)
             self.sessions[sid] = ShopSession(self.catalog, self.index, self.catalog.goals[goal_index], self.nouns,
                                              show_attrs=self.show_attrs)
             self.nonces[sid] = 0
         return sid
 
+    def get(self, sid: str) -> ShopSession | None:
+        """The session ``sid`` (now the most recently used), or None when it is unknown or was dropped."""
+        with self.lock:
+            session = self.sessions.get(sid)
+            if session is not None:
+                self.sessions.move_to_end(sid)
+            return session
+
     def act(self, sid: str, action: str) -> None:
         with self.lock:
-            if self.sessions[sid].step(action):
+            session = self.sessions.get(sid)
+            if session is not None and session.step(action):
                 self.nonces[sid] += 1
 
 
@@ -71,9 +89,10 @@ def create_app(catalog: Catalog, index: SearchIndex, *, goal_range: range | None
     app.extensions["webshop"] = state
 
     def session_of(sid: str) -> ShopSession:
-        if sid not in state.sessions:
+        session = state.get(sid)
+        if session is None:
             abort(404)
-        return state.sessions[sid]
+        return session
 
     @app.get("/")
     def index_page() -> Any:
@@ -89,7 +108,7 @@ def create_app(catalog: Catalog, index: SearchIndex, *, goal_range: range | None
     def show(sid: str) -> Any:
         session = session_of(sid)
         outcome = dataclasses.asdict(session.outcome) if session.outcome else None
-        return render_template("page.html", page=session.render(), sid=sid, nonce=state.nonces[sid],
+        return render_template("page.html", page=session.render(), sid=sid, nonce=state.nonces.get(sid, 0),
                                chosen=session.options, score=outcome["total"] if outcome else None, outcome=outcome)
 
     @app.post("/s/<sid>/search")
@@ -107,7 +126,7 @@ def create_app(catalog: Catalog, index: SearchIndex, *, goal_range: range | None
     @app.get("/s/<sid>/state.json")
     def state_json(sid: str) -> Any:
         session = session_of(sid)
-        return jsonify(page=session.kind, nonce=state.nonces[sid], score=session.score,
+        return jsonify(page=session.kind, nonce=state.nonces.get(sid, 0), score=session.score,
                        breakdown=dataclasses.asdict(session.outcome) if session.outcome else None)
 
     return app
