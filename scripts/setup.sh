@@ -24,8 +24,8 @@ fi
 
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip 2>&1 | grep -v -i warning || true  # a new venv only: a re-run need not ask the index
 fi
-"$VENV/bin/pip" install -q --upgrade pip 2>&1 | grep -v -i warning || true
 # The CPU wheel of torch first: a bare "torch" requirement would pull GBs of CUDA libraries.
 "$VENV/bin/pip" install -q "torch==2.13.0" 2>&1 | grep -v -i warning || true
 # The library versions the documented runs measured (scripts/constraints.txt): numbers reproduce.
