@@ -1,15 +1,15 @@
 """Lucene-variant BM25 over tokenized documents, built in chunks onto disk and read back memory-mapped.
 
 The index is a folder of ``.npy`` arrays, stored by term (CSC): ``indptr`` (terms + 1), ``docs`` (int32) and
-``data`` (float32: each (term, document) score), and the vocabulary: ``terms`` (the sorted terms joined by
-``\\n``, as bytes), ``term_offsets``, and ``term_hashes`` / ``term_ids`` (an 8-byte blake2b of each term, sorted,
+``data`` (float32: each (term, document) score), and the vocabulary: ``terms`` (the terms in order of first
+appearance, joined by ``\\n``, as bytes), ``term_offsets``, and ``term_hashes`` / ``term_ids`` (an 8-byte blake2b of each term, sorted,
 with the term it names) so a token is looked up by binary search in the mapped file, without a dict of the
-vocabulary in each process. Every array is opened with ``mmap_mode="r"``: the processes that read one index
+vocabulary in each process. Every array is mapped read-only (:mod:`.mapped`): the processes that read one index
 share its pages, and a query touches only its terms' postings.
 
 :meth:`BM25Index.build` reads the documents once, a chunk at a time (their term-document counts go to
-temporary files), then writes each chunk's postings at their place in the output, so its memory is bounded by
-a chunk and the vocabulary, not by the corpus. The scores are those the whole-corpus computation gives (and
+temporary files), then merges the chunks' postings a block of terms at a time and writes them in order, so its
+memory is bounded by a chunk, a block and the vocabulary, not by the corpus. The scores are those the whole-corpus computation gives (and
 ``bm25s`` 0.3.16's ``method="lucene"``), bit for bit: the idf ``log(1 + (N - df + 0.5) / (df + 0.5))`` in
 float64, stored as float32; each (document, term) score ``float32(idf × tf / (k1 × (1 - b + b × |d| / avgdl) +
 tf))`` with the product and the fraction in float64; postings sorted by term, then document; a query's score
@@ -24,21 +24,21 @@ import json
 import math
 import shutil
 import tempfile
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["BM25Index", "TermLookup", "term_hash", "mapped"]
+from sapo_gym.webshop.mapped import mapped_array
 
-CHUNK_DOCS = 20_000
-"""Documents per chunk of the build: its temporary arrays hold about 200 postings a document."""
+__all__ = ["BM25Index", "TermLookup", "term_hash"]
+
+CHUNK_DOCS = 10_000
+"""Documents per chunk of the build (its arrays hold each token of them once, a few 8-byte words per token)."""
+BLOCK_POSTINGS = 2_000_000
+"""Postings per block of terms merged and written at once."""
 _FILES = ("indptr", "docs", "data", "terms", "term_offsets", "term_hashes", "term_ids")
-
-
-def mapped(path: Path) -> np.ndarray:
-    """A ``.npy`` file mapped read-only, as a plain ndarray view (slicing an ``np.memmap`` costs microseconds more)."""
-    return np.load(path, mmap_mode="r").view(np.ndarray)
 
 
 def term_hash(term: str) -> int:
@@ -47,7 +47,7 @@ def term_hash(term: str) -> int:
 
 
 class TermLookup(Mapping[str, int]):
-    """Term → id over the mapped vocabulary arrays; iterates the terms in id (sorted) order."""
+    """Term → id over the mapped vocabulary arrays; iterates the terms in id order (of first appearance)."""
 
     def __init__(self, terms: np.ndarray, offsets: np.ndarray, hashes: np.ndarray, ids: np.ndarray):
         self._terms, self._offsets, self._hashes, self._ids = terms, offsets, hashes, ids
@@ -90,7 +90,7 @@ class BM25Index:
     """The mapped arrays of one index (see the module docstring): :meth:`scores` of a token list."""
 
     def __init__(self, folder: Path):
-        arrays = {name: mapped(folder / f"{name}.npy") for name in _FILES}
+        arrays = {name: mapped_array(folder / f"{name}.npy") for name in _FILES}
         self.folder = folder
         self.indptr, self.docs, self.data = arrays["indptr"], arrays["docs"], arrays["data"]
         self.vocab = TermLookup(arrays["terms"], arrays["term_offsets"], arrays["term_hashes"], arrays["term_ids"])
@@ -128,55 +128,54 @@ class BM25Index:
 
 
 class _Builder:
-    """The two passes of :meth:`BM25Index.build` (counts per chunk to disk, then postings in place)."""
+    """The passes of :meth:`BM25Index.build`: each chunk's counts to disk, then the postings merged by term blocks.
+
+    Term ids are given in order of first appearance (the storage order: the scores do not depend on it), so a
+    chunk's counts, sorted by (term, document), are already in the index's order; the postings of a block of
+    terms are the concatenation of the chunks' runs for those terms, each chunk's documents after the last's."""
 
     def __init__(self, folder: Path, k1: float, b: float):
         self.folder, self.k1, self.b = folder, k1, b
         self.chunks = Path(tempfile.mkdtemp(prefix=".chunks-", dir=folder))
         self.ids: dict[str, int] = {}
-        self.lengths: list[int] = []
+        self.lengths = array("q")
+        self.df = np.zeros(0, dtype=np.int64)
         self.n_chunks = 0
 
     def run(self, documents: Iterable[Sequence[str]]) -> None:
         try:
-            batch: list[Sequence[str]] = []
+            ids, terms, start = self.ids, array("q"), len(self.lengths)
             for doc in documents:
-                batch.append(doc)
-                if len(batch) == CHUNK_DOCS:
-                    self._count(batch)
-                    batch = []
-            self._count(batch)
+                terms.extend([ids.setdefault(t, len(ids)) for t in doc])
+                self.lengths.append(len(doc))
+                if len(self.lengths) - start == CHUNK_DOCS:
+                    self._count(terms, start)
+                    terms, start = array("q"), len(self.lengths)
+            self._count(terms, start)
             self._write()
         finally:
             shutil.rmtree(self.chunks, ignore_errors=True)
 
-    def _count(self, batch: list[Sequence[str]]) -> None:
-        """One chunk's (provisional term id, document) pairs and their counts, to disk."""
-        if not batch:
+    def _count(self, terms: array, start: int) -> None:
+        """One chunk's (term, document) pairs sorted, with their counts, to disk; the document frequencies updated."""
+        if len(self.lengths) == start:
             return
-        ids, first = self.ids, len(self.lengths)
-        lengths = [len(d) for d in batch]
-        self.lengths += lengths
-        term = np.fromiter((ids.setdefault(t, len(ids)) for d in batch for t in d), dtype=np.int64, count=sum(lengths))
-        doc = np.repeat(np.arange(first, first + len(batch), dtype=np.int64), lengths)
-        pairs, tf = np.unique((term << 32) | doc, return_counts=True)
-        np.save(self.chunks / f"{self.n_chunks}-pairs.npy", pairs)
-        np.save(self.chunks / f"{self.n_chunks}-tf.npy", tf)
+        term = np.frombuffer(terms, dtype=np.int64) if len(terms) else np.zeros(0, dtype=np.int64)
+        doc = np.repeat(np.arange(start, len(self.lengths), dtype=np.int64), np.frombuffer(self.lengths, np.int64)[start:])
+        pairs, tf = np.unique((term << 32) | doc, return_counts=True)  # sorted by term, then document
+        chunk_terms = (pairs >> 32).astype(np.int32)
+        for name, values in (("term", chunk_terms), ("doc", (pairs & 0xFFFFFFFF).astype(np.int32)), ("tf", tf)):
+            np.save(self.chunks / f"{self.n_chunks}-{name}.npy", values)
+        if len(self.df) < len(self.ids):
+            self.df = np.concatenate([self.df, np.zeros(len(self.ids) - len(self.df), dtype=np.int64)])
+        counts = np.bincount(chunk_terms)
+        self.df[:len(counts)] += counts
         self.n_chunks += 1
 
-    def _chunk(self, k: int, remap: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        pairs, tf = np.load(self.chunks / f"{k}-pairs.npy"), np.load(self.chunks / f"{k}-tf.npy")
-        return remap[pairs >> 32], pairs & 0xFFFFFFFF, tf
-
     def _write(self) -> None:
-        vocab = sorted(self.ids)
-        remap = np.empty(len(vocab), dtype=np.int64)
-        remap[np.fromiter((self.ids[t] for t in vocab), dtype=np.int64, count=len(vocab))] = np.arange(len(vocab))
+        vocab, df = list(self.ids), self.df
         self.ids = {}
-        df = np.zeros(len(vocab), dtype=np.int64)
-        for k in range(self.n_chunks):
-            df += np.bincount(self._chunk(k, remap)[0], minlength=len(vocab))
-        n, lengths = len(self.lengths), np.asarray(self.lengths, dtype=np.int64)
+        n, lengths = len(self.lengths), np.frombuffer(self.lengths, dtype=np.int64) if self.lengths else np.zeros(0, np.int64)
         idf_of = {int(f): np.float32(math.log(1 + (n - int(f) + 0.5) / (int(f) + 0.5))) for f in np.unique(df)}
         idf = np.array([idf_of[int(f)] for f in df], dtype=np.float32)
         avgdl = float(lengths.mean()) if n else 1.0  # as bm25s: the exact integer sum over n, in float64
@@ -184,28 +183,28 @@ class _Builder:
             norm = self.k1 * ((1 - self.b) + self.b * lengths.astype(np.float64) / avgdl)  # bm25s's operation order
         indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
         np.cumsum(df, out=indptr[1:])
-        self._postings(remap, idf, norm, indptr)
+        self._postings(idf, norm, indptr)
         np.save(self.folder / "indptr.npy", indptr)
         _save_vocab(self.folder, vocab)
         (self.folder / "meta.json").write_text(json.dumps({"num_docs": n, "terms": len(vocab), "k1": self.k1, "b": self.b}))
 
-    def _postings(self, remap: np.ndarray, idf: np.ndarray, norm: np.ndarray, indptr: np.ndarray) -> None:
-        """Each chunk's postings written at their place: by term, then document (chunks come in document order)."""
-        nnz = int(indptr[-1])
-        docs = np.lib.format.open_memmap(self.folder / "docs.npy", mode="w+", dtype=np.int32, shape=(nnz,))
-        data = np.lib.format.open_memmap(self.folder / "data.npy", mode="w+", dtype=np.float32, shape=(nnz,))
-        cursor = indptr[:-1].copy()
-        for k in range(self.n_chunks):
-            term, doc, tf = self._chunk(k, remap)
-            order = np.lexsort((doc, term))
-            term, doc, tf64 = term[order], doc[order], tf[order].astype(np.float64)
-            at = cursor[term] + np.arange(len(term)) - np.searchsorted(term, term)
-            docs[at] = doc
-            data[at] = (idf[term].astype(np.float64) * (tf64 / (norm[doc] + tf64))).astype(np.float32)
-            cursor += np.bincount(term, minlength=len(cursor))
-        docs.flush()
-        data.flush()
-        del docs, data
+    def _postings(self, idf: np.ndarray, norm: np.ndarray, indptr: np.ndarray) -> None:
+        """The postings, by term then document, written block by block (each block about BLOCK_POSTINGS)."""
+        chunks = [{name: mapped_array(self.chunks / f"{k}-{name}.npy") for name in ("term", "doc", "tf")}
+                  for k in range(self.n_chunks)]
+        nnz, vocab = int(indptr[-1]), len(indptr) - 1
+        edges = np.unique(np.concatenate([[0], np.searchsorted(indptr, np.arange(BLOCK_POSTINGS, nnz, BLOCK_POSTINGS)), [vocab]]))
+        with open(self.folder / "docs.npy", "wb") as f_docs, open(self.folder / "data.npy", "wb") as f_data:
+            for fh, dtype in ((f_docs, np.int32), (f_data, np.float32)):
+                np.lib.format.write_array_header_1_0(
+                    fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": (nnz,)})
+            for t0, t1 in zip(edges[:-1], edges[1:]):
+                runs = [(c, *np.searchsorted(c["term"], [t0, t1])) for c in chunks]
+                term, doc, tf = (np.concatenate([c[name][lo:hi] for c, lo, hi in runs]) for name in ("term", "doc", "tf"))
+                order = np.argsort(term, kind="stable")  # by term; each term's runs stay in chunk (document) order
+                term, doc, tf64 = term[order], doc[order], tf[order].astype(np.float64)
+                f_docs.write(doc.tobytes())
+                f_data.write((idf[term].astype(np.float64) * (tf64 / (norm[doc] + tf64))).astype(np.float32).tobytes())
 
 
 def _save_vocab(folder: Path, vocab: list[str]) -> None:

@@ -2,8 +2,8 @@
 
 WebShop's full set has 1.18 M titles: tagged one at a time (1.6 ms each) that is half an hour, and held as a
 dict it is hundreds of megabytes in every process. :func:`build_mapped_table` tags them in batches
-(``nlp.pipe``: the tags of one title at a time, about three times as fast) spread over worker processes
-(:func:`tag_workers`), and writes them as it goes into a folder: ``entries.bin`` (each title with its nouns,
+(:func:`.nouns.spacy_nouns_batch`: the nouns of one title at a time, in about a third of the time) spread over
+worker processes (:func:`tag_workers`), and writes them as it goes into a folder: ``entries.bin`` (each title with its nouns,
 as JSON) with ``entry_offsets.npy``, and ``hashes.npy`` / ``entry_ids.npy`` (an 8-byte blake2b of each title,
 sorted) for a lookup by binary search. :class:`MappedNounTable` reads it (the last 65,536 titles read are kept
 per process).
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sapo_gym.webshop.bm25 import mapped, term_hash
+from sapo_gym.webshop.bm25 import term_hash
+from sapo_gym.webshop.mapped import FileBytes, mapped_array
 from sapo_gym.webshop.nouns import spacy_nouns_batch
-from sapo_gym.webshop.store import mapped_bytes
 
 __all__ = ["MappedNounTable", "build_mapped_table", "tag_workers", "TAG_CHUNK"]
 
@@ -72,8 +72,8 @@ class MappedNounTable:
     def __init__(self, folder: Path):
         meta = json.loads((folder / "meta.json").read_text())
         self.rule_id: str = meta["rule"]
-        self.offsets, self.hashes = mapped(folder / "entry_offsets.npy"), mapped(folder / "hashes.npy")
-        self.ids, self.entries = mapped(folder / "entry_ids.npy"), mapped_bytes(folder / "entries.bin")
+        self.offsets, self.hashes = mapped_array(folder / "entry_offsets.npy"), mapped_array(folder / "hashes.npy")
+        self.ids, self.entries = mapped_array(folder / "entry_ids.npy"), FileBytes(folder / "entries.bin")
         self._find = functools.lru_cache(maxsize=1 << 16)(self._lookup)
 
     def __len__(self) -> int:
@@ -84,7 +84,7 @@ class MappedNounTable:
         j = int(np.searchsorted(self.hashes, key))
         while j < len(self.hashes) and self.hashes[j] == key:
             i = int(self.ids[j])
-            stored, nouns = json.loads(self.entries[self.offsets[i]:self.offsets[i + 1]].tobytes())
+            stored, nouns = json.loads(self.entries.read(int(self.offsets[i]), int(self.offsets[i + 1])))
             if stored == title:
                 return tuple(nouns)
             j += 1

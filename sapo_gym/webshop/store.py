@@ -27,18 +27,19 @@ import math
 import os
 import shutil
 import tempfile
+from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from sapo_gym.webshop.bm25 import mapped
 from sapo_gym.webshop.catalog import CatalogError, Product, product_from_raw
 from sapo_gym.webshop.jsonstream import iter_array, iter_object
+from sapo_gym.webshop.mapped import FileBytes, mapped_array
 
 __all__ = ["STORE_FORMAT", "ProductStore", "open_store", "files_digest", "StoreProducts", "StoreAsins",
-           "StoreByAsin", "mapped_bytes"]
+           "StoreByAsin"]
 
 STORE_FORMAT = "store1"
 """Names the layout in the cache key (change it when the layout or the adaptation changes)."""
@@ -137,11 +138,11 @@ class _Writer:
 
     def __init__(self, out: Path):
         self.out = out
-        self.offsets, self.title_offsets = [0], [0]
+        self.offsets, self.title_offsets = array("q", [0]), array("q", [0])
         self.asins: list[str] = []
-        self.pricing: list[tuple[float, float]] = []
-        self.combos: list[int] = []
-        self.instructed: list[bool] = []
+        self.pricing = array("d")
+        self.combos = array("q")
+        self.instructed = bytearray()
         self.ins_attrs: list[list[str] | None] = []
 
     def add(self, p: Product, entry: Any, ins_file: str) -> None:
@@ -158,9 +159,9 @@ class _Writer:
         self.offsets.append(self.offsets[-1] + self.records.write(json.dumps(record, separators=(",", ":")).encode()))
         self.title_offsets.append(self.title_offsets[-1] + self.titles.write(p.title.encode()))
         self.asins.append(p.asin)
-        self.pricing.append((p.pricing[0], p.pricing[1] if len(p.pricing) > 1 else math.nan))
+        self.pricing.extend((p.pricing[0], p.pricing[1] if len(p.pricing) > 1 else math.nan))
         self.combos.append(math.prod(len(v) for v in p.options.values()) if instruction is not None else 0)
-        self.instructed.append(instruction is not None)
+        self.instructed.append(instruction is not None)  # a bool is 0 or 1
         self.ins_attrs.append(ins_attrs)
 
     def finish(self, **meta: Any) -> None:
@@ -169,10 +170,10 @@ class _Writer:
         arrays = {"offsets": np.array(self.offsets, dtype=np.int64), "title_offsets": np.array(self.title_offsets, np.int64),
                   "asins": asins, "sorted_asins": asins[order], "asin_order": order.astype(np.int64),
                   "pricing": np.array(self.pricing, dtype=np.float64).reshape(-1, 2),
-                  "combos": np.array(self.combos, dtype=np.int64), "instructed": np.array(self.instructed, dtype=bool),
-                  "weights": self._weights()}
-        for name, array in arrays.items():
-            np.save(self.out / f"{name}.npy", array)
+                  "combos": np.array(self.combos, dtype=np.int64),
+                  "instructed": np.frombuffer(bytes(self.instructed), dtype=np.uint8).astype(bool), "weights": self._weights()}
+        for name, values in arrays.items():
+            np.save(self.out / f"{name}.npy", values)
         (self.out / "meta.json").write_text(json.dumps({"format": STORE_FORMAT, "products": len(self.asins), **meta}))
 
     def _weights(self) -> np.ndarray:
@@ -189,13 +190,6 @@ class _Writer:
         return weights
 
 
-def mapped_bytes(path: Path) -> np.ndarray:
-    """A file's bytes mapped read-only, as a plain uint8 ndarray (an empty file cannot be mapped: an empty array)."""
-    if not path.stat().st_size:
-        return np.zeros(0, dtype=np.uint8)
-    return np.memmap(path, dtype=np.uint8, mode="r").view(np.ndarray)
-
-
 class ProductStore:
     """A built store, mapped read-only (see the module docstring)."""
 
@@ -203,13 +197,13 @@ class ProductStore:
         self.folder = folder
         self.meta = json.loads((folder / "meta.json").read_text())
         self.products_digest: str = self.meta["products_digest"]
-        load = mapped
+        load = mapped_array
         self.offsets, self.title_offsets = load(folder / "offsets.npy"), load(folder / "title_offsets.npy")
         self.asins, self.sorted_asins = load(folder / "asins.npy"), load(folder / "sorted_asins.npy")
         self.asin_order, self.pricing = load(folder / "asin_order.npy"), load(folder / "pricing.npy")
         self.combos, self.weights = load(folder / "combos.npy"), load(folder / "weights.npy")
         self.instructed = load(folder / "instructed.npy")
-        self._records, self._titles = mapped_bytes(folder / "records.bin"), mapped_bytes(folder / "titles.bin")
+        self._records, self._titles = FileBytes(folder / "records.bin"), FileBytes(folder / "titles.bin")
         self.product = functools.lru_cache(maxsize=DECODED_PRODUCTS)(self._product)
         self.index = functools.lru_cache(maxsize=1 << 16)(self._index)
 
@@ -217,7 +211,7 @@ class ProductStore:
         return len(self.asins)
 
     def record(self, i: int) -> list[Any]:
-        return json.loads(self._records[self.offsets[i]:self.offsets[i + 1]].tobytes())
+        return json.loads(self._records.read(int(self.offsets[i]), int(self.offsets[i + 1])))
 
     def _product(self, i: int) -> Product:
         (asin, title, category, query, breadcrumb, pricing, tag, options, attributes, bullets, description, *_) = self.record(i)
@@ -237,7 +231,7 @@ class ProductStore:
         return int(self.asin_order[j]) if j < len(self.sorted_asins) and self.sorted_asins[j] == asin else None
 
     def title(self, i: int) -> str:
-        return self._titles[self.title_offsets[i]:self.title_offsets[i + 1]].tobytes().decode()
+        return self._titles.read(int(self.title_offsets[i]), int(self.title_offsets[i + 1])).decode()
 
     def titles(self) -> Iterator[str]:
         return (self.title(i) for i in range(len(self)))

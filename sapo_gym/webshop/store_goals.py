@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from sapo_gym.webshop.bm25 import mapped
 from sapo_gym.webshop.catalog import Catalog, Goal, _price_cap, goals_from_human, synthetic_goal
+from sapo_gym.webshop.mapped import mapped_array
 from sapo_gym.webshop.store import ProductStore, StoreAsins, StoreByAsin, StoreProducts
 
 __all__ = ["store_catalog", "StorePrices", "SyntheticGoals", "sample_store_prices"]
@@ -31,9 +31,10 @@ __all__ = ["store_catalog", "StorePrices", "SyntheticGoals", "sample_store_price
 
 def sample_store_prices(store: ProductStore, rng: random.Random) -> np.ndarray:
     """WebShop's ``generate_product_prices`` over the store: a range gets ``rng.uniform`` inside it, in order."""
-    prices = np.empty(len(store), dtype=np.float64)
-    for i, (low, high) in enumerate(store.pricing.tolist()):
-        prices[i] = low if high != high else rng.uniform(low, high)  # NaN high: one price
+    low, high = store.pricing[:, 0], store.pricing[:, 1]
+    prices = np.array(low, dtype=np.float64)
+    ranged = np.flatnonzero(~np.isnan(high))  # NaN high: one price
+    prices[ranged] = [rng.uniform(a, b) for a, b in zip(low[ranged].tolist(), high[ranged].tolist())]
     return prices
 
 
@@ -99,7 +100,7 @@ def _seeded_arrays(store: ProductStore, prices: np.ndarray, rng: random.Random, 
     folder = store.folder / f"synthetic-seed{seed}"
     names = ("products", "uppers", "order")
     if (folder / "order.npy").is_file():
-        return {n: mapped(folder / f"{n}.npy") for n in names}
+        return {n: mapped_array(folder / f"{n}.npy") for n in names}
     instructed = np.flatnonzero(store.instructed)
     uppers = np.array([_price_cap(float(prices[i]), rng)[0] for i in instructed.tolist()], dtype=np.float64)
     keep = store.combos[instructed] > 0
@@ -121,7 +122,7 @@ def _seeded_arrays(store: ProductStore, prices: np.ndarray, rng: random.Random, 
         shutil.rmtree(tmp, ignore_errors=True)
     if not (folder / "order.npy").is_file():
         return arrays
-    return {n: mapped(folder / f"{n}.npy") for n in names}
+    return {n: mapped_array(folder / f"{n}.npy") for n in names}
 
 
 def store_catalog(store: ProductStore, human: dict[str, Any] | None, *, human_goals: bool, goal_seed: int,

