@@ -8,7 +8,7 @@ raw logits ``(..., V)`` only, so the generators (``agents.generation``) and the 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor

@@ -29,9 +29,10 @@ import logging
 import os
 import secrets
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from sapo_gym.private import PRIVATE_SPLIT, check_seed
 

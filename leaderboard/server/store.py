@@ -7,8 +7,9 @@ import gzip
 import hashlib
 import json
 import secrets
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import case, func, select, update
 from sqlalchemy.exc import IntegrityError
@@ -112,7 +113,8 @@ class Store:
             if existing is None:
                 raise
             if existing.token_id != token_id and token_id is not None:  # never another token's id as a "duplicate"
-                raise provenance.EpisodesClaimed(existing.id, existing.agent_name, existing.submitter, len(works), len(works))
+                raise provenance.EpisodesClaimed(existing.id, existing.agent_name, existing.submitter, len(works),
+                                                 len(works)) from None
             return Added(existing.id, False, existing.status)
 
     def get(self, submission_id: int) -> Submission | None:
