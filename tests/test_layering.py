@@ -18,8 +18,8 @@ over the packages, ``tests/``, ``benchmarks/`` and ``scripts/``; the graph's rul
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 

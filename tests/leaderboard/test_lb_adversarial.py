@@ -59,7 +59,7 @@ def test_polling_tokens_cannot_keep_every_live_slot(tmp_path: Path) -> None:
     idle = 2.0
     app = create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=(VAULT,), verify=False, rate_per_minute=0,
                                   live_idle_seconds=idle, live_max_open=4))
-    store, client, live = app.extensions["sapo_gym"]["store"], app.test_client(), app.extensions["sapo_gym"]["live"]
+    store, client = app.extensions["sapo_gym"]["store"], app.test_client()
     auth = [{"Authorization": f"Bearer {store.create_token(f'token {k}')[1]}"} for k in range(5)]
     start = {"env_id": "sapo/Vault-v0", "split": "test", "agent": {"name": "x"}}
     # a run's idle clock starts when it is opened, so no run can expire sooner than `idle` after `began` (taken before

@@ -6,7 +6,8 @@ import copy
 import datetime as dt
 import gzip
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 

@@ -4,8 +4,9 @@ unseen split only when no other run (of any token) had been dealt its tasks befo
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from sqlalchemy import update

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import requests
 
 from tests.support.leaderboard import VAULT, pg_database
 from tests.support.live_protocol import START, Client, agent, open_runs, stored_bundle, uninterrupted
+
 
 def _survives_kill_9(db_url: str, make_server: Callable[..., Any], token_for: Callable[..., str]) -> None:
     token = token_for(db_url)

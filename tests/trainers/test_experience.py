@@ -8,11 +8,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("hypothesis")
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from trainers import core_algos as ca  # noqa: E402
 from tests.support.turns import turn  # noqa: E402
+from trainers import core_algos as ca  # noqa: E402
 from trainers.experience import READOUT, TOKEN, TOKEN_SET, TURN, Experience, TurnRecord, micro_batches  # noqa: E402
 
 PAD = 0

@@ -14,9 +14,17 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tests.support.float_bounds import U, U_BF16, GradientTerms, adam_tolerance, assert_bound_is_a_test, clip_ratio, excess  # noqa: E402
-from trainers.strategy import StrategyConfig, TorchStrategy, make_strategy  # noqa: E402
+from tests.support.float_bounds import (  # noqa: E402
+    U_BF16,
+    GradientTerms,
+    U,
+    adam_tolerance,
+    assert_bound_is_a_test,
+    clip_ratio,
+    excess,
+)
 from tests.support.strategy_check import dealt, prepare_update, sapo_update, update_step  # noqa: E402
+from trainers.strategy import StrategyConfig, TorchStrategy, make_strategy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
