@@ -12,7 +12,8 @@ a :class:`DetailedAgent` also hands over each turn's tokens and log-probs, which
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from agents.generation.base import GenerationOutput, Generator
 from sapo_gym.interfaces import BatchActor

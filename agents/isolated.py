@@ -43,9 +43,10 @@ import sys
 import threading
 import traceback
 import weakref
+from collections.abc import Sequence
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
-from typing import Any, Sequence
+from typing import Any
 
 __all__ = ["ISOLATED", "IN_PROCESS", "AGENT_PROCESSES", "TRUSTED_SPECS", "IsolatedAgent", "IsolatedResponder", "isolate",
            "AgentProcessError", "load_for_harness", "agent_process"]
@@ -306,7 +307,7 @@ class IsolatedAgent:
         """End the child process (idempotent)."""
         self._child.finalizer()
 
-    def __enter__(self) -> "IsolatedAgent":
+    def __enter__(self) -> IsolatedAgent:
         return self
 
     def __exit__(self, *exc: Any) -> None:

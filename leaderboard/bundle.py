@@ -14,10 +14,11 @@ import datetime as dt
 import json
 import math
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from leaderboard.validation import BundleError, check_unicode, finite_float, make_validator, no_constant, strict_int
 from sapo_gym.intervals import clustered_mean_interval, clustered_rate_interval, per_seed_range
@@ -60,7 +61,7 @@ class AgentInfo:
     """The agent's settings that can change its outputs (:data:`agents.config.OUTPUT_FIELDS`, as it ran); not a flag."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_schema(version: int = BUNDLE_VERSION) -> dict[str, Any]:
     """The shipped JSON Schema of bundle format ``version``."""
     return json.loads((SCHEMA_DIR / f"bundle-v{version}.json").read_text())
@@ -181,7 +182,7 @@ def parse_bundle(data: bytes | str) -> dict[str, Any]:
     return obj
 
 
-@lru_cache(maxsize=None)
+@cache
 def _validator(version: int = BUNDLE_VERSION) -> Any:
     return make_validator(json.dumps(load_schema(version)))  # strict integers, date-time checked
 

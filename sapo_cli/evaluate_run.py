@@ -20,7 +20,8 @@ import json
 import math
 import shlex
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from agents.config import OUTPUT_FIELDS, AgentConfig, agent_kind, check_honoured, config_from_args
 

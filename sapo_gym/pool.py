@@ -31,8 +31,9 @@ import threading
 import time
 import zlib
 from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import gymnasium as gym
 
