@@ -119,7 +119,8 @@ class BM25Index:
         total = np.zeros(self.num_docs, dtype=np.float32)
         for i in ids:
             start, end = int(self.indptr[i]), int(self.indptr[i + 1])
-            total[self.docs[start:end]] += self.data[start:end]  # a term lists each document once
+            docs = self.docs[start:end].astype(np.intp)  # once: numpy would widen the int32 ids for each of get and set
+            total[docs] += self.data[start:end]  # a term lists each document once
         return total
 
     def scores(self, tokens: Sequence[str]) -> np.ndarray:
@@ -164,8 +165,8 @@ class _Builder:
         doc = np.repeat(np.arange(start, len(self.lengths), dtype=np.int64), np.frombuffer(self.lengths, np.int64)[start:])
         pairs, tf = np.unique((term << 32) | doc, return_counts=True)  # sorted by term, then document
         chunk_terms = (pairs >> 32).astype(np.int32)
-        for name, values in (("term", chunk_terms), ("doc", (pairs & 0xFFFFFFFF).astype(np.int32)), ("tf", tf)):
-            np.save(self.chunks / f"{self.n_chunks}-{name}.npy", values)
+        for name, values in (("term", chunk_terms), ("doc", (pairs & 0xFFFFFFFF).astype(np.int32)), ("tf", tf.astype(np.int32))):
+            values.tofile(self.chunks / f"{self.n_chunks}-{name}.bin")
         if len(self.df) < len(self.ids):
             self.df = np.concatenate([self.df, np.zeros(len(self.ids) - len(self.df), dtype=np.int64)])
         counts = np.bincount(chunk_terms)
@@ -188,19 +189,24 @@ class _Builder:
         _save_vocab(self.folder, vocab)
         (self.folder / "meta.json").write_text(json.dumps({"num_docs": n, "terms": len(vocab), "k1": self.k1, "b": self.b}))
 
+    def _read(self, k: int, name: str, lo: int = 0, hi: int = -1) -> np.ndarray:
+        """Items ``lo:hi`` of chunk ``k``'s ``name`` array (all of it by default), read from its file, not mapped (a
+        map would keep every chunk page it touched in the process's memory until the end of the build)."""
+        path = self.chunks / f"{k}-{name}.bin"
+        return np.fromfile(path, dtype=np.int32, count=hi - lo if hi >= 0 else -1, offset=4 * lo)
+
     def _postings(self, idf: np.ndarray, norm: np.ndarray, indptr: np.ndarray) -> None:
         """The postings, by term then document, written block by block (each block about BLOCK_POSTINGS)."""
-        chunks = [{name: mapped_array(self.chunks / f"{k}-{name}.npy") for name in ("term", "doc", "tf")}
-                  for k in range(self.n_chunks)]
         nnz, vocab = int(indptr[-1]), len(indptr) - 1
         edges = np.unique(np.concatenate([[0], np.searchsorted(indptr, np.arange(BLOCK_POSTINGS, nnz, BLOCK_POSTINGS)), [vocab]]))
+        at = [np.searchsorted(self._read(k, "term"), edges).tolist() for k in range(self.n_chunks)]  # each chunk's blocks
         with open(self.folder / "docs.npy", "wb") as f_docs, open(self.folder / "data.npy", "wb") as f_data:
             for fh, dtype in ((f_docs, np.int32), (f_data, np.float32)):
                 np.lib.format.write_array_header_1_0(
                     fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": (nnz,)})
-            for t0, t1 in zip(edges[:-1], edges[1:]):
-                runs = [(c, *np.searchsorted(c["term"], [t0, t1])) for c in chunks]
-                term, doc, tf = (np.concatenate([c[name][lo:hi] for c, lo, hi in runs]) for name in ("term", "doc", "tf"))
+            for b in range(len(edges) - 1):
+                term, doc, tf = (np.concatenate([self._read(k, name, at[k][b], at[k][b + 1]) for k in range(self.n_chunks)])
+                                 for name in ("term", "doc", "tf"))
                 order = np.argsort(term, kind="stable")  # by term; each term's runs stay in chunk (document) order
                 term, doc, tf64 = term[order], doc[order], tf[order].astype(np.float64)
                 f_docs.write(doc.tobytes())

@@ -16,6 +16,7 @@ import itertools
 import json
 import multiprocessing
 import os
+from array import array
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -23,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from sapo_gym.webshop.bm25 import term_hash
-from sapo_gym.webshop.mapped import FileBytes, mapped_array
+from sapo_gym.webshop.mapped import FileBytes, OffsetsFile, mapped_array
 from sapo_gym.webshop.nouns import spacy_nouns_batch
 
 __all__ = ["MappedNounTable", "build_mapped_table", "tag_workers", "TAG_CHUNK"]
@@ -53,7 +54,7 @@ def build_mapped_table(folder: Path, titles: list[str], rule_id: str, package: s
                        workers: int | None = None) -> None:
     """Tag ``titles`` (unique) with spaCy ``package`` and write the table into the new folder ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
-    offsets = [0]
+    offsets = array("q", [0])
     with open(folder / "entries.bin", "wb") as fh:
         tagged = _tagged(titles, package, tag_workers(len(titles)) if workers is None else workers)
         for title, nouns in zip(titles, itertools.chain.from_iterable(tagged), strict=True):
@@ -72,7 +73,7 @@ class MappedNounTable:
     def __init__(self, folder: Path):
         meta = json.loads((folder / "meta.json").read_text())
         self.rule_id: str = meta["rule"]
-        self.offsets, self.hashes = mapped_array(folder / "entry_offsets.npy"), mapped_array(folder / "hashes.npy")
+        self.offsets, self.hashes = OffsetsFile(folder / "entry_offsets.npy"), mapped_array(folder / "hashes.npy")
         self.ids, self.entries = mapped_array(folder / "entry_ids.npy"), FileBytes(folder / "entries.bin")
         self._find = functools.lru_cache(maxsize=1 << 16)(self._lookup)
 
@@ -84,7 +85,7 @@ class MappedNounTable:
         j = int(np.searchsorted(self.hashes, key))
         while j < len(self.hashes) and self.hashes[j] == key:
             i = int(self.ids[j])
-            stored, nouns = json.loads(self.entries.read(int(self.offsets[i]), int(self.offsets[i + 1])))
+            stored, nouns = json.loads(self.entries.read(*self.offsets.span(i)))
             if stored == title:
                 return tuple(nouns)
             j += 1

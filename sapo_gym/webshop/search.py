@@ -133,14 +133,13 @@ class SearchIndex:
     def search(self, query: str, k: int = SEARCH_RETURN_N) -> list[str]:
         """The asins of the top ``k`` products with a positive BM25 score for ``query``."""
         ids = [i for i in (self.vocab.get(t) for t in tokenize(query)) if i is not None]
-        if not ids:
+        if not ids or k < 1:
             return []
         scores = self.bm25.scores_of_ids(ids)
-        hits = np.flatnonzero(scores > 0)
-        if len(hits) > k:  # keep everything tied with the k-th score, so ties resolve by catalog order
-            kth = -np.partition(-scores[hits], k - 1)[k - 1]
-            hits = hits[scores[hits] >= kth]
-        order = hits[np.lexsort((hits, -scores[hits]))][:k]
+        n = len(scores)
+        kth = np.partition(scores, n - k)[n - k] if n > k else 0.0  # the k-th best score (0: fewer hits than k)
+        hits = np.flatnonzero(scores >= kth) if kth > 0 else np.flatnonzero(scores > 0)  # with every tie of the k-th
+        order = hits[np.lexsort((hits, -scores[hits]))][:k]  # ties by catalog order, as Lucene by document order
         return [self.asins[i] for i in order]
 
 

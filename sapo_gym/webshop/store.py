@@ -9,8 +9,9 @@ is computed once per file) and ``num_products``:
 
 * ``records.bin`` + ``offsets.npy``: each product as compact JSON (its :class:`~.catalog.Product` fields and its
   ``items_ins_v2`` instruction and instruction attributes), decoded on access, the last 4,096 kept per process;
-* ``asins.npy`` (and ``sorted_asins.npy`` / ``asin_order.npy`` for lookups), ``pricing.npy`` (low, high: NaN for
-  one price), ``titles.bin`` + ``title_offsets.npy``, and per product the number of option combinations and
+* ``asins.npy`` (10-byte strings when every asin is ASCII; ``sorted_asins.npy`` / ``asin_order.npy`` for
+  lookups), ``price_low.npy`` with ``ranged.npy`` / ``ranged_high.npy`` (the products with a price range and
+  its top), ``titles.bin`` + ``title_offsets.npy``, and per product the number of option combinations and
   whether it has a synthetic instruction, and its synthetic-goal weight (WebShop's rule, seed-independent).
 
 It is built in a temporary folder and renamed into place (parallel builders never expose half a store; a
@@ -36,12 +37,12 @@ import numpy as np
 
 from sapo_gym.webshop.catalog import CatalogError, Product, product_from_raw
 from sapo_gym.webshop.jsonstream import iter_array, iter_object
-from sapo_gym.webshop.mapped import FileBytes, mapped_array
+from sapo_gym.webshop.mapped import FileBytes, OffsetsFile, mapped_array
 
 __all__ = ["STORE_FORMAT", "ProductStore", "open_store", "files_digest", "StoreProducts", "StoreAsins",
            "StoreByAsin"]
 
-STORE_FORMAT = "store1"
+STORE_FORMAT = "store2"
 """Names the layout in the cache key (change it when the layout or the adaptation changes)."""
 DECODED_PRODUCTS = 4096
 _HASH_BLOCK = 1 << 22
@@ -85,18 +86,18 @@ def files_digest(paths: Sequence[Path]) -> str:
 
 def open_store(products: Path, instructions: Path, num_products: int | None = None) -> ProductStore:
     """The store of these files (the first ``num_products`` records of the product file), built if missing."""
-    key = f"{STORE_FORMAT}-{files_digest([products, instructions])}-{num_products if num_products else 'all'}"
-    folder = _cache() / key
+    content = f"{files_digest([products, instructions])}-{num_products if num_products else 'all'}"
+    folder = _cache() / f"{STORE_FORMAT}-{content}"
     if not (folder / "meta.json").is_file():
         try:
             folder.parent.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
         except OSError:  # a read-only cache
             tmp = Path(tempfile.mkdtemp(prefix="sapo-store-"))
-            _build(products, instructions, num_products, tmp, key)
+            _build(products, instructions, num_products, tmp, content)
             return ProductStore(tmp)  # mapped: readable after the folder is gone at exit
         try:
-            _build(products, instructions, num_products, tmp, key)
+            _build(products, instructions, num_products, tmp, content)
             os.replace(tmp, folder)
         except OSError:  # another worker's identical store landed first
             pass
@@ -110,7 +111,7 @@ def _instructions(path: Path) -> dict[str, bytes]:
     return {asin: json.dumps(entry, separators=(",", ":")).encode() for asin, entry in iter_object(path)}
 
 
-def _build(products: Path, instructions: Path, num_products: int | None, out: Path, key: str) -> None:
+def _build(products: Path, instructions: Path, num_products: int | None, out: Path, content: str) -> None:
     ins = _instructions(instructions)
     writer = _Writer(out)
     seen: set[str] = set()
@@ -125,7 +126,7 @@ def _build(products: Path, instructions: Path, num_products: int | None, out: Pa
             writer.add(product_from_raw(raw, attrs, products.name, i), entry, instructions.name)
             seen.add(asin)
     del ins, seen
-    writer.finish(products_digest=hashlib.sha256(f"{key}|products".encode()).hexdigest()[:20],
+    writer.finish(products_digest=hashlib.sha256(f"{content}|products".encode()).hexdigest()[:20],
                   files=[products.name, instructions.name], num_products=num_products)
 
 
@@ -140,7 +141,7 @@ class _Writer:
         self.out = out
         self.offsets, self.title_offsets = array("q", [0]), array("q", [0])
         self.asins: list[str] = []
-        self.pricing = array("d")
+        self.low, self.high = array("d"), array("d")
         self.combos = array("q")
         self.instructed = bytearray()
         self.ins_attrs: list[list[str] | None] = []
@@ -159,17 +160,20 @@ class _Writer:
         self.offsets.append(self.offsets[-1] + self.records.write(json.dumps(record, separators=(",", ":")).encode()))
         self.title_offsets.append(self.title_offsets[-1] + self.titles.write(p.title.encode()))
         self.asins.append(p.asin)
-        self.pricing.extend((p.pricing[0], p.pricing[1] if len(p.pricing) > 1 else math.nan))
+        self.low.append(p.pricing[0])
+        self.high.append(p.pricing[1] if len(p.pricing) > 1 else math.nan)
         self.combos.append(math.prod(len(v) for v in p.options.values()) if instruction is not None else 0)
         self.instructed.append(instruction is not None)  # a bool is 0 or 1
         self.ins_attrs.append(ins_attrs)
 
     def finish(self, **meta: Any) -> None:
-        asins = np.array(self.asins, dtype="U10")
+        asins = np.array(self.asins, dtype="S10" if all(a.isascii() for a in self.asins) else "U10")
         order = np.argsort(asins, kind="stable")
+        high = np.array(self.high, dtype=np.float64)
+        ranged = np.flatnonzero(~np.isnan(high))
         arrays = {"offsets": np.array(self.offsets, dtype=np.int64), "title_offsets": np.array(self.title_offsets, np.int64),
-                  "asins": asins, "sorted_asins": asins[order], "asin_order": order.astype(np.int64),
-                  "pricing": np.array(self.pricing, dtype=np.float64).reshape(-1, 2),
+                  "asins": asins, "sorted_asins": asins[order], "asin_order": order.astype(np.int32),
+                  "price_low": np.array(self.low, dtype=np.float64), "ranged": ranged, "ranged_high": high[ranged],
                   "combos": np.array(self.combos, dtype=np.int64),
                   "instructed": np.frombuffer(bytes(self.instructed), dtype=np.uint8).astype(bool), "weights": self._weights()}
         for name, values in arrays.items():
@@ -198,9 +202,10 @@ class ProductStore:
         self.meta = json.loads((folder / "meta.json").read_text())
         self.products_digest: str = self.meta["products_digest"]
         load = mapped_array
-        self.offsets, self.title_offsets = load(folder / "offsets.npy"), load(folder / "title_offsets.npy")
+        self.offsets, self.title_offsets = OffsetsFile(folder / "offsets.npy"), OffsetsFile(folder / "title_offsets.npy")
         self.asins, self.sorted_asins = load(folder / "asins.npy"), load(folder / "sorted_asins.npy")
-        self.asin_order, self.pricing = load(folder / "asin_order.npy"), load(folder / "pricing.npy")
+        self.asin_order, self.price_low = load(folder / "asin_order.npy"), load(folder / "price_low.npy")
+        self.ranged, self.ranged_high = load(folder / "ranged.npy"), load(folder / "ranged_high.npy")
         self.combos, self.weights = load(folder / "combos.npy"), load(folder / "weights.npy")
         self.instructed = load(folder / "instructed.npy")
         self._records, self._titles = FileBytes(folder / "records.bin"), FileBytes(folder / "titles.bin")
@@ -211,7 +216,7 @@ class ProductStore:
         return len(self.asins)
 
     def record(self, i: int) -> list[Any]:
-        return json.loads(self._records.read(int(self.offsets[i]), int(self.offsets[i + 1])))
+        return json.loads(self._records.read(*self.offsets.span(i)))
 
     def _product(self, i: int) -> Product:
         (asin, title, category, query, breadcrumb, pricing, tag, options, attributes, bullets, description, *_) = self.record(i)
@@ -227,11 +232,21 @@ class ProductStore:
         """The catalog position of ``asin`` (None when the store has no such product)."""
         if not isinstance(asin, str) or len(asin) > 10:
             return None
-        j = int(np.searchsorted(self.sorted_asins, asin))
-        return int(self.asin_order[j]) if j < len(self.sorted_asins) and self.sorted_asins[j] == asin else None
+        if self.asins.dtype.kind == "S":  # ASCII asins, stored as bytes
+            if not asin.isascii():
+                return None
+            key: str | bytes = asin.encode()
+        else:
+            key = asin
+        j = int(np.searchsorted(self.sorted_asins, key))
+        return int(self.asin_order[j]) if j < len(self.sorted_asins) and self.sorted_asins[j] == key else None
+
+    def asin(self, i: int) -> str:
+        a = self.asins[i]
+        return a.decode() if isinstance(a, bytes) else str(a)
 
     def title(self, i: int) -> str:
-        return self._titles.read(int(self.title_offsets[i]), int(self.title_offsets[i + 1])).decode()
+        return self._titles.read(*self.title_offsets.span(i)).decode()
 
     def titles(self) -> Iterator[str]:
         return (self.title(i) for i in range(len(self)))
@@ -271,7 +286,9 @@ class StoreAsins(Sequence[str]):
         return len(self.store)
 
     def __getitem__(self, i: Any) -> Any:
-        return [str(a) for a in self.store.asins[i]] if isinstance(i, slice) else str(self.store.asins[i])
+        if isinstance(i, slice):
+            return [self.store.asin(j) for j in range(*i.indices(len(self)))]
+        return self.store.asin(i)
 
 
 class StoreByAsin(Mapping[str, Product]):

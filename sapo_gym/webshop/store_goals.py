@@ -31,10 +31,9 @@ __all__ = ["store_catalog", "StorePrices", "SyntheticGoals", "sample_store_price
 
 def sample_store_prices(store: ProductStore, rng: random.Random) -> np.ndarray:
     """WebShop's ``generate_product_prices`` over the store: a range gets ``rng.uniform`` inside it, in order."""
-    low, high = store.pricing[:, 0], store.pricing[:, 1]
-    prices = np.array(low, dtype=np.float64)
-    ranged = np.flatnonzero(~np.isnan(high))  # NaN high: one price
-    prices[ranged] = [rng.uniform(a, b) for a, b in zip(low[ranged].tolist(), high[ranged].tolist())]
+    prices = np.array(store.price_low, dtype=np.float64)
+    ranged = store.ranged
+    prices[ranged] = [rng.uniform(a, b) for a, b in zip(prices[ranged].tolist(), store.ranged_high.tolist())]
     return prices
 
 

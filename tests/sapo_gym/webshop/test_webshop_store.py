@@ -160,3 +160,14 @@ def test_a_store_catalogs_noun_table_is_tagged_once_and_read_without_spacy(synth
     assert again.id == rule.id and [again.nouns(t) for t in titles] == [rule.nouns(t) for t in titles]
     noun_table._rule.cache_clear()
     assert os.path.isdir(folder)
+
+
+def test_an_asin_outside_ascii_is_found_as_the_small_path_finds_it(tmp_path: Path) -> None:
+    products, ins, human = generate_raw(12, seed=8)
+    odd = "Bé€0000001"  # ten characters, more than ten bytes in UTF-8
+    ins[odd], human[odd] = ins.pop(products[3]["asin"]), human.pop(products[3]["asin"])
+    products[3]["asin"] = odd
+    folder = _both_pairs(tmp_path, products, ins, human)
+    full, small = load_catalog(folder, catalog="full"), load_catalog(folder, catalog="1k")
+    assert list(full.asins) == small.asins and full.by_asin[odd] == small.by_asin[odd]
+    assert "Be€0000001" not in full.by_asin and "B" not in full.by_asin and list(full.goals) == small.goals
