@@ -24,7 +24,9 @@ the folder with data_dir=... or SAPO_WEBSHOP_DATA=...:
                                                     the seed-233 goal order a needs_data test checks
 
 Without a folder, sapo_gym uses a deterministic generated catalog of 1,000 products in the same
-schema (`--generate DIR` writes it to files)."""
+schema (`--generate DIR` writes it to files). To measure the full path without WebShop's files,
+`python -m sapo_gym.webshop.synthetic --products 1181436 --out DIR` writes a catalog of that size in
+their schema (synthetic text; see docs/webshop.md, The full catalog)."""
 
 
 def register_data_cli(subparsers: argparse._SubParsersAction) -> None:
