@@ -15,8 +15,8 @@ child process, one at a time, so the memory numbers are that process's:
   dropped and 2,000 env resets (the RSS each adds); and the RSS of a tagging worker (spawned as the tagging spawns
   them, 10,000 titles tagged);
 * ``warm``: the same with the cache the cold child left: what every later process pays;
-* ``async`` / ``ray``: ``--further`` envs in other processes (``sapo_gym.make_vec`` async, Ray actors): each
-  process's RSS, USS (its own pages) and PSS, beside a process of the same kind that imported the same modules
+* ``async`` / ``ray``: ``--further`` envs in other processes (``sapo_gym.make_vec`` async, Ray actors), after
+  60 steps of oracle episodes (searches, product pages, purchases): each process's RSS, USS (its own pages) and PSS, beside a process of the same kind that imported the same modules
   but built no env: the difference is what one more env adds. Mapped catalog and index pages are shared.
 
 Prints the CPU and two markdown tables, every number measured in this run on this machine.
@@ -45,6 +45,7 @@ BIG_QUERY_WORDS = 10_000
 HUGE_ACTION_BYTES = 1 << 20
 SESSIONS = 2_000
 TAGGER_TITLES = 10_000
+VEC_STEPS = 60
 
 
 def _memory(pid: int | None = None) -> dict[str, float]:
@@ -240,6 +241,13 @@ def _baseline(vectorization: str) -> dict[str, float]:
         proc.join()
 
 
+def _expert_actions(infos: dict[str, Any], n: int) -> list[str]:
+    from agents.base import format_action
+
+    has = infos.get("_expert_action", [False] * n)
+    return [format_action(infos["expert_action"][i] if has[i] else "click[back to search]") for i in range(n)]
+
+
 def child_processes(data: str, further: int, vectorization: str) -> dict[str, Any]:
     import sapo_gym
 
@@ -252,7 +260,9 @@ def child_processes(data: str, further: int, vectorization: str) -> dict[str, An
         vec, start_s = _timed(lambda: sapo_gym.make_vec("sapo/WebShop-v0", further, vectorization=vectorization,
                                                          data_dir=data, catalog="full", split=SPLIT))
         try:
-            vec.reset(seed=0)
+            _, infos = vec.reset(seed=0)
+            for _ in range(VEC_STEPS):  # the oracle's episodes: every worker searches and opens products
+                _, _, _, _, infos = vec.step(_expert_actions(infos, further))
             pids = [w.pid for w in vec.describe()] if vectorization == "ray" else [p.pid for p in vec.processes]
             envs = [_memory(p) for p in pids]
         finally:
@@ -292,10 +302,12 @@ def measure_size(root: Path, n: int, args: argparse.Namespace) -> dict[str, Any]
     data, write_s = ensure_catalog(root, n)
     row: dict[str, Any] = {"products": n, "write_s": write_s,
                            "file_mb": sum(f.stat().st_size for f in Path(data).glob("items_*.json")) / 2**20}
-    with tempfile.TemporaryDirectory(prefix="webshop-scale-cache-", dir=args.cache_root) as cache:
-        for mode in ("cold", "warm", "async", *(() if args.no_ray else ("ray",))):
-            row[mode] = _child(mode, data, cache, args)
-            print(f"  {n:>9,} {mode}: {json.dumps(row[mode])}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="webshop-scale-cache-", dir=args.cache_root) as fresh:
+        cache = str(Path(args.keep_cache) / f"synthetic-{n}") if args.keep_cache else fresh
+        for mode in args.modes.split(","):
+            if mode != "ray" or not args.no_ray:
+                row[mode] = _child(mode, data, cache, args)
+                print(f"  {n:>9,} {mode}: {json.dumps(row[mode])}", flush=True)
     return row
 
 
@@ -313,7 +325,7 @@ def tables(rows: list[dict[str, Any]]) -> str:
              "+ env in process", "+ env async: RSS / USS (idle process)", "+ env Ray: RSS / USS (idle actor)"]
     lines = [_row(build), _row(["---:"] * len(build))]
     for r in rows:
-        c, w, a, y = r["cold"], r["warm"], r.get("async", {}), r.get("ray", {})
+        c, w, a, y = r.get("cold", {}), r.get("warm", {}), r.get("async", {}), r.get("ray", {})
         lines.append(_row([
             f"{r['products']:,}", f"{_f(r['file_mb'], ',.0f')} MB",
             f"{_f(c.get('catalog_s'), '.2f')} / {_f(w.get('catalog_s'), '.2f')} s",
@@ -330,7 +342,7 @@ def tables(rows: list[dict[str, Any]]) -> str:
              "2k sessions opened / 2k resets: RSS added"]
     lines += ["", _row(speed), _row(["---:"] * len(speed))]
     for r in rows:
-        w = r["warm"]
+        w = r.get("warm", {})
         lines.append(_row([
             f"{r['products']:,}", f"{_f(w.get('search_p50_ms'), '.2f')} / {_f(w.get('search_p99_ms'), '.2f')} ms "
             f"({_f(w.get('search_cpu_p50_ms'), '.2f')} / {_f(w.get('search_cpu_p99_ms'), '.2f')})",
@@ -345,6 +357,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", default="1000,100000", help="catalog sizes (products), comma-separated")
     parser.add_argument("--data-root", default=str(Path(tempfile.gettempdir()) / "sapo-webshop-synthetic"))
     parser.add_argument("--cache-root", default=None, help="where the children's fresh caches go (default: the temp dir)")
+    parser.add_argument("--keep-cache", default=None, metavar="DIR",
+                        help="use (and keep) DIR/synthetic-N as the cache instead of a fresh one: a later run with "
+                             "--modes warm,async,ray measures on it without building again")
+    parser.add_argument("--modes", default="cold,warm,async,ray", help="children to run, in order")
     parser.add_argument("--episodes", type=int, default=40, help="oracle episodes timed per size")
     parser.add_argument("--further", type=int, default=3, help="envs after the first (in process, async, Ray)")
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray actors")

@@ -4,8 +4,8 @@ The index is a folder of ``.npy`` arrays, stored by term (CSC): ``indptr`` (term
 ``data`` (float32: each (term, document) score), and the vocabulary: ``terms`` (the terms in order of first
 appearance, joined by ``\\n``, as bytes), ``term_offsets``, and ``term_hashes`` / ``term_ids`` (an 8-byte blake2b of each term, sorted,
 with the term it names) so a token is looked up by binary search in the mapped file, without a dict of the
-vocabulary in each process. Every array is mapped read-only (:mod:`.mapped`): the processes that read one index
-share its pages, and a query touches only its terms' postings.
+vocabulary in each process. The processes that read one index share its pages (:mod:`.mapped`): the vocabulary
+arrays are mapped, a query reads its terms' postings with ``pread``.
 
 :meth:`BM25Index.build` reads the documents once, a chunk at a time (their term-document counts go to
 temporary files), then merges the chunks' postings a block of terms at a time and writes them in order, so its
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sapo_gym.webshop.mapped import mapped_array
+from sapo_gym.webshop.mapped import ArrayFile, mapped_array
 
 __all__ = ["BM25Index", "TermLookup", "term_hash"]
 
@@ -38,7 +38,6 @@ CHUNK_DOCS = 10_000
 """Documents per chunk of the build (its arrays hold each token of them once, a few 8-byte words per token)."""
 BLOCK_POSTINGS = 2_000_000
 """Postings per block of terms merged and written at once."""
-_FILES = ("indptr", "docs", "data", "terms", "term_offsets", "term_hashes", "term_ids")
 
 
 def term_hash(term: str) -> int:
@@ -90,10 +89,10 @@ class BM25Index:
     """The mapped arrays of one index (see the module docstring): :meth:`scores` of a token list."""
 
     def __init__(self, folder: Path):
-        arrays = {name: mapped_array(folder / f"{name}.npy") for name in _FILES}
         self.folder = folder
-        self.indptr, self.docs, self.data = arrays["indptr"], arrays["docs"], arrays["data"]
-        self.vocab = TermLookup(arrays["terms"], arrays["term_offsets"], arrays["term_hashes"], arrays["term_ids"])
+        self.indptr, self.docs, self.data = (ArrayFile(folder / f"{name}.npy") for name in ("indptr", "docs", "data"))
+        vocab = [mapped_array(folder / f"{name}.npy") for name in ("terms", "term_offsets", "term_hashes", "term_ids")]
+        self.vocab = TermLookup(*vocab)
         self.num_docs = int(json.loads((folder / "meta.json").read_text())["num_docs"])
 
     @classmethod
@@ -118,9 +117,9 @@ class BM25Index:
         """float32 scores of every document: the sum of the terms' scores (by term id), in query order."""
         total = np.zeros(self.num_docs, dtype=np.float32)
         for i in ids:
-            start, end = int(self.indptr[i]), int(self.indptr[i + 1])
-            docs = self.docs[start:end].astype(np.intp)  # once: numpy would widen the int32 ids for each of get and set
-            total[docs] += self.data[start:end]  # a term lists each document once
+            start, end = self.indptr.span(i)
+            docs = self.docs.slice(start, end).astype(np.intp)  # once: numpy would widen int32 ids for both get and set
+            total[docs] += self.data.slice(start, end)  # a term lists each document once
         return total
 
     def scores(self, tokens: Sequence[str]) -> np.ndarray:

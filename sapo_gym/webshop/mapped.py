@@ -1,11 +1,12 @@
-"""Read-only files shared by every process: ``.npy`` arrays mapped, records read at offsets.
+"""Read-only files shared by every process: small arrays mapped, large ones and records read with ``pread``.
 
-A mapped array's pages are the page cache's, shared by every process that maps it. The maps are advised
-``MADV_RANDOM`` (the shop reads them at scattered places: a term's postings, a binary search), so the kernel reads
-no more than it is asked. Records of varying length (a product's JSON, a title) and their offsets are read with
-``pread`` (:class:`FileBytes`, :class:`OffsetsFile`) instead: a read fault on a map also maps up to 64 KB of neighbouring cached pages into the
-process ("fault-around"), and thousands of scattered records would count tens of megabytes of pages it never
-reads in its memory.
+Either way the bytes live once, in the page cache, for every process. A mapped array's pages count in each
+process that touched them, so only arrays a process reads small parts of in small numbers of places (binary
+searches over sorted keys) are mapped, advised ``MADV_RANDOM`` so the kernel reads no more than it is asked.
+Postings, records of varying length (a product's JSON, a title) and their offsets are read with ``pread``
+(:class:`FileBytes`, :class:`ArrayFile`) into short-lived buffers: mapped, a read would also map up to 64 KB of
+neighbouring cached pages ("fault-around"), and a process that has served many searches would count most of the
+index in its memory.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["mapped_array", "FileBytes", "OffsetsFile"]
+__all__ = ["mapped_array", "FileBytes", "ArrayFile"]
 
 
 def _map(path: Path) -> mmap.mmap | None:
@@ -61,19 +62,25 @@ def mapped_array(path: Path) -> np.ndarray:
     return data.reshape(shape, order="F" if fortran else "C")
 
 
-class OffsetsFile:
-    """A 1-d ``.npy`` array of int64 offsets, read two at a time with ``pread`` (the span of record ``i``)."""
+class ArrayFile:
+    """A 1-d ``.npy`` array read a slice at a time with ``pread`` (:class:`FileBytes`): what a process reads of it
+    is copied into its own short-lived buffers, so its memory does not grow with the parts of the file it has read."""
 
     def __init__(self, path: Path):
         shape, _, dtype, self.start = _header(path)
-        if dtype != np.dtype("<i8") or len(shape) != 1:
-            raise ValueError(f"{path}: expected 1-d little-endian int64 offsets, found {dtype} {shape}")
-        self.file, self.length = FileBytes(path), shape[0]
+        if len(shape) != 1:
+            raise ValueError(f"{path}: expected a 1-d array, found shape {shape}")
+        self.file, self.dtype, self.length = FileBytes(path), dtype, shape[0]
 
     def __len__(self) -> int:
         return self.length
 
+    def slice(self, start: int, end: int) -> np.ndarray:
+        """Items ``start:end`` (read-only)."""
+        size = self.dtype.itemsize
+        return np.frombuffer(self.file.read(self.start + size * start, self.start + size * end), dtype=self.dtype)
+
     def span(self, i: int) -> tuple[int, int]:
-        """Offsets ``i`` and ``i + 1``: where record ``i`` starts and ends."""
-        start, end = np.frombuffer(self.file.read(self.start + 8 * i, self.start + 8 * i + 16), dtype="<i8")
+        """Items ``i`` and ``i + 1`` as ints: where record ``i`` of an offsets array starts and ends."""
+        start, end = self.slice(i, i + 2)
         return int(start), int(end)

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from sapo_gym.webshop.bm25 import term_hash
-from sapo_gym.webshop.mapped import FileBytes, OffsetsFile, mapped_array
+from sapo_gym.webshop.mapped import ArrayFile, FileBytes, mapped_array
 from sapo_gym.webshop.nouns import spacy_nouns_batch
 
 __all__ = ["MappedNounTable", "build_mapped_table", "tag_workers", "TAG_CHUNK"]
@@ -73,7 +73,7 @@ class MappedNounTable:
     def __init__(self, folder: Path):
         meta = json.loads((folder / "meta.json").read_text())
         self.rule_id: str = meta["rule"]
-        self.offsets, self.hashes = OffsetsFile(folder / "entry_offsets.npy"), mapped_array(folder / "hashes.npy")
+        self.offsets, self.hashes = ArrayFile(folder / "entry_offsets.npy"), mapped_array(folder / "hashes.npy")
         self.ids, self.entries = mapped_array(folder / "entry_ids.npy"), FileBytes(folder / "entries.bin")
         self._find = functools.lru_cache(maxsize=1 << 16)(self._lookup)
 

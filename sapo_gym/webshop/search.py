@@ -136,10 +136,11 @@ class SearchIndex:
         if not ids or k < 1:
             return []
         scores = self.bm25.scores_of_ids(ids)
-        n = len(scores)
-        kth = np.partition(scores, n - k)[n - k] if n > k else 0.0  # the k-th best score (0: fewer hits than k)
-        hits = np.flatnonzero(scores >= kth) if kth > 0 else np.flatnonzero(scores > 0)  # with every tie of the k-th
-        order = hits[np.lexsort((hits, -scores[hits]))][:k]  # ties by catalog order, as Lucene by document order
+        hits = np.flatnonzero(scores > 0)
+        if len(hits) > k:  # keep everything tied with the k-th score, so ties resolve by catalog order
+            found = scores[hits]
+            hits = hits[found >= np.partition(found, len(found) - k)[len(found) - k]]
+        order = hits[np.lexsort((hits, -scores[hits]))][:k]
         return [self.asins[i] for i in order]
 
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from sapo_gym.webshop.catalog import CatalogError, Product, product_from_raw
 from sapo_gym.webshop.jsonstream import iter_array, iter_object
-from sapo_gym.webshop.mapped import FileBytes, OffsetsFile, mapped_array
+from sapo_gym.webshop.mapped import ArrayFile, FileBytes, mapped_array
 
 __all__ = ["STORE_FORMAT", "ProductStore", "open_store", "files_digest", "StoreProducts", "StoreAsins",
            "StoreByAsin"]
@@ -202,7 +202,7 @@ class ProductStore:
         self.meta = json.loads((folder / "meta.json").read_text())
         self.products_digest: str = self.meta["products_digest"]
         load = mapped_array
-        self.offsets, self.title_offsets = OffsetsFile(folder / "offsets.npy"), OffsetsFile(folder / "title_offsets.npy")
+        self.offsets, self.title_offsets = ArrayFile(folder / "offsets.npy"), ArrayFile(folder / "title_offsets.npy")
         self.asins, self.sorted_asins = load(folder / "asins.npy"), load(folder / "sorted_asins.npy")
         self.asin_order, self.price_low = load(folder / "asin_order.npy"), load(folder / "price_low.npy")
         self.ranged, self.ranged_high = load(folder / "ranged.npy"), load(folder / "ranged_high.npy")
