@@ -1,4 +1,4 @@
-"""WebShop's product files parsed once into a disk cache that every process maps read-only.
+"""WebShop's product files parsed once into a disk cache that every process reads, one copy in the page cache.
 
 WebShop's full set is 1.18 M products in gigabytes of JSON: read whole, as Python objects, it takes many times
 its size in memory in every process. :func:`open_store` instead streams the product and instruction files once
@@ -15,7 +15,9 @@ is computed once per file) and ``num_products``:
   whether it has a synthetic instruction, and its synthetic-goal weight (WebShop's rule, seed-independent).
 
 It is built in a temporary folder and renamed into place (parallel builders never expose half a store; a
-read-only cache gets a temporary folder). :mod:`.store_goals` makes the catalog (prices, goals) over it.
+read-only cache gets a temporary folder). Records, titles and their offsets are read with ``pread``; the other
+arrays (asins, the sorted asins a lookup binary-searches, prices, combinations, weights) are mapped (:mod:`.mapped`).
+:mod:`.store_goals` makes the catalog (prices, goals) over it.
 """
 
 from __future__ import annotations
@@ -195,7 +197,7 @@ class _Writer:
 
 
 class ProductStore:
-    """A built store, mapped read-only (see the module docstring)."""
+    """A built store, opened read-only (see the module docstring)."""
 
     def __init__(self, folder: Path):
         self.folder = folder
