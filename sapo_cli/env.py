@@ -29,6 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--max-connections", type=int, default=64,
                    help="HTTP requests in progress and WebSockets the app serves at once (>= --max-sessions); past it a "
                         "request gets 503")
+    s.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="server processes behind the one address (nginx sends each new session to the one with the "
+                        "fewest open); --max-sessions, --max-sessions-per-client and --max-connections are divided "
+                        "among them, and HTTP sessions live in the first")
     add_front_options(s)
     s.add_argument("--public-only", action="store_true",
                    help="leave the privileged info keys (expert_action, pddl_params) out of observations")
@@ -42,7 +46,7 @@ def serve(args: argparse.Namespace) -> int:
     if args.env_id not in ENVS:
         raise ValueError(f"unknown env id {args.env_id!r}; valid choices: {sorted(ENVS)}")
     try:
-        from sapo_gym.remote.server import CONFIG_VARIABLE, ServeConfig, config_json
+        from sapo_gym.remote.server import CONFIG_VARIABLE, ServeConfig, config_json, per_process
         from sapo_gym.remote.websocket import FRAME_READ_LIMIT
     except ModuleNotFoundError as exc:
         raise ValueError(f"the OpenEnv server needs the serve extra ({exc.name} is missing): "
@@ -53,15 +57,18 @@ def serve(args: argparse.Namespace) -> int:
                          max_sessions=args.max_sessions, max_sessions_per_client=args.max_sessions_per_client,
                          idle_timeout_s=args.idle_timeout, public_only=args.public_only,
                          max_connections=args.max_connections)
+    each = per_process(config, args.workers)
     front = deploy.bind(config.host, config.port)
-    app = deploy.AppServer("uvicorn", lambda fd: uvicorn_command(fd, config.max_connections, args.drain_seconds),
-                           signal.SIGTERM, "/health", {CONFIG_VARIABLE: config_json(config)}, access_log=False)
+    app = deploy.AppServer("uvicorn", lambda fd: uvicorn_command(fd, each.max_connections, args.drain_seconds),
+                           signal.SIGTERM, "/health", {CONFIG_VARIABLE: config_json(each)}, access_log=False,
+                           processes=args.workers)
 
     def ready(answer: bytes) -> None:
         host, port = args.host, front.port
         print(f"serving {config.env_id} on http://{host}:{port} (OpenEnv WebSocket: ws://{host}:{port}/ws; "
               f"max {config.max_sessions} sessions, {config.per_client} per client, idle timeout "
-              f"{config.idle_timeout_s or 'none'} s)", flush=True)
+              f"{config.idle_timeout_s or 'none'} s; {args.workers} process{'es' if args.workers > 1 else ''})",
+              flush=True)
 
     return deploy.run(front, app, args, FRAME_READ_LIMIT, UPSTREAM_TIMEOUT_S, ready)
 

@@ -15,6 +15,7 @@ import resource
 import shutil
 import socket
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,7 @@ class FrontConfig:
     listen: str
     """``host:port`` of the public side (``[v6]:port`` for IPv6)."""
     upstream: str
-    """Path of the app server's Unix socket."""
+    """Path of the app server's Unix socket (its first process's, which also holds the HTTP sessions)."""
     max_body_bytes: int
     """Largest request body (``client_max_body_size``): Content-Length or chunked, past it a 413."""
     header_timeout: float = 20.0
@@ -48,6 +49,8 @@ class FrontConfig:
     """Seconds the app server may take over one request (or stay silent on a WebSocket)."""
     drain_seconds: float = 10.0
     """On a graceful stop, seconds the requests in progress may take to finish before their connections close."""
+    peers: tuple[str, ...] = ()
+    """Unix sockets of the app server's further processes: new connections go to the process with the fewest open."""
 
     def __post_init__(self) -> None:
         for name in ("header_timeout", "client_timeout", "upstream_timeout"):
@@ -77,6 +80,7 @@ def render(config: FrontConfig, access_log: str = "/dev/stdout") -> str:
     """The shipped config with ``config``'s values filled in (every ``{{field}}`` of the template)."""
     nofile, connections = connection_limits()
     values = {"listen": config.listen, "upstream": config.upstream, "max_body_bytes": str(config.max_body_bytes),
+              "peers": "\n".join(f"        server unix:{path};" for path in config.peers),
               "header_timeout": _ms(config.header_timeout), "client_timeout": _ms(config.client_timeout),
               "upstream_timeout": _ms(config.upstream_timeout), "drain": _ms(config.drain_seconds), "per_client": str(config.per_client),
               "worker_connections": str(connections), "nofile": str(nofile),
@@ -135,10 +139,13 @@ def add_front_options(p: argparse.ArgumentParser) -> None:
                    help="on SIGTERM/SIGINT: stop accepting and let the requests in progress finish for at most this long")
 
 
-def front_config(args: argparse.Namespace, listen_address: str, upstream: Path, max_body_bytes: int,
+def front_config(args: argparse.Namespace, listen_address: str, upstreams: Sequence[Path], max_body_bytes: int,
                  upstream_timeout: float) -> FrontConfig:
-    """:class:`FrontConfig` from :func:`add_front_options`'s arguments."""
-    return FrontConfig(listen=listen_address, upstream=str(upstream), max_body_bytes=max_body_bytes,
+    """:class:`FrontConfig` from :func:`add_front_options`'s arguments; ``upstreams``: the app server's sockets, one a
+    process, the first one's holding the HTTP sessions."""
+    first, *peers = upstreams
+    return FrontConfig(listen=listen_address, upstream=str(first), peers=tuple(str(path) for path in peers),
+                       max_body_bytes=max_body_bytes,
                        header_timeout=args.header_timeout, client_timeout=args.client_timeout,
                        per_client=args.max_connections_per_client, upstream_timeout=upstream_timeout,
                        drain_seconds=args.drain_seconds)

@@ -52,6 +52,17 @@ class AppServer:
     access_log: bool = True
     """nginx logs every request on this command's standard output (off: a client driving thousands of steps would
     fill the log, or a pipe nobody reads)."""
+    processes: int = 1
+    """Copies of the server started, each on a socket of its own; nginx sends each new connection to the one with the
+    fewest open (the first also gets every ``/sessions`` request: see ``nginx.conf``)."""
+
+    def __post_init__(self) -> None:
+        if self.processes < 1:
+            raise ValueError(f"an app server needs at least 1 process, got {self.processes}")
+
+    def child_name(self, index: int) -> str:
+        """The supervised child's name: the server's, numbered when there are several."""
+        return self.name if self.processes == 1 else f"{self.name}-{index}"
 
 
 def bind(host: str, port: int) -> Front:
@@ -68,20 +79,22 @@ def run(front: Front, app: AppServer, args: argparse.Namespace, max_body_bytes: 
     with tempfile.TemporaryDirectory(prefix="sapo-serve-") as tmp:
         run_dir = Path(tmp)
         (run_dir / "temp").mkdir()
-        upstream_path = run_dir / "app.sock"
-        config = nginx.front_config(args, front.address, upstream_path, max_body_bytes, upstream_timeout)
+        upstream_paths = [run_dir / ("app.sock" if i == 0 else f"app-{i}.sock") for i in range(app.processes)]
+        config = nginx.front_config(args, front.address, upstream_paths, max_body_bytes, upstream_timeout)
         (run_dir / "nginx.conf").write_text(nginx.render(config, "/dev/stdout" if app.access_log else "off"))
         nginx.check(run_dir)
         with Supervisor(args.drain_seconds) as supervisor:
-            with unix_listener(upstream_path) as upstream:
-                fd = upstream.fileno()
-                supervisor.start(app.name, app.command(fd), app.stop_signal, env={**os.environ, **app.env}, pass_fds=[fd])
+            for index, path in enumerate(upstream_paths):
+                with unix_listener(path) as upstream:
+                    fd = upstream.fileno()
+                    supervisor.start(app.child_name(index), app.command(fd), app.stop_signal,
+                                     env={**os.environ, **app.env}, pass_fds=[fd])
             with front.sock:  # nginx takes the socket over (its NGINX variable names inherited sockets)
                 fd = front.sock.fileno()
                 supervisor.start("nginx", nginx.nginx_command(run_dir), signal.SIGQUIT,
                                  env={**os.environ, "NGINX": f"{fd};"}, pass_fds=[fd])
             try:
-                answer = supervisor.wait_ready(upstream_path, app.ready_path, START_SECONDS)
+                answer = [supervisor.wait_ready(path, app.ready_path, START_SECONDS) for path in upstream_paths][0]
             except RuntimeError as exc:
                 print(f"error: {exc}", file=sys.stderr, flush=True)
                 return 1

@@ -53,7 +53,7 @@ from sapo_gym.remote.models import SapoAction, SapoObservation, SapoState
 from sapo_gym.remote.websocket import guard_websocket_route, serving_socket
 
 __all__ = ["ServeConfig", "SapoEnvServer", "create_app", "app_from_environment", "config_json", "CONFIG_VARIABLE",
-           "reap_interval", "idle_sessions"]
+           "reap_interval", "idle_sessions", "per_process"]
 
 CONFIG_VARIABLE = "SAPO_GYM_ENV_SERVE_CONFIG"
 """The :class:`ServeConfig` (JSON, :func:`config_json`) of the app uvicorn builds (:func:`app_from_environment`)."""
@@ -101,6 +101,22 @@ class ServeConfig:
         if self.max_sessions_per_client is not None:
             return self.max_sessions_per_client
         return default_per_client(self.max_sessions, self.host)
+
+
+def per_process(config: ServeConfig, processes: int) -> ServeConfig:
+    """The config of each of ``processes`` server processes behind one address: the bounds on sessions (in all and
+    per client) and on connections divided among them, rounded up. Each process keeps its own session table, so the
+    bounds hold per process; nginx sends each new connection to the process with the fewest open, which spreads
+    sessions evenly."""
+    if processes < 1:
+        raise ValueError(f"processes must be >= 1, got {processes}")
+
+    def share(n: int) -> int:
+        return -(-n // processes)
+
+    per_client = None if config.max_sessions_per_client is None else share(config.max_sessions_per_client)
+    return dataclasses.replace(config, max_sessions=share(config.max_sessions), max_sessions_per_client=per_client,
+                               max_connections=share(config.max_connections))
 
 
 def reap_interval(timeout_s: float) -> float:
