@@ -249,6 +249,7 @@ class TrainConfig:
         for name, valid in CHOICES.items():
             if getattr(self, name) not in valid:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid choices: {list(valid)}")
+        self._take_method_settings()
         if self.draft_tokens and self.generator != "hf":
             raise ValueError("draft_tokens needs generator 'hf' (vLLM has speculative decoding of its own)")
         if self.old_log_probs == "rollout" and self.generator != "hf":
@@ -273,6 +274,16 @@ class TrainConfig:
         for name in ("critic_warmup", "sft_episodes", "readout_warmup_episodes", "readout_warmup_kl", "draft_tokens"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+    def _take_method_settings(self) -> None:
+        """Set the values ``algo``'s registry entry fixes (an ablation such as ``sapo-tau0.1``); a field given another
+        value than its default and the entry's is refused, not overridden."""
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        for name, value in METHODS[self.algo].settings:
+            given = getattr(self, name)
+            if given not in (value, defaults[name]):
+                raise ValueError(f"--algo {self.algo} sets {name} = {value!r}; {given!r} was given")
+            setattr(self, name, value)
 
     def _check_lora(self) -> None:
         if self.lora_rank < 0:

@@ -34,6 +34,9 @@ class PositionLogits:
     """(B, V) at the last prompt token (SAPO's V), or None when not asked for."""
     end: Tensor | None
     """(B, V) at the last response token (SAPO's Q), or None when not asked for."""
+    features: Tensor | None = None
+    """(B, 2, H): the last hidden states the ``state`` and ``end`` logits are read from (a readout forward pass of a
+    model whose logits are ``lm_head(last_hidden_state)``; None otherwise). The head control reads V and Q here."""
 
 
 def _plain_head(model: nn.Module) -> bool:
@@ -46,7 +49,8 @@ def forward_positions(model: nn.Module, batch: Experience, readout: bool = False
     """Run ``model`` (an HF causal LM) on the batch's rows; logits at the action (and readout) positions."""
     rows = torch.arange(len(batch), device=batch.input_ids.device)
     predicting = batch.action_mask[:, 1:]
-    if _plain_head(model):
+    plain = _plain_head(model)
+    if plain:
         hidden = model.get_decoder()(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                                      use_cache=False).last_hidden_state
         head = model.get_output_embeddings()
@@ -56,7 +60,8 @@ def forward_positions(model: nn.Module, batch: Experience, readout: bool = False
     action = head(hidden[:, :-1][predicting])
     if not readout:
         return PositionLogits(action, None, None)
-    return PositionLogits(action, head(hidden[rows, batch.state_positions]), head(hidden[rows, batch.action_end_positions]))
+    state, end = hidden[rows, batch.state_positions], hidden[rows, batch.action_end_positions]
+    return PositionLogits(action, head(state), head(end), torch.stack([state, end], dim=1) if plain else None)
 
 
 def _policy(logits: PositionLogits, batch: Experience, value_token_ids: tuple[int, ...], temperature: float) -> Tensor:

@@ -24,7 +24,7 @@ REDUCED: dict[str, Any] = {
     "episodes_per_iteration": 8, "grpo_group_size": 4, "history_length": 0, "max_response_tokens": 16,
     "max_prompt_tokens": 256, "lr": 1e-3, "critic_lr": 1e-3, "sft_episodes": 8, "sft_epochs": 8, "sft_lr": 3e-3,
     "eval_seeds": "0", "eval_batch_size": 16, "progress": False, "workers": 1, "constrain": "none",
-    "old_log_probs": "recompute", "sft_agent": "expert", "eval_every": 1,
+    "old_log_probs": "recompute", "sft_agent": "expert", "eval_every": 1, "value_episodes": 4,
 }
 
 
@@ -51,7 +51,7 @@ def _comparable(res: dict[str, Any]) -> dict[str, Any]:
     out["warm_start"].pop("train_s")
     out["warm_start"].pop("bundle")
     for m in out["methods"].values():
-        for key in ("phase_seconds", "iteration_seconds", "bundles"):
+        for key in ("phase_seconds", "iteration_seconds", "run_seconds", "bundles"):
             m.pop(key)
     return out
 
@@ -84,6 +84,20 @@ def test_results_json_has_the_documented_fields(finished):
         for seed, curve in zip(m["seeds"], m["curves"]["held_out_success"]):
             assert curve[0] == start_first_seed and curve[-1] == m["per_seed"][str(seed)]["all"]["success"]
             assert all(0.0 <= v <= 1.0 for v in curve)
+
+
+def test_each_runs_value_function_is_scored_on_held_out_episodes(finished):
+    """``value_episodes``: SAPO's V and Q and PPO's V scored on held-out episodes, GRPO has none; KL from the start."""
+    cfg, res = finished
+    for algo, m in res["methods"].items():
+        hv = m["held_out_values"]
+        assert hv["episodes"]["values"] == [4.0, 4.0] and hv["turns"]["mean"] >= 4
+        assert ("v_explained_var" in hv) == (algo != "grpo") and ("q_explained_var" in hv) == (algo == "sapo")
+        assert all(v >= 0 for v in hv["kl_reference"]["values"]) and m["run_seconds"] > 0
+        if algo != "grpo":
+            assert all(v >= 0 for v in hv["v_abs_error"]["values"])
+    table = (Path(cfg.out) / "results.md").read_text()
+    assert "## Value functions on held-out episodes" in table and "| GRPO | " in table
 
 
 def test_results_say_what_each_methods_machinery_did(finished):

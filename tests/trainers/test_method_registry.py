@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def registry_problems(methods: dict[str, MethodEntry]) -> list[str]:
     """What is half-registered in ``methods`` (empty when the table and trainers/methods/ agree)."""
     import trainers.methods
+    from trainers.config import TrainConfig
     from trainers.methods import method_class
     from trainers.methods.base import Method
 
@@ -34,6 +35,9 @@ def registry_problems(methods: dict[str, MethodEntry]) -> list[str]:
     for key, entry in methods.items():
         if key != entry.name or not entry.label or not entry.summary:
             problems.append(f"{key}: key, name, label and summary must be set ({entry})")
+        unknown = sorted({name for name, _ in entry.settings} - {f.name for f in dataclasses.fields(TrainConfig)})
+        if unknown:
+            problems.append(f"{key}: settings name no TrainConfig field: {unknown}")
         try:
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr("trainers.methods.METHODS", methods)
@@ -65,10 +69,13 @@ def test_half_registered_methods_are_caught():
         "notamethod": MethodEntry("notamethod", "X", "trainers.config:TrainConfig", "not a Method subclass"),
         "misnamed": MethodEntry("misnamed", "M", "trainers.methods.grpo:GRPO", "a class registered under another name"),
         "nolabel": dataclasses.replace(METHODS["ppo"], name="nolabel", label=""),
+        "badsetting": dataclasses.replace(METHODS["sapo-noq"], name="badsetting", settings=(("q_coeff", 0.0),)),
+        "unsetvariant": dataclasses.replace(METHODS["sapo-noq"], name="unsetvariant", settings=()),
     }
     found = "\n".join(registry_problems(broken))
     for needle in ("rloo: AttributeError", "nomod: ModuleNotFoundError", "notamethod: TypeError", "misnamed: TypeError",
-                   "nolabel: key, name, label and summary", "trainers.methods.rloo:RLOO is a Method with no registry"):
+                   "nolabel: key, name, label and summary", "trainers.methods.rloo:RLOO is a Method with no registry",
+                   "badsetting: settings name no TrainConfig field: ['q_coeff']", "unsetvariant: TypeError"):
         assert needle in found, found
 
 

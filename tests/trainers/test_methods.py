@@ -29,7 +29,7 @@ def test_one_update_is_finite_and_moves_every_parameter(make_trainer, algo):
     assert unchanged(policy_before, trainer.policy.model) == []
     if algo == "ppo":
         assert math.isfinite(row["critic/value_loss"]) and unchanged(critic_before, trainer.method.critic) == []
-    if algo == "sapo":
+    if trainer.method.readout:  # SAPO and its ablations
         assert math.isfinite(row["actor/value_loss"]) and math.isfinite(row["actor/q_loss"])
     assert trainer.iteration == 1
 
@@ -66,7 +66,7 @@ def test_methods_differ_only_where_they_should(make_trainer, algo, monkeypatch):
     row = trainer.run_iteration()
     assert {f"time/{p}" for p in PHASES} <= set(row)
     assert ("critic/value_loss" in row) == (algo == "ppo")
-    assert ("actor/value_loss" in row) == (algo == "sapo")
+    assert ("actor/value_loss" in row) == trainer.method.readout  # SAPO and its ablations
     assert (trainer.method.critic is None) == (algo != "ppo")
     ops = _CountingTimer.ops
     assert ops["actor_update"] > 0 and ops["old_log_prob"] > 0  # the counter sees the work that is done
@@ -202,15 +202,15 @@ def test_rollout_old_log_probs_equal_the_recomputed_ones(make_trainer, algo):
 
     trainer = make_trainer(algo, old_log_probs="rollout")
     _, exp = trainer.collect_batch(PhaseTimer())
-    assert (exp.value_logits is not None) == (algo == "sapo")  # only SAPO asks the sampler for them
+    assert (exp.value_logits is not None) == trainer.method.readout  # only SAPO (and its ablations) ask for them
     kept = trainer.method.old_forward(copy.deepcopy(exp))
     trainer.method.cfg = TrainConfig(**{**trainer.cfg.__dict__, "old_log_probs": "recompute"})
     recomputed = trainer.method.old_forward(copy.deepcopy(exp))
     torch.testing.assert_close(kept.old_log_probs, recomputed.old_log_probs, atol=RECOMPUTE_ATOL, rtol=0)
     assert not torch.equal(kept.old_log_probs, recomputed.old_log_probs)  # it really skipped the forward pass
-    for key in ("old_values", "old_q") if algo == "sapo" else ():
+    for key in ("old_values", "old_q") if trainer.method.readout else ():
         torch.testing.assert_close(getattr(kept, key), getattr(recomputed, key), atol=RECOMPUTE_ATOL, rtol=0)
-    if algo == "sapo":  # without the sampler's logits SAPO falls back to the forward pass
+    if trainer.method.readout:  # without the sampler's logits SAPO falls back to the forward pass
         exp.value_logits = None
         trainer.method.cfg = trainer.cfg
         fallback = trainer.method.old_forward(copy.deepcopy(exp))

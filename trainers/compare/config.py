@@ -17,7 +17,8 @@ tokens, a behaviour-cloning warm start (48 walkthrough episodes × 7 epochs at l
 has not seen) trained once and shared, then 4 seeds × 20 iterations × 8 episodes per method (rollouts at
 temperature 0.7), two runs at a time, each policy evaluated 3 times (seeds 0, 1, 2) on every held-out game
 (docs/compare.md has the measured run and its wall time). ``--preset vault`` is the
-tiny diagnostic task; ``--preset webshop-cpu`` the same model and methods on ``sapo/WebShop-Mini-v0``. The GPU presets are the recipes' training runs (GPU and real weights needed).
+tiny diagnostic task; ``--preset webshop-cpu`` the same model and methods on ``sapo/WebShop-Mini-v0``; ``--preset ablation`` SAPO
+against its ablations on the CPU default. The GPU presets are the recipes' training runs (GPU and real weights needed).
 """
 
 from __future__ import annotations
@@ -30,13 +31,20 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from trainers.config import ALGOS, GROUP_ALGOS, RESULT_NEUTRAL, TrainConfig
-from trainers.methods.registry import method_label as label  # a method's name in tables, figures and bundles
+from trainers.methods.registry import (
+    METHODS,
+    method_label as label,  # a method's name in tables, figures and bundles
+)
 
 __all__ = ["PER_RUN", "PRESETS", "CompareConfig", "CompareSettings", "Preset", "cpu_train", "run_key", "label"]
 
 PER_RUN: tuple[str, ...] = ("algo", "seed", "out_dir", "resume", "checkpoint_every", "group_size", "progress")
 """TrainConfig fields :meth:`CompareConfig.train_config` sets per run (``group_size`` from ``grpo_group_size``,
 ``progress`` from compare's own flag): not ``compare`` flags, not part of the shared ``train``."""
+
+
+ABLATION_ALGOS: tuple[str, ...] = ("sapo", *(name for name in METHODS if name.startswith("sapo-")))
+"""``--preset ablation``'s methods: SAPO and every registered ablation of it (trainers/methods/sapo_ablations.py)."""
 
 
 def run_key(algo: str, seed: int) -> str:
@@ -109,6 +117,10 @@ class CompareSettings:
     """Evaluate only the first N tasks of the split (0 = all; a board admits only bundles of the whole split)."""
     eval_batch_size: int = 60
     """Envs stepped together during evaluation."""
+    value_episodes: int = 0
+    """Held-out episodes each run plays after training at the training temperature (the evaluation split's tasks,
+    the same for every run), on which its V and Q (SAPO's readout, its ablations', PPO's critic) are scored against
+    the turns' Monte-Carlo returns, beside the policy's KL from the warm start (0 = none; trainers/held_out_values.py)."""
     eval_every: int = 10
     """Also evaluate each run every N iterations, on the first evaluation seed, for the held-out learning curve
     (0 = only after training; the training RNG is restored after each, so a run's numbers do not change). 10: with
@@ -283,6 +295,11 @@ PRESETS: dict[str, Preset] = {
          ("micro_batch_size", 4), ("group_by_length", True),
          # the shared start measured on 1,000 episodes (the runs on 300): its noise was most of each gain's interval
          ("warm_start_eval_seeds", "0,1,2,3,4,5,6,7,8,9"))),
+    "ablation": Preset(
+        "ablation", "SAPO's ablation matrix on the CPU default (embedded ALFWorld): without the Q loss, without batch "
+        "normalization, A = Q - V, three readout temperatures, and a linear head in place of the vocabulary readout; "
+        "each run's V and Q scored on 32 held-out episodes", False,
+        (("algos", ",".join(ABLATION_ALGOS)), ("seeds", 4), ("value_episodes", 32), ("out", "runs/ablation"))),
     "paper-1.5b": Preset("paper-1.5b", "the paper's setting with Qwen2.5-1.5B-Instruct, Table 1's five methods (recipes/paper.sh: "
                          f"lr 1e-6, KL 0.01, 150 iterations × 128 episodes; {_PAPER_RUN})", True, _paper("Qwen/Qwen2.5-1.5B-Instruct", 16)),
     "paper-7b": Preset("paper-7b", "the paper's setting with Qwen2.5-7B-Instruct, Table 1's five methods (recipes/paper.sh: "

@@ -17,6 +17,8 @@
   ``held_out_success``: the first evaluation seed's success at the warm start, every ``eval_every``
   iterations and at the end); ``bundles``; ``per_seed`` summaries;
   ``collapses`` (per seed: None, or the sentence of :func:`~trainers.compare.stats.collapse`);
+  ``held_out_values`` (with ``value_episodes``: each score of :func:`trainers.held_out_values.held_out_values` over
+  seeds, else null); ``run_seconds`` (training, evaluation and that scoring, mean per run);
 * ``environment``: package versions, thread settings, the CPU's features and torch's kernel capability
   (:func:`trainers.hardware.run_environment`): what can make two machines' numbers differ.
 """
@@ -80,6 +82,15 @@ def _machinery(runs: list[RunResult]) -> dict[str, Any]:
     }
 
 
+def _held_out_values(runs: list[RunResult]) -> dict[str, Any] | None:
+    """Each held-out value score (:func:`trainers.held_out_values.held_out_values`) over seeds, as ``seed_stat``
+    dicts; None unless every run has them (``value_episodes``)."""
+    scores = [r.extra.get("held_out_values") for r in runs]
+    if not scores or any(s is None for s in scores):
+        return None
+    return {key: seed_stat([s[key] for s in scores]).to_dict() for key in scores[0] if all(key in s for s in scores)}
+
+
 def _method(algo: str, runs: list[RunResult], start: RunResult, categories: list[str], start_name: str) -> dict[str, Any]:
     def stat(cat: str, key: str) -> dict[str, Any]:
         return seed_stat([r.summary.get(cat, {}).get(key, 0.0) for r in runs]).to_dict()
@@ -96,6 +107,8 @@ def _method(algo: str, runs: list[RunResult], start: RunResult, categories: list
         "lift": lift.to_dict(),
         "lift_line": lift.line(label(algo), start_name),
         "machinery": _machinery(runs),
+        "held_out_values": _held_out_values(runs),
+        "run_seconds": sum(r.train_s + r.eval_s + r.extra.get("held_out_values_s", 0.0) for r in runs) / len(runs),
         "phase_seconds": phases,
         "iteration_seconds": sum(phases.values()),
         "curves": {
@@ -213,6 +226,35 @@ def _machinery_table(res: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _values_table(res: dict[str, Any]) -> list[str]:
+    """The ablation table: per method, success, its difference to SAPO, and its V and Q on held-out episodes."""
+    methods = {a: m for a, m in res["methods"].items() if m.get("held_out_values")}
+    if not methods:
+        return []
+    sapo = res["methods"].get("sapo", {}).get("overall", {}).get("success", {}).get("values")
+    lines = ["## Value functions on held-out episodes", "",
+             f"After training, each run played {res['config'].get('value_episodes')} episodes of the evaluation split's "
+             "tasks (the same for every run) at the training temperature; V(s_t) and Q(s_t, a_t) as the method reads them "
+             "are scored against each turn's Monte-Carlo discounted return G_t: explained variance, and V's calibration "
+             "mean |V − G_t| (reward units, R_max = 10). KL: token mean of the k3 estimate of the policy's KL from the warm "
+             "start on those episodes' actions. Cells: mean ± 95 % CI over seeds; the difference to SAPO is a 95 % Welch "
+             "interval over seeds. Minutes: training, evaluation and this scoring, per run.", "",
+             "| method | success % | − SAPO (points) | V explained var | Q explained var | mean abs(V − G) | KL from start "
+             "| minutes per run |", "|---|---|---|---|---|---|---|---|"]
+    for algo, m in methods.items():
+        hv, mine = m["held_out_values"], m["overall"]["success"]["values"]
+        if sapo is None or algo == "sapo":
+            diff = "—"
+        else:
+            d = welch_difference(mine, sapo)
+            diff = f"{100 * d.diff:+.1f}" + ("" if d.low is None else f" [{100 * d.low:+.1f}, {100 * d.high:+.1f}]")
+        cells = [_cell(hv[k], pct=False) if k in hv else "—"
+                 for k in ("v_explained_var", "q_explained_var", "v_abs_error", "kl_reference")]
+        lines.append(f"| {label(algo)} | {_cell(m['overall']['success'])} | {diff} | {' | '.join(cells)} "
+                     f"| {m['run_seconds'] / 60:.1f} |")
+    return [*lines, ""]
+
+
 def _ranking(res: dict[str, Any]) -> list[str]:
     """Welch intervals of every pair's difference in success, and the seeds the two best would need to be told apart."""
     per_seed = {algo: m["overall"]["success"]["values"] for algo, m in res["methods"].items()}
@@ -288,6 +330,7 @@ def render_markdown(res: dict[str, Any]) -> str:
                     for algo, m in res["methods"].items()) + ".",
         "",
         *_machinery_table(res),
+        *_values_table(res),
         *_ranking(res),
         *_held_out_table(res),
         "## Seconds per iteration, by phase (mean over iterations and seeds)",

@@ -279,10 +279,24 @@ def run_one(cfg: CompareConfig, algo: str, seed: int, model_path: str) -> RunRes
               + (f" after behaviour cloning on {cfg.train.sft_episodes} {cfg.train.sft_agent} episodes" if cfg.train.sft_episodes else ""))
     bundle = _write_bundle(cfg, name, records, tcfg.gym_make_kwargs(), trainer.policy, algo, budget)
     metrics = read_metrics(Path(tcfg.out_dir) / "metrics.jsonl")
-    result = RunResult(name, algo, seed, summarize(records), metrics, train_s, eval_s, bundle,
-                       {"first_seed_success": first_seed_success(records, cfg)})
+    extra = {"first_seed_success": first_seed_success(records, cfg), **_held_out_values(cfg, trainer, model_path)}
+    result = RunResult(name, algo, seed, summarize(records), metrics, train_s, eval_s, bundle, extra)
     _write_json(Path(tcfg.out_dir) / "result.json", dataclasses.asdict(result))
     return result
+
+
+def _held_out_values(cfg: CompareConfig, trainer: Any, model_path: str) -> dict[str, Any]:
+    """``held_out_values`` (and the seconds they took) when ``cfg.value_episodes``: the trained run's V and Q on
+    held-out episodes and its KL from the warm start it began at (:func:`trainers.held_out_values.held_out_values`)."""
+    if not cfg.value_episodes:
+        return {}
+    from trainers.held_out_values import held_out_values
+    from trainers.models import build_policy
+
+    t0 = time.perf_counter()
+    start = build_policy(dataclasses.replace(trainer.cfg, model=model_path)).model.to(trainer.device).eval()
+    values = held_out_values(trainer, cfg.resolved_eval_split, cfg.value_episodes, reference=start)
+    return {"held_out_values": values, "held_out_values_s": time.perf_counter() - t0}
 
 
 def _progress(total: int, done: int, enabled: bool) -> Any:

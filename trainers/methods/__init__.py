@@ -20,13 +20,17 @@ __all__ = ["Method", "SAPO", "PPO", "GRPO", "GiGPO", "RLOO", "GROUP_SIZE", "METH
 
 def method_class(algo: str) -> type[Method]:
     """The class registered as ``algo`` (imports it); a :class:`TypeError` when its entry point is not a ``Method``
-    subclass whose ``name`` is ``algo``."""
+    subclass whose ``name`` is ``algo``, or for an entry with ``settings``, the class of the entry named by it."""
     from trainers.methods.base import Method
 
     entry = METHODS[algo]
     cls = entry.load()
-    if not (isinstance(cls, type) and issubclass(cls, Method)) or cls.name != algo:
-        raise TypeError(f"method {algo!r}: entry point {entry.entry_point} is not a Method subclass named {algo!r}")
+    if not (isinstance(cls, type) and issubclass(cls, Method)):
+        raise TypeError(f"method {algo!r}: entry point {entry.entry_point} is not a Method subclass")
+    base = METHODS.get(cls.name)
+    if cls.name != algo and not (entry.settings and base is not None and base.entry_point == entry.entry_point):
+        raise TypeError(f"method {algo!r}: entry point {entry.entry_point} is a Method subclass named {cls.name!r}, "
+                        f"not {algo!r} (only an entry with settings may reuse a registered method's class)")
     return cls
 
 

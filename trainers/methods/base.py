@@ -79,7 +79,7 @@ class Method:
         def score(mb: Experience) -> tuple[Tensor, ...]:
             logits = forward_positions(self.policy.model, mb, readout=self.readout)
             lp = pad_to(action_log_probs(logits, mb, self.value_token_ids, cfg.temperature), width)
-            return (lp, *readout_values(logits, self.value_token_ids, cfg.tau_v, cfg.r_max)) if self.readout else (lp,)
+            return (lp, *self.read_values(logits)) if self.readout else (lp,)
 
         parts = map_micro_batches(self.strategy, exp, cfg.micro_batch_size, score)
         exp.old_log_probs = torch.cat([p[0] for p in parts])
@@ -87,19 +87,28 @@ class Method:
             exp.old_values, exp.old_q = torch.cat([p[1] for p in parts]), torch.cat([p[2] for p in parts])
         return exp
 
+    def read_values(self, logits: PositionLogits) -> tuple[Tensor, Tensor]:
+        """``(V (B,), Q (B,))`` of a readout method from a forward pass with ``readout=True``: SAPO's
+        :func:`~trainers.forward.readout_values` of the w⁺/w⁻ logits (the head control overrides it)."""
+        return readout_values(logits, self.value_token_ids, self.cfg.tau_v, self.cfg.r_max)
+
     def compute_values(self, exp: Experience) -> Experience:
         """Value phase: fill ``exp.old_values`` (and ``old_q``); the group methods have none."""
         return exp
 
     def compute_advantages(self, exp: Experience) -> Experience:
-        """Advantage phase: turn-level GAE on V_old, the invalid penalty, batch normalization."""
+        """Advantage phase: turn-level GAE on V_old and the value / SARSA targets, then :meth:`turn_advantages`."""
         cfg = self.cfg
         assert exp.old_values is not None
-        adv, exp.value_targets, exp.q_targets = turn_targets(
+        gae, exp.value_targets, exp.q_targets = turn_targets(
             exp.rewards, exp.old_values, exp.dones, exp.traj_ids, exp.turn_idx, cfg.gamma, cfg.lam, exp.old_q
         )
-        exp.advantages = normalize_turn_advantages(adv, exp.invalid, cfg.c_inv)
+        exp.advantages = self.turn_advantages(gae, exp)
         return exp
+
+    def turn_advantages(self, gae: Tensor, exp: Experience) -> Tensor:
+        """``(B,)`` Â from the raw turn GAE: the invalid penalty, then the batch normalization (eq. 7)."""
+        return normalize_turn_advantages(gae, exp.invalid, self.cfg.c_inv)
 
     def group_scores(self, exp: Experience) -> tuple[Tensor, Tensor]:
         """GRPO's and RLOO's inputs, as verl-agent prepares them: ``(scores, entries)``, both ``(B,)``.

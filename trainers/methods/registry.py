@@ -14,7 +14,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GROUP_SIZE", "METHODS", "MethodEntry", "describe_methods", "method_label"]
+__all__ = ["GROUP_SIZE", "METHODS", "TAU_ABLATIONS", "MethodEntry", "describe_methods", "method_label"]
 
 GROUP_SIZE = 8
 """Rollouts per task G of a group method when ``--group-size`` is 0 (the paper's and verl-agent's 8)."""
@@ -39,6 +39,11 @@ class MethodEntry:
     """Where the method comes from (paper, implementation it follows)."""
     colour: str = ""
     """Its colour in compare's figures (matplotlib's next colour when empty)."""
+    settings: tuple[tuple[str, Any], ...] = ()
+    """TrainConfig values the entry fixes: an ablation that changes one constant of a method's equations is that
+    method's class under another name with the constant set (``sapo-tau0.1``: SAPO's class, ``tau_v`` 0.1).
+    :class:`~trainers.config.TrainConfig` takes them when ``--algo`` names the entry and refuses another value given
+    for them."""
 
     @property
     def default_group_size(self) -> int:
@@ -51,6 +56,13 @@ class MethodEntry:
         module, _, attr = self.entry_point.partition(":")
         return getattr(importlib.import_module(module), attr)
 
+
+TAU_ABLATIONS = (0.1, 0.3, 3.0)
+"""The readout temperatures of the ``sapo-tau*`` ablations, half-decade steps around SAPO's τ_v = 1. V reaches ±R_max
+at a logit gap ``z_{w+} − z_{w−}`` of ±τ_v: at 0.1 a gap of the size a single update moves saturates it (and the clip
+stops its gradient), at 3 it needs gaps beyond the ones the warm start's readout rows show; the range between is
+the one the readout supports without either."""
+_SAPO, _ABL = "trainers.methods.sapo:SAPO", "trainers.methods.sapo_ablations"
 
 METHODS: dict[str, MethodEntry] = {
     e.name: e
@@ -66,6 +78,14 @@ METHODS: dict[str, MethodEntry] = {
                     reference="Feng et al. 2025, arXiv 2505.10978; verl-agent", colour="#9467bd"),
         MethodEntry("rloo", "RLOO", "trainers.methods.rloo:RLOO", "leave-one-out group baseline", group=True,
                     reference="Kool et al. 2019; Ahmadian et al. 2024, arXiv 2402.14740", colour="#ff7f0e"),
+        # SAPO's ablations (trainers/methods/sapo_ablations.py; --preset ablation compares them)
+        MethodEntry("sapo-noq", "SAPO-noQ", _SAPO, "ablation: SAPO without its Q loss (c_Q = 0)", settings=(("q_coef", 0.0),)),
+        MethodEntry("sapo-nonorm", "SAPO-noNorm", f"{_ABL}:SAPONoNorm", "ablation: SAPO without batch-normalized advantages"),
+        MethodEntry("sapo-qv", "SAPO-QV", f"{_ABL}:SAPOQMinusV", "ablation: SAPO with A = Q - V in place of GAE"),
+        *(MethodEntry(f"sapo-tau{t:g}", f"SAPO-tau{t:g}", _SAPO, f"ablation: SAPO's readout at tau_v = {t:g}",
+                      settings=(("tau_v", t),)) for t in TAU_ABLATIONS),
+        MethodEntry("sapo-head", "SAPO-head", f"{_ABL}:SAPOHead",
+                    "control: V and Q from a linear head on the same hidden states, not two vocabulary logits"),
     )
 }
 """Every method, by ``--algo`` name, in the order the CLI lists them."""

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from trainers.core_algos import clipped_value_loss
 from trainers.experience import Experience
-from trainers.forward import PositionLogits, readout_values
+from trainers.forward import PositionLogits
 from trainers.methods.base import Method
 
 __all__ = ["SAPO"]
@@ -31,7 +31,7 @@ class SAPO(Method):
         cfg = self.cfg
         assert mb.old_values is not None and mb.value_targets is not None
         assert mb.old_q is not None and mb.q_targets is not None
-        v, q = readout_values(logits, self.value_token_ids, cfg.tau_v, cfg.r_max)
+        v, q = self.read_values(logits)
         value_loss = clipped_value_loss(v, mb.old_values, mb.value_targets, cfg.value_clip, scale=cfg.r_max)
         q_loss = clipped_value_loss(q, mb.old_q, mb.q_targets, cfg.q_clip, scale=cfg.r_max)
         stats["value_loss"], stats["q_loss"], stats["value_mean"] = value_loss.detach(), q_loss.detach(), v.detach().mean()
