@@ -41,6 +41,12 @@ class CriticModel(nn.Module):
             next(backbone.parameters()).dtype
         )
 
+    @torch.no_grad()
+    def copy_backbone_from(self, policy: PolicyModel) -> None:
+        """Set the backbone's weights to the policy's current base model's (after a warm start that trained the
+        policy once the critic was built; the head is kept)."""
+        self.backbone.load_state_dict(policy.model.get_decoder().state_dict())
+
     def activation_checkpointing_enable(self, activation_checkpointing_kwargs: dict[str, Any] | None = None) -> None:
         """Recompute the backbone's activations in the backward pass (the HF switch, under either name).
 

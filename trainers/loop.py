@@ -303,6 +303,8 @@ class Trainer:
                 from trainers.sft import warm_start
 
                 warm_start(self.policy, cfg, cfg.gym_make_kwargs())
+                if self.method.critic is not None:  # PPO's critic starts from the cloned backbone, as in compare
+                    self.method.critic.copy_backbone_from(self.policy)
             if fit_readout:
                 from trainers.readout_warmup import readout_warm_start
 

@@ -39,8 +39,8 @@ def test_a_micro_batched_clone_step_is_the_minibatch_gradient(by_length):
 
 def test_the_warm_start_clones_at_temperature_one_whatever_rl_samples_at():
     """``warm_start`` fits the model's own logits (temperature 1): RL's ``--temperature`` is a decoding choice on top,
-    so a run sampling at 0.7 starts from the same clone as one at 1. Until session 17 it fitted at ``--temperature``,
-    and a clone fitted at 0.7 would sample at 0.7 what one fitted at 1 samples at 1 (the same fitted distribution)."""
+    so a run sampling at 0.7 starts from the same clone as one at 1 (a clone fitted at 0.7 would sample at 0.7 what one
+    fitted at 1 samples at 1: the same fitted distribution)."""
     import dataclasses
 
     from agents.policy import PolicyModel
@@ -58,3 +58,32 @@ def test_the_warm_start_clones_at_temperature_one_whatever_rl_samples_at():
     assert states[0].keys() == states[1].keys()
     for name in states[0]:  # one process, the same operations in the same order: bit for bit
         assert torch.equal(states[0][name], states[1][name]), name
+
+
+def test_ppos_critic_starts_from_the_cloned_backbone(tmp_path, monkeypatch):
+    """``train --sft-episodes`` clones the policy after the trainer built PPO's critic from it: the critic's backbone
+    then takes the clone's weights (as compare's runs, which build theirs from the saved clone), its head its own."""
+    from trainers.config import TrainConfig
+    from trainers.loop import Trainer
+
+    cfg = TrainConfig(algo="ppo", env="sapo/Vault-v0", prompt="plain", history_length=0, max_response_tokens=16,
+                      sft_episodes=4, sft_agent="random", sft_epochs=1, sft_lr=3e-3, iterations=1,
+                      out_dir=str(tmp_path), progress=False)
+    trainer = Trainer(cfg)
+    before = {k: v.clone() for k, v in trainer.method.critic.backbone.state_dict().items()}
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def first_iteration(self):
+        seen["critic"] = self.method.critic.backbone.state_dict()
+        seen["policy"] = self.policy.model.get_decoder().state_dict()
+        raise Stop
+
+    monkeypatch.setattr(Trainer, "run_iteration", first_iteration)
+    with pytest.raises(Stop):
+        trainer.train()
+    assert seen["critic"].keys() == seen["policy"].keys() == before.keys()
+    assert all(torch.equal(seen["critic"][k], seen["policy"][k]) for k in before)
+    assert not all(torch.equal(seen["policy"][k], before[k]) for k in before)  # the clone did move the weights
