@@ -1,4 +1,4 @@
-"""The leaderboard server under load (issue #28): locust, headless, against ``sapo-gym leaderboard serve`` on a
+"""The leaderboard server under load: locust, headless, against ``sapo-gym leaderboard serve`` on a
 throwaway PostgreSQL, at 1 and at 4 server processes on the same machine, side by side.
 
 For each configuration: a fresh database seeded alike (the expert and random baselines and ``--seed-rows``

@@ -1,4 +1,4 @@
-"""Does SAPO's value readout explain the returns of episodes it was not fitted on? (issue #27)
+"""Does SAPO's value readout explain the returns of episodes it was not fitted on?
 
 Rolls a policy (a ``sapo-gym compare`` warm start by default) out on the CPU default's training games, holds the
 last quarter of the episodes out, fits the readout to the rest exactly as the readout warm start does

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
               f"{last['time/iteration']:.2f} s/iteration; metrics: {trainer.out_dir / 'metrics.jsonl'}")
     if args.eval_split:
         # Said before it starts: on WebShop-v0 an untrained model plays 500 goals x 15 turns of up to
-        # --max-response-tokens each here, minutes that read as a slow iteration otherwise (#27)
+        # --max-response-tokens each here, minutes that read as a slow iteration otherwise
         print(f"{cfg.algo}: evaluating every task of split {args.eval_split!r} once (--eval-split '' skips it)", flush=True)
         summary = evaluate(trainer, split=args.eval_split)
         print(format_table(summary, title=f"{cfg.env} · split={args.eval_split} · {cfg.algo} · T={cfg.eval_temperature}"))

@@ -21,7 +21,8 @@ Every template carries a versioned :attr:`PromptTemplate.name`, recorded in the 
 
 :data:`ALFWORLD_PROMPT_CURRENT` follows upstream's current text (``796ed31``, 2026-02-27:
 "observations"); WebShop's text is the same in both revisions. The ``sapo-gym-v1`` templates are
-this project's rendering before issue 15, kept to reproduce old runs. :func:`get_prompt` looks any
+this project's own rendering (an extra newline before the history; on WebShop also "game", no
+``click[search]`` and no length budget), kept so runs made with them reproduce. :func:`get_prompt` looks any
 of them up by name; a user may pass their own :class:`PromptTemplate` (``str.format`` strings
 using the documented fields) with a name of their own.
 

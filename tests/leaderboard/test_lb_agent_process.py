@@ -1,4 +1,5 @@
-"""The board marks how the submitter's harness ran the agent (``evaluation.harness.agent_process``, issue #25 item 4)."""
+"""The board marks how the submitter's harness ran the agent (``evaluation.harness.agent_process``): isolated in a
+process of its own, or in the harness's."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Live runs survive their server (issue #28): ``kill -9`` mid-run, a restarted server continues from the last
+"""Live runs survive their server: ``kill -9`` mid-run, a restarted server continues from the last
 acknowledged step, retries get their recorded answers, and the finished bundle is the uninterrupted run's."""
 
 from __future__ import annotations

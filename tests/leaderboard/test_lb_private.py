@@ -1,4 +1,4 @@
-"""Private boards (issue #25): live runs on splits generated from the server's secret seed, never published."""
+"""Private boards: live runs on splits generated from the server's secret seed, never published."""
 
 from __future__ import annotations
 

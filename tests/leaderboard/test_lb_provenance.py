@@ -99,7 +99,7 @@ def test_a_peeking_agent_is_verified_with_what_it_really_did(client, store, auth
     assert bundle["evaluation"]["harness"]["privileged_agent"] is False
 
 
-# --- #25 item 3: ownership compares tasks and raw outputs, never what replay recomputes ----------------------------
+# --- stolen bundles: ownership compares tasks and raw outputs, never what replay recomputes --------------------------
 def _turn(b, key, value, ep=0, turn=0):  # type: ignore[no-untyped-def]
     b["episodes"][ep]["turns"][turn][key] = value
 
@@ -161,7 +161,7 @@ def test_a_stolen_bundle_with_only_recomputed_fields_changed_is_409(what: str, c
                                   _text_edit('"reward":0.0', '"reward":0e0'), _text_edit('"return":0.0', '"return":-0.0'),
                                   _text_edit('"score":0.0,', '"score":1e-12,')], ids=["-0.0", "0", "0e0", "return", "score"])
 def test_the_issues_stolen_bundle_is_409(edit, client, store, auth, bob, random_bundle) -> None:  # type: ignore[no-untyped-def]
-    """The exact attack of issue #25 item 3: the downloaded bytes, one number respelled, posted as is."""
+    """The stolen-bundle attack: another submitter's downloaded bytes, one number respelled, posted as is."""
     sid = client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).json["id"]
     text = edit(client.get(f"/api/v1/submissions/{sid}/bundle").get_data(as_text=True))
     r = client.post("/api/v1/submissions", data=text.encode(), headers=bob)
@@ -235,7 +235,7 @@ def test_a_subset_of_seeds_or_a_mix_of_two_victims_is_refused(client, store, aut
 
 
 def _old_digest(bundle) -> str:  # type: ignore[no-untyped-def]
-    """The ownership digest before #25 item 3 (every field of every episode but its seed)."""
+    """The legacy ownership digest (every field of every episode but its seed) that migrated databases hold."""
     import hashlib
     import json
 
@@ -248,8 +248,8 @@ def _old_digest(bundle) -> str:  # type: ignore[no-untyped-def]
 
 
 def test_a_database_of_old_digests_is_migrated_and_stays_protected(tmp_path, monkeypatch, random_bundle) -> None:  # type: ignore[no-untyped-def]
-    """A database written before the fix: its owner rows hold old digests, and a stolen copy (one reward
-    respelled) was accepted under them. Opened by today's server, the first submitter owns the work again,
+    """A database of legacy digests: its owner rows hold old digests, and a stolen copy (one reward
+    respelled) was accepted under them. Opened by the current server, the first submitter owns the work again,
     the copy keeps its row and numbers but owns nothing, and no further copy gets in."""
     _old_database_is_migrated(f"sqlite:///{tmp_path / 'old.db'}", monkeypatch, random_bundle)
 

@@ -104,7 +104,7 @@ def test_spec_records_the_prompt_but_does_not_hash_it() -> None:
 
 
 def test_the_old_rendering_stays_available_by_name() -> None:
-    """``sapo-gym-v1``: what this project rendered before issue 15 (an extra newline before the history)."""
+    """``sapo-gym-v1``: this project's own rendering, kept by name (an extra newline before the history)."""
     from sapo_gym.prompts import ALFWORLD_PROMPT_V1
 
     new = gym.make("sapo/Vault-v0", prompt=ALFWORLD_PROMPT, history_length=2)

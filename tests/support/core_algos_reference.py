@@ -1,8 +1,8 @@
 """Plain-Python references of :mod:`trainers.core_algos`'s estimators, for the loop-vs-vectorized tests only.
 
 Each runs row by row over dictionaries in Python floats (float64), with the package functions' conventions
-(singletons, Bessel correction, ε placement, the invalid-action penalty), and returns the input's dtype. They were
-shipped in the package as ``*_loop`` until issue #29; they are test code, so they live here.
+(singletons, Bessel correction, ε placement, the invalid-action penalty), and returns the input's dtype. They are
+test code only, so they live under tests/ and not in the package.
 """
 
 from __future__ import annotations

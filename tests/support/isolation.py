@@ -1,4 +1,5 @@
-"""Agents that try to reach the privileged info past the harness's filter (issue #25 item 4), as ``module:Class`` specs.
+"""Agents that try to reach the privileged info past the harness's filter (what running the agent
+in a process of its own guards against), as ``module:Class`` specs.
 
 Each plays ``sapo/Vault-v0`` (a wrong button ends the episode, so only the oracle's action wins reliably) and
 writes what it found to the JSON file named by ``$SAPO_ATTACK_REPORT`` after every turn, so a test can assert

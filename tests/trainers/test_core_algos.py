@@ -522,12 +522,12 @@ def test_explained_variance_by_hand():
     assert float(explained_variance(t, torch.ones(3))) == 0.0  # constant targets: defined as 0
 
 
-# ---------------------------------------------------------------------------------- equal groups (issue #29)
+# ---------------------------------------------------------------------------------------------- equal groups
 # A group whose entries are all equal (all success, all fail) carries no signal: its advantage must be exactly 0,
 # whatever the value and the number of rows. In float32, Σx/n of n equal x need not give x back (64 × 9.8 does not),
-# and the residue over std + 1e-6, itself rounding noise, used to be of order 1 (0.864 for 64 × 9.8 under GRPO).
+# and the residue over std + 1e-6, itself rounding noise, is of order 1 (0.864 for 64 × 9.8 under plain GRPO).
 # group_stats detects such groups (per-group amax == amin) and makes their mean exact and their std 0.
-EQUAL_SIZES = range(1, 130)  # 1 is a singleton: each estimator's own convention (below); 64 is the issue's example
+EQUAL_SIZES = range(1, 130)  # 1 is a singleton: each estimator's own convention (below); 64 is the example above
 EQUAL_VALUES = [9.8, 9.9, 0.0, 1.0, -3.3, 1e6, 1e-7]
 DTYPES = [torch.float32, torch.bfloat16]
 
@@ -560,7 +560,7 @@ def test_grpo_and_rloo_of_equal_groups_are_exactly_zero(value, dtype):
                 out = ca.grpo_advantages(x, groups, weights=w, scale_by_std=std)
                 if (n if w is None else float(w.float().sum())) > 1:
                     assert _zero(out), (n, w, std, out.abs().max())
-                else:  # a group resting on one entry: verl's mean 0, std 1 -> the raw score (unchanged by #29)
+                else:  # a group resting on one entry: verl's mean 0, std 1 -> the raw score (not an equal group)
                     assert torch.equal(out, x / (1 + 1e-6) if std else x)
             out = ca.rloo_advantages(x, groups, weights=w)
             if (n if w is None else int((w > 0).sum())) > 1:

@@ -1,4 +1,4 @@
-"""ALFWorld-Mini's private split: games generated from a secret seed (issue #25); needs the alfworld extra."""
+"""ALFWorld-Mini's private split: games generated from a secret seed, found in no published data; needs the alfworld extra."""
 
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def test_action_model_takes_any_text_up_to_the_limit() -> None:
     for bad in ({"text": "x" * (ACTION_LIMIT_CHARS + 1)}, {"text": 5}, {"text": None}, {}, {"text": "a", "tool": 1}):
         with pytest.raises(ValidationError):
             SapoAction.model_validate(bad)
-    # the server takes exactly the actions the action space admits (issue #25 item 6)
+    # the server takes exactly the actions the action space admits: none over the limit reaches an env
     assert gym.make("sapo/Vault-v0").action_space.max_length == ACTION_LIMIT_CHARS
 
 

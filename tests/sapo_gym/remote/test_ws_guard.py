@@ -1,4 +1,5 @@
-"""The guard in front of OpenEnv's ``/ws`` handler, against ``sapo-gym env serve`` on 127.0.0.1 (issue #25 items 6, 7).
+"""The guard in front of OpenEnv's ``/ws`` handler, against ``sapo-gym env serve`` on 127.0.0.1:
+hostile frames and idle sockets.
 
 Every malformed or hostile frame gets an error frame of the documented shape and the connection, with its session
 and episode, plays on; an idle socket is closed and its session freed, whether it opened the session or attached to

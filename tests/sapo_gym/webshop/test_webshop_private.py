@@ -1,4 +1,4 @@
-"""WebShop's private split: held-out goals from a secret seed (issue #25)."""
+"""WebShop's private split: held-out goals from a secret seed, found in no published data."""
 
 from __future__ import annotations
 
