@@ -69,13 +69,21 @@ class FrameAgent(_Attacker):
         return [leaked.get((info["task_id"], info["step"])) for info in infos]
 
 
+def _is_instance(obj: Any, cls: type) -> bool:
+    """``isinstance`` that survives the heap's dead weak proxies (asking one for its class raises ReferenceError)."""
+    try:
+        return isinstance(obj, cls)
+    except ReferenceError:
+        return False
+
+
 class GcAgent(_Attacker):
     """(b) Finds the harness's env objects on the heap and calls their oracle for the matching state."""
 
     def steal(self, infos: Sequence[dict[str, Any]]) -> list[str | None]:
         from sapo_gym.core import TextEnv
 
-        envs = [o for o in gc.get_objects() if isinstance(o, TextEnv)]
+        envs = [o for o in gc.get_objects() if _is_instance(o, TextEnv)]
         self.report["found"] = max(self.report["found"], len(envs))
         out: list[str | None] = []
         for info in infos:
