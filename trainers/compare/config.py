@@ -300,6 +300,12 @@ PRESETS: dict[str, Preset] = {
         "normalization, A = Q - V, three readout temperatures, and a linear head in place of the vocabulary readout; "
         "each run's V and Q scored on 32 held-out episodes", False,
         (("algos", ",".join(ABLATION_ALGOS)), ("seeds", 4), ("value_episodes", 32), ("out", "runs/ablation"))),
+    "collapse": Preset(
+        "collapse", "where group baselines lose their signal: the CPU default from a weaker warm start (5 clone epochs, "
+        "about 10 % held-out success), GRPO at the paper's G = 8 against SAPO's one rollout per task, 16 episodes an "
+        "iteration each", False,
+        (("algos", "sapo,grpo"), ("grpo_group_size", 8), ("episodes_per_iteration", 16), ("sft_epochs", 5), ("seeds", 4),
+         ("out", "runs/collapse"))),
     "paper-1.5b": Preset("paper-1.5b", "the paper's setting with Qwen2.5-1.5B-Instruct, Table 1's five methods (recipes/paper.sh: "
                          f"lr 1e-6, KL 0.01, 150 iterations × 128 episodes; {_PAPER_RUN})", True, _paper("Qwen/Qwen2.5-1.5B-Instruct", 16)),
     "paper-7b": Preset("paper-7b", "the paper's setting with Qwen2.5-7B-Instruct, Table 1's five methods (recipes/paper.sh: "

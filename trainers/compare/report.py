@@ -13,7 +13,8 @@
   evaluation noise of both sides), ``verdict``: lifted / lowered / no detectable change)
   and ``lift_line`` (the sentence in results.md); ``phase_seconds`` (mean seconds per iteration of
   each of the paper's eight phases, over iterations and seeds); ``iteration_seconds``;
-  ``curves`` (``iteration`` and per-seed ``rollout_success`` lists; ``held_out_iteration`` and per-seed
+  ``curves`` (``iteration`` and per-seed ``rollout_success``, ``value_explained_var`` and ``env_steps`` (turns
+  played) lists; ``held_out_iteration`` and per-seed
   ``held_out_success``: the first evaluation seed's success at the warm start, every ``eval_every``
   iterations and at the end); ``bundles``; ``per_seed`` summaries;
   ``collapses`` (per seed: None, or the sentence of :func:`~trainers.compare.stats.collapse`);
@@ -115,6 +116,7 @@ def _method(algo: str, runs: list[RunResult], start: RunResult, categories: list
             "iteration": [row["iteration"] for row in runs[0].metrics],
             "rollout_success": [[row.get("rollout/success") for row in r.metrics] for r in runs],
             "value_explained_var": [[row.get("value/explained_var") for row in r.metrics] for r in runs],
+            "env_steps": [[row.get("rollout/turns") for row in r.metrics] for r in runs],
             **_held_out_curves(runs, start),
         },
         "bundles": [r.bundle for r in runs],
