@@ -151,7 +151,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 def test_plots_are_valid_png_and_svg(finished):
     cfg, _ = finished
     plots = Path(cfg.out) / "plots"
-    for name in ("learning_curves", "value_explained_var", "category_success", "phase_times"):
+    for name in ("learning_curves", "value_explained_var", "advantage_signal", "category_success", "phase_times"):
         width, height = _png_size(plots / f"{name}.png")
         assert width > 400 and height > 150 and (plots / f"{name}.png").stat().st_size > 10_000
         root = ET.parse(plots / f"{name}.svg").getroot()
@@ -163,7 +163,7 @@ def test_plots_are_valid_png_and_svg(finished):
 
 def test_every_bundle_is_admitted_and_replays(finished):
     from leaderboard.boards import BoardRegistry
-    from leaderboard.bundle import parse_bundle
+    from sapo_gym.bundle import parse_bundle
     from leaderboard.checks import admit
     from leaderboard.replay import replay_bundle
 

@@ -101,6 +101,34 @@ def value_explained_variance(res: dict[str, Any], ax: Any) -> None:
         ax.text(0.5, 0.5, "no method with a value function", ha="center", va="center", transform=ax.transAxes)
 
 
+def advantage_signal(res: dict[str, Any], axes: Any) -> None:
+    """Left: per iteration, the share of turns with a non-zero advantage (solid) and, for the group methods, of task
+    groups whose rollouts all had the same return (dashed: no signal). Right: held-out success against the env steps
+    played so far (mean over seeds), where methods play the same episodes but not the same steps."""
+    import numpy as np
+
+    signal_ax, steps_ax = axes
+    for algo, m in res["methods"].items():
+        c, colour = m["curves"], COLOURS.get(algo)
+        x = np.asarray(c["iteration"]) + 1
+        if c.get("nonzero_advantage_turns"):
+            _band(signal_ax, x, c["nonzero_advantage_turns"], colour, f"{label(algo)}: turns with A ≠ 0")
+        if any(v is not None for s in c.get("equal_return_groups") or [] for v in s):
+            signal_ax.plot(x, np.nanmean(np.asarray(c["equal_return_groups"], dtype=float), 0), color=colour, ls="--",
+                           label=f"{label(algo)}: groups with equal returns")
+        if "held_out_success" in c and c.get("env_steps"):
+            cumulative = np.nanmean(np.cumsum(np.asarray(c["env_steps"], dtype=float), 1), 0)
+            steps = [0.0, *(cumulative[min(i, len(cumulative)) - 1] for i in c["held_out_iteration"][1:])]
+            _band(steps_ax, np.asarray(steps), c["held_out_success"], colour, label(algo), marker="o")
+    signal_ax.set(xlabel="iteration", ylabel="share", ylim=(-0.02, 1.02), title="Where the advantage carries signal")
+    steps_ax.set(xlabel="env steps played (mean over seeds)", ylabel="held-out success", ylim=(-0.02, 1.02),
+                 title=f"Held out (eval seed {res['eval_seeds'][0]}) against env steps")
+    signal_ax.xaxis.get_major_locator().set_params(integer=True)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize=7)
+
+
 def category_success(res: dict[str, Any], ax: Any) -> None:
     import numpy as np
 
@@ -144,13 +172,14 @@ def phase_times(res: dict[str, Any], ax: Any) -> None:
 
 
 def write_plots(res: dict[str, Any], out: str | Path) -> list[Path]:
-    """Draw the four figures into ``out`` (PNG + SVG each); return the written paths."""
+    """Draw the five figures into ``out`` (PNG + SVG each); return the written paths."""
     plt = _pyplot()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for name, draw, size, panels in (("learning_curves", learning_curves, (11.0, 4.0), 2),
                                      ("value_explained_var", value_explained_variance, (7.2, 4.0), 1),
+                                     ("advantage_signal", advantage_signal, (11.0, 4.0), 2),
                                      ("category_success", category_success, (7.2, 4.0), 1),
                                      ("phase_times", phase_times, (7.2, 1.2 + 0.5 * len(res["methods"])), 1)):
         fig, ax = plt.subplots(1, panels, figsize=size, sharey=panels > 1)

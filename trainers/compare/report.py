@@ -13,8 +13,8 @@
   evaluation noise of both sides), ``verdict``: lifted / lowered / no detectable change)
   and ``lift_line`` (the sentence in results.md); ``phase_seconds`` (mean seconds per iteration of
   each of the paper's eight phases, over iterations and seeds); ``iteration_seconds``;
-  ``curves`` (``iteration`` and per-seed ``rollout_success``, ``value_explained_var`` and ``env_steps`` (turns
-  played) lists; ``held_out_iteration`` and per-seed
+  ``curves`` (``iteration`` and per-seed ``rollout_success``, ``value_explained_var``, ``env_steps`` (turns
+  played), ``nonzero_advantage_turns`` and ``equal_return_groups`` (group methods; else null) lists; ``held_out_iteration`` and per-seed
   ``held_out_success``: the first evaluation seed's success at the warm start, every ``eval_every``
   iterations and at the end); ``bundles``; ``per_seed`` summaries;
   ``collapses`` (per seed: None, or the sentence of :func:`~trainers.compare.stats.collapse`);
@@ -117,6 +117,8 @@ def _method(algo: str, runs: list[RunResult], start: RunResult, categories: list
             "rollout_success": [[row.get("rollout/success") for row in r.metrics] for r in runs],
             "value_explained_var": [[row.get("value/explained_var") for row in r.metrics] for r in runs],
             "env_steps": [[row.get("rollout/turns") for row in r.metrics] for r in runs],
+            "nonzero_advantage_turns": [[row.get("advantage/nonzero_turns") for row in r.metrics] for r in runs],
+            "equal_return_groups": [[row.get("advantage/equal_return_groups") for row in r.metrics] for r in runs],
             **_held_out_curves(runs, start),
         },
         "bundles": [r.bundle for r in runs],

@@ -63,6 +63,7 @@ at a logit gap ``z_{w+} − z_{w−}`` of ±τ_v: at 0.1 a gap of the size a sin
 stops its gradient), at 3 it needs gaps beyond the ones the warm start's readout rows show; the range between is
 the one the readout supports without either."""
 _SAPO, _ABL = "trainers.methods.sapo:SAPO", "trainers.methods.sapo_ablations"
+_TAU_COLOURS = ("#bcbd22", "#17becf", "#393b79")
 
 METHODS: dict[str, MethodEntry] = {
     e.name: e
@@ -79,13 +80,16 @@ METHODS: dict[str, MethodEntry] = {
         MethodEntry("rloo", "RLOO", "trainers.methods.rloo:RLOO", "leave-one-out group baseline", group=True,
                     reference="Kool et al. 2019; Ahmadian et al. 2024, arXiv 2402.14740", colour="#ff7f0e"),
         # SAPO's ablations (trainers/methods/sapo_ablations.py; --preset ablation compares them)
-        MethodEntry("sapo-noq", "SAPO-noQ", _SAPO, "ablation: SAPO without its Q loss (c_Q = 0)", settings=(("q_coef", 0.0),)),
-        MethodEntry("sapo-nonorm", "SAPO-noNorm", f"{_ABL}:SAPONoNorm", "ablation: SAPO without batch-normalized advantages"),
-        MethodEntry("sapo-qv", "SAPO-QV", f"{_ABL}:SAPOQMinusV", "ablation: SAPO with A = Q - V in place of GAE"),
+        MethodEntry("sapo-noq", "SAPO-noQ", _SAPO, "ablation: SAPO without its Q loss (c_Q = 0)", settings=(("q_coef", 0.0),),
+                    colour="#8c564b"),
+        MethodEntry("sapo-nonorm", "SAPO-noNorm", f"{_ABL}:SAPONoNorm", "ablation: SAPO without batch-normalized advantages",
+                    colour="#e377c2"),
+        MethodEntry("sapo-qv", "SAPO-QV", f"{_ABL}:SAPOQMinusV", "ablation: SAPO with A = Q - V in place of GAE", colour="#7f7f7f"),
         *(MethodEntry(f"sapo-tau{t:g}", f"SAPO-tau{t:g}", _SAPO, f"ablation: SAPO's readout at tau_v = {t:g}",
-                      settings=(("tau_v", t),)) for t in TAU_ABLATIONS),
+                      settings=(("tau_v", t),), colour=colour) for t, colour in zip(TAU_ABLATIONS, _TAU_COLOURS)),
         MethodEntry("sapo-head", "SAPO-head", f"{_ABL}:SAPOHead",
-                    "control: V and Q from a linear head on the same hidden states, not two vocabulary logits"),
+                    "control: V and Q from a linear head on the same hidden states, not two vocabulary logits",
+                    colour="#000000"),
     )
 }
 """Every method, by ``--algo`` name, in the order the CLI lists them."""
