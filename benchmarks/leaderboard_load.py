@@ -45,7 +45,7 @@ LOCUSTFILE = ROOT / "benchmarks" / "leaderboard_locustfile.py"
 def mixed_bundle(expert: Mapping[str, Any], random_: Mapping[str, Any], i: int, n: int, tag: str) -> dict[str, Any]:
     """Episode j from the expert when ``(i * 7 + j * 3) % n < i`` else from the random agent (success spread over
     ``i``), every turn's think made ``tag``'s own (so the episodes are work nobody owns yet), aggregates recomputed."""
-    from leaderboard.bundle import aggregate
+    from sapo_gym.bundle import aggregate
 
     out = copy.deepcopy(dict(random_))
     out["agent"]["name"] = tag

@@ -29,8 +29,8 @@ import gymnasium as gym
 
 import sapo_gym  # noqa: F401
 from agents.openai_agent import OpenAIChatAgent
-from leaderboard.bundle import AgentInfo
 from leaderboard.live_client import play_live
+from sapo_gym.bundle import AgentInfo
 from sapo_gym.pool import plan, run_episodes
 
 ROOT = Path(__file__).resolve().parents[1]

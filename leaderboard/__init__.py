@@ -1,6 +1,8 @@
-"""The sapo-gym leaderboard: result bundles, a replay-verifying server, and its web pages.
+"""The sapo-gym leaderboard: a replay-verifying server for result bundles, and its web pages.
 
-* :mod:`leaderboard.bundle` builds and checks result bundles (schema ``schema/bundle-v1.json``);
+The bundles themselves (format, building, strict parsing and checks) are the envs' evaluation output:
+:mod:`sapo_gym.bundle` (schema ``sapo_gym/schema/bundle-v1.json``). Here:
+
 * :mod:`leaderboard.boards` lists the hosted (env, split) boards and their spec hashes;
 * :mod:`leaderboard.replay` re-executes a bundle's episodes to verify them;
 * :mod:`leaderboard.server` is the flask + SQLAlchemy application.

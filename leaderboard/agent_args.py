@@ -1,4 +1,4 @@
-"""``--agent-*`` command-line flags for :class:`leaderboard.bundle.AgentInfo` (help text = field docstrings)."""
+"""``--agent-*`` command-line flags for :class:`sapo_gym.bundle.AgentInfo` (help text = field docstrings)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import dataclasses
 import inspect
 import typing
 
-from leaderboard.bundle import AgentInfo
+from sapo_gym.bundle import AgentInfo
 
 __all__ = ["add_agent_arguments", "agent_info_from_args"]
 

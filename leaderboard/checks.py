@@ -1,6 +1,6 @@
 """Admission of a bundle to a board: everything checked before a submission is stored.
 
-:func:`leaderboard.bundle.check_bundle` (strict schema, consistency, recomputed aggregates), then
+:func:`sapo_gym.bundle.check_bundle` (strict schema, consistency, recomputed aggregates), then
 against the hosted boards: the spec hash is known, the env fields are exactly the board's, and
 for every seed the split's task ids are all present, once each.
 """
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from leaderboard.boards import Board, BoardRegistry
-from leaderboard.bundle import BundleError, check_bundle, evaluation_mode_name
 from leaderboard.precheck import check_structure
+from sapo_gym.bundle import BundleError, check_bundle, evaluation_mode_name
 
 __all__ = ["admit"]
 

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from leaderboard.bundle import BundleError
 from leaderboard.stats import PairedTest
+from sapo_gym.bundle import BundleError
 
 __all__ = ["PairRow", "Comparison", "compare_bundles"]
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from leaderboard.boards import Board, BoardRegistry
-from leaderboard.bundle import BundleError
+from sapo_gym.bundle import BundleError
 
 __all__ = ["MAX_EPISODES", "MAX_TURNS", "prescan", "check_structure"]
 

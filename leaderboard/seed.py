@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from leaderboard.boards import Board, BoardRegistry
-from leaderboard.bundle import AgentInfo, build_bundle, parse_bundle
 from leaderboard.checks import admit
+from sapo_gym.bundle import AgentInfo, build_bundle, parse_bundle
 
 __all__ = ["BASELINES", "BASELINE_ENVS", "baseline_bundle", "seed_store"]
 

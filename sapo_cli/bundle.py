@@ -32,8 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def bundle_from_payloads(payloads: list[dict[str, Any]], agent: Any, command: str | None = None) -> dict[str, Any]:
-    """The every-task bundle of the episodes in ``payloads`` (``agent``: a :class:`leaderboard.bundle.AgentInfo`)."""
-    from leaderboard.bundle import build_bundle
+    """The every-task bundle of the episodes in ``payloads`` (``agent``: a :class:`sapo_gym.bundle.AgentInfo`)."""
+    from sapo_gym.bundle import build_bundle
     from sapo_gym.integrations.episodes import bundle_inputs
     from sapo_gym.records import EVERY_TASK
 

@@ -5,7 +5,7 @@ validation draw (``--workers`` episodes per seed, worker ``i`` on the game TextW
 ``seed + 1000 + i`` deals; ``sapo_gym.records.EvaluationMode``). The table's title, the ``--json``
 file and the bundle name the split and the mode.
 
-``--out BUNDLE.json`` writes a leaderboard result bundle (``leaderboard/schema/bundle-v1.json``)
+``--out BUNDLE.json`` writes a leaderboard result bundle (``sapo_gym/schema/bundle-v1.json``)
 for ``sapo-gym submit``; the ``--agent-*`` flags fill in its agent metadata.
 
 ``--agent-process auto`` (default) runs every agent but the built-in ``expert``, ``random`` and ``search``

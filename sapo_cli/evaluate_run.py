@@ -94,8 +94,8 @@ def _open_log(args: argparse.Namespace, run: dict[str, Any], jobs: list) -> Any:
 
 def _verify_done(log: Any, env: Any, agent: Any) -> None:
     """Replay every episode the log holds as done: a log whose numbers are not its episodes' is refused."""
-    from leaderboard.bundle import episode_dict
     from leaderboard.replay import replay_episode
+    from sapo_gym.bundle import episode_dict
     from sapo_gym.episode_log import LogMismatch
     from sapo_gym.records import is_privileged
 
@@ -168,7 +168,7 @@ def _outputs(args: argparse.Namespace, records: list, agent: Any, split: str, mo
                                                 "episodes": [r.to_dict() for r in records]}).encode(), "--json file")
     if args.bundle_out:
         from leaderboard.agent_args import agent_info_from_args
-        from leaderboard.bundle import build_bundle
+        from sapo_gym.bundle import build_bundle
 
         info = agent_info_from_args(args, args.agent)
         if info.decoding is None and isinstance(getattr(agent, "constrain", None), str):  # an LLM agent says how it decoded

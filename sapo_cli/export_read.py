@@ -2,10 +2,10 @@
 
 :func:`read_source` tells the two apart by their ``format`` field and gives back a :class:`Source`: the env id, spec
 hash, protocol, prompt and split the file claims, and its finished episodes as bundle episodes
-(:func:`leaderboard.bundle.episode_dict`). An episodes log must be whole: a torn or damaged line, a line of another
+(:func:`sapo_gym.bundle.episode_dict`). An episodes log must be whole: a torn or damaged line, a line of another
 run or an episode logged done twice is refused (a log still being written is finished with ``sapo-gym evaluate
 --resume`` first); its ``error`` lines (episodes that failed and were not played again) are counted and skipped. A
-bundle is checked as a server checks it (:func:`leaderboard.bundle.check_bundle`).
+bundle is checked as a server checks it (:func:`sapo_gym.bundle.check_bundle`).
 
 :func:`build_env` builds the env the file claims, with the prompt it was played under, and refuses it when the spec
 hash built here is not the file's: the file is another env's, another version's, or needs ``--data-dir``.
@@ -58,7 +58,7 @@ def _first_line(data: bytes) -> Any:
 
 def read_source(path: str | Path) -> Source:
     """The :class:`Source` in ``path`` (an episodes log or a bundle); :class:`ExportError` for anything else."""
-    from leaderboard.bundle import BUNDLE_FORMAT
+    from sapo_gym.bundle import BUNDLE_FORMAT
     from sapo_gym.episode_log import LOG_FORMAT
 
     try:
@@ -75,7 +75,7 @@ def read_source(path: str | Path) -> Source:
 
 def _log_episode(entry: Any, where: str, run_id: Any) -> tuple[tuple[int, int] | None, dict[str, Any] | None]:
     """((seed, slot), bundle episode) of a ``done`` line, (None, None) of an ``error`` line; ExportError otherwise."""
-    from leaderboard.bundle import episode_dict
+    from sapo_gym.bundle import episode_dict
 
     if not isinstance(entry, dict) or entry.get("status") not in ("done", "error"):
         raise ExportError(f"{where} is not an episode line (status 'done' or 'error')")
@@ -127,7 +127,7 @@ def _read_log(path: str, data: bytes) -> Source:
 
 
 def _read_bundle(path: str, data: bytes) -> Source:
-    from leaderboard.bundle import BundleError, check_bundle, parse_bundle
+    from sapo_gym.bundle import BundleError, check_bundle, parse_bundle
     from sapo_gym.registration import ENVS
 
     try:

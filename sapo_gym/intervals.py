@@ -6,7 +6,7 @@ interval here is taken over the per-task values (each task's mean over its episo
 of tasks. The success rate's is Wilson's score interval at 95 % (:data:`Z95`); a mean's is the normal one.
 
 Pure functions over plain Python sequences: :func:`sapo_gym.evaluation.summarize` (the table ``evaluate``
-prints) and the result bundle's aggregates (:mod:`leaderboard.bundle`) both call them, so the two agree.
+prints) and the result bundle's aggregates (:mod:`sapo_gym.bundle`) both call them, so the two agree.
 """
 
 from __future__ import annotations

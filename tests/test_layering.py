@@ -1,11 +1,11 @@
 """The import direction between the project's packages, read from the source with ``ast``.
 
 The floors, bottom to top: ``sapo_gym`` (the envs) imports nothing of the project; ``agents``
-imports ``sapo_gym``; ``trainers`` imports ``agents``, ``sapo_gym`` and the leaderboard's bundle
-writer (``leaderboard.bundle`` only); ``leaderboard`` imports ``sapo_gym`` and ``agents``; the
-command line (``sapo_cli``) is the roof and imports everything. Every import counts: at module level
-and inside functions (a lazy import is still an arrow), ``import x`` and ``from x import y``,
-relative imports resolved, and ``importlib.import_module`` / ``__import__`` of a literal name.
+imports ``sapo_gym``; ``trainers`` imports ``agents`` and ``sapo_gym`` (the result-bundle writer,
+``sapo_gym.bundle``, included); ``leaderboard`` imports ``sapo_gym`` and ``agents``; the command line
+(``sapo_cli``) is the roof and imports everything. Every import counts: at module level and inside
+functions (a lazy import is still an arrow), ``import x`` and ``from x import y``, relative imports
+resolved, and ``importlib.import_module`` / ``__import__`` of a literal name.
 
 Tests follow the same rule for themselves: shared helpers live in the ``tests.support`` package, and no
 file under ``tests/`` imports a test module or a helper found only through pytest's ``sys.path``.
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ALLOWED: dict[str, tuple[str, ...]] = {
     "sapo_gym": (),
     "agents": ("sapo_gym",),
-    "trainers": ("agents", "sapo_gym", "leaderboard.bundle"),
+    "trainers": ("agents", "sapo_gym"),
     "leaderboard": ("sapo_gym", "agents"),
     "sapo_cli": ("sapo_gym", "agents", "trainers", "leaderboard"),
 }
@@ -83,9 +83,7 @@ def upward_arrows(source: str, module: str, is_package: bool = False, filename: 
         top = imported.split(".")[0]
         if top == own or top not in PROJECT:
             continue
-        # ``from leaderboard import bundle`` takes the module leaderboard.bundle
-        candidates = (imported,) if name is None else (imported, f"{imported}.{name}")
-        if any(_within(c, ok) for c in candidates for ok in ALLOWED.get(own, ())):
+        if any(_within(imported, ok) for ok in ALLOWED.get(own, ())):
             continue
         out.setdefault(f"{filename}:{line}: {own} -> {imported}", []).extend([name] if name else [])
     return [arrow + (f" (import {', '.join(names)})" if names else "") for arrow, names in out.items()]
@@ -121,10 +119,10 @@ def test_the_checker_flags_upward_imports_lazy_relative_and_dynamic():
         "sapo_gym/wrappers.py:6: sapo_gym -> agents.policy",
         "sapo_gym/wrappers.py:8: sapo_gym -> leaderboard.server",
     ]
-    # trainers may take the bundle writer, however written, and nothing else of the leaderboard
-    trainer = "from leaderboard.bundle import build_bundle\nfrom leaderboard import bundle\nfrom leaderboard.server import app\n"
+    # trainers take the bundle writer from the envs' floor, and nothing of the leaderboard, however written
+    trainer = "from sapo_gym.bundle import build_bundle\nfrom leaderboard import replay\nfrom leaderboard.server import app\n"
     assert upward_arrows(trainer, "trainers.compare.runner") == [
-        "<source>:3: trainers -> leaderboard.server (import app)"]
+        "<source>:2: trainers -> leaderboard (import replay)", "<source>:3: trainers -> leaderboard.server (import app)"]
     # relative imports resolve against the importing module's package (an __init__.py is its own package)
     assert list(imports("from ..logits import mask_value_tokens\n", "agents.generation.hf")) == [
         (1, "agents.logits", "mask_value_tokens")]

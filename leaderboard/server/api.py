@@ -17,7 +17,6 @@ from typing import Any
 from flask import Blueprint, Response, abort, current_app, jsonify, request
 
 from leaderboard import private
-from leaderboard.bundle import BundleError, parse_bundle
 from leaderboard.checks import admit
 from leaderboard.precheck import prescan
 from leaderboard.server import summaries
@@ -28,6 +27,7 @@ from leaderboard.server.provenance import EpisodesClaimed, reserved_name
 from leaderboard.server.ranking import STATUS_FILTERS, parse_status_filter, ranks
 from leaderboard.server.security import external_url
 from leaderboard.server.store import SORT_KEYS, Store
+from sapo_gym.bundle import BundleError, parse_bundle
 
 __all__ = ["api", "submission_summary"]
 

@@ -28,8 +28,8 @@ from sqlalchemy import select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from leaderboard.bundle import BundleError
 from leaderboard.server.db import RateBucket
+from sapo_gym.bundle import BundleError
 
 __all__ = ["read_body", "gunzip_strict", "MAX_GZIP_MEMBERS", "RateLimiter", "RateLimited"]
 

@@ -356,9 +356,9 @@ class LiveManager:
     def _finish(self, run_id: int, episode: int, turn: int) -> dict[str, Any]:
         """The run's bundle, from its rows, through admission into the store; the answer's ``submission``. Any process
         may finish a run (twice at once too: the store keeps one copy of an identical bundle)."""
-        from leaderboard.bundle import AgentInfo, BundleError, build_bundle, parse_bundle
         from leaderboard.checks import admit
         from leaderboard.server.provenance import EpisodesClaimed
+        from sapo_gym.bundle import AgentInfo, BundleError, build_bundle, parse_bundle
 
         with self.store.session() as s:
             run, plan = s.get(LiveRun, run_id), s.get(LivePlan, run_id)

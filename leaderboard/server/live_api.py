@@ -19,9 +19,9 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify
 
-from leaderboard.bundle import BundleError, parse_bundle
 from leaderboard.server.limits import read_body
 from leaderboard.server.live import LiveError, LiveManager
+from sapo_gym.bundle import BundleError, parse_bundle
 from sapo_gym.core import ACTION_MAX_LENGTH
 
 __all__ = ["live_api", "validate_agent"]
@@ -64,8 +64,8 @@ def validate_agent(agent: Any) -> dict[str, Any]:
     """The agent metadata, checked against the bundle schema's ``agent`` and the reserved names."""
     import jsonschema
 
-    from leaderboard.bundle import load_schema
     from leaderboard.server.provenance import reserved_name
+    from sapo_gym.bundle import load_schema
 
     schema = load_schema()
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(

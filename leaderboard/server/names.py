@@ -14,9 +14,9 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from leaderboard.bundle import BundleError
 from leaderboard.server.db import DisplayName, Migration, Submission, Token
 from leaderboard.server.display import name_key
+from sapo_gym.bundle import BundleError
 
 __all__ = ["NameTaken", "check", "claim", "migrate"]
 

@@ -8,11 +8,11 @@ from typing import Any
 from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
 
 from leaderboard import private
-from leaderboard.bundle import BundleError
 from leaderboard.server import ranking, summaries
 from leaderboard.server.display import user_plain, user_text
 from leaderboard.server.plots import category_bars
 from leaderboard.server.store import SORT_KEYS, Store
+from sapo_gym.bundle import BundleError
 
 __all__ = ["pages", "BOARD_PAGE"]
 

@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 from flask import Flask, Response, current_app, jsonify, request, url_for
 from werkzeug.routing import IntegerConverter
 
-from leaderboard.bundle import BundleError
 from leaderboard.server.limits import read_body
-from leaderboard.validation import check_unicode, strict_int
+from sapo_gym.bundle import BundleError
+from sapo_gym.bundle_validation import check_unicode, strict_int
 
 __all__ = ["MAX_ID", "BoundedInt", "install", "external_url", "check_base_url"]
 

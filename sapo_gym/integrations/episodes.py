@@ -18,7 +18,7 @@ ecosystem's own turn limit or a failed model call can stop it before the env doe
 
 **Back to the boards**: :func:`read_payloads` finds those payloads in any JSON Lines output (verifiers'
 ``traces.jsonl``, the SkyRL env's ``record_path`` file) and :func:`bundle_inputs` checks them into what
-``leaderboard.bundle.build_bundle`` takes (``sapo-gym bundle``).
+``sapo_gym.bundle.build_bundle`` takes (``sapo-gym bundle``).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@
 
 Whether the top level is an object is the caller's question (HTTP answers ``not_an_object``). The rules are public
 (:func:`bounded_int`, :func:`finite_float`, :func:`no_constant` for :func:`json.loads`' hooks, :func:`check_tree`):
-the leaderboard's bundle parser (:mod:`leaderboard.validation`) holds bundles to the same ones, in its own words.
+the leaderboard's bundle parser (:mod:`sapo_gym.bundle_validation`) holds bundles to the same ones, in its own words.
 """
 
 from __future__ import annotations

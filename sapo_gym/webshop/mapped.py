@@ -1,35 +1,29 @@
-"""Read-only files shared by every process: small arrays mapped, large ones and records read with ``pread``.
+"""Read-only files shared by every process, read with ``pread`` into short-lived buffers.
 
-Either way the bytes live once, in the page cache, for every process. A mapped array's pages count in each
-process that touched them, so only arrays a process reads small parts of in small numbers of places (binary
-searches over sorted keys) are mapped, advised ``MADV_RANDOM`` so the kernel reads no more than it is asked.
-Postings, records of varying length (a product's JSON, a title) and their offsets are read with ``pread``
-(:class:`FileBytes`, :class:`ArrayFile`) into short-lived buffers: mapped, a read would also map up to 64 KB of
-neighbouring cached pages ("fault-around"), and a process that has served many searches would count most of the
-index in its memory.
+The bytes live once, in the page cache, for every process; none of them is mapped. A mapped page counts in the
+resident memory of each process that touched it, and a read through a map also maps up to 64 KB of neighbouring
+cached pages ("fault-around", which ``MADV_RANDOM`` does not turn off): a process that had looked up a few
+thousand keys, or served a few dozen searches, counted most of the catalog's per-product arrays in its memory.
+Here each read copies what it asks for into its own buffer (:class:`FileBytes`, :class:`ArrayFile`), and a sorted
+array is searched through a sample of its keys held in memory and one block read from the file
+(:class:`SortedFile`), so a process's memory does not grow with what it has read.
 """
 
 from __future__ import annotations
 
-import math
-import mmap
 import os
 import weakref
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["mapped_array", "FileBytes", "ArrayFile"]
+__all__ = ["FileBytes", "ArrayFile", "SortedFile", "FENCE_STRIDE"]
 
-
-def _map(path: Path) -> mmap.mmap | None:
-    with open(path, "rb") as fh:
-        if not fh.seek(0, 2):
-            return None  # an empty file cannot be mapped
-        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    if hasattr(mmap, "MADV_RANDOM"):
-        mm.madvise(mmap.MADV_RANDOM)
-    return mm
+FENCE_STRIDE = 512
+"""A :class:`SortedFile` keeps every this-many-th key in memory and reads at most this many more per search."""
+_FENCE_READ = 1 << 20
+"""Items read at once while the fences are sampled (a short-lived buffer of a few megabytes)."""
 
 
 class FileBytes:
@@ -52,16 +46,6 @@ def _header(path: Path) -> tuple[tuple[int, ...], bool, np.dtype, int]:
         return shape, fortran, dtype, fh.tell()
 
 
-def mapped_array(path: Path) -> np.ndarray:
-    """The array of a ``.npy`` file, read-only, its data mapped."""
-    shape, fortran, dtype, offset = _header(path)
-    count = math.prod(shape)
-    if not count:
-        return np.empty(shape, dtype=dtype)
-    data = np.frombuffer(_map(path), dtype=dtype, count=count, offset=offset)  # type: ignore[arg-type]
-    return data.reshape(shape, order="F" if fortran else "C")
-
-
 class ArrayFile:
     """A 1-d ``.npy`` array read a slice at a time with ``pread`` (:class:`FileBytes`): what a process reads of it
     is copied into its own short-lived buffers, so its memory does not grow with the parts of the file it has read."""
@@ -76,11 +60,40 @@ class ArrayFile:
         return self.length
 
     def slice(self, start: int, end: int) -> np.ndarray:
-        """Items ``start:end`` (read-only)."""
+        """Items ``start:end`` (read-only; ``0 <= start <= end <= len``)."""
         size = self.dtype.itemsize
         return np.frombuffer(self.file.read(self.start + size * start, self.start + size * end), dtype=self.dtype)
+
+    def item(self, i: int) -> Any:
+        """Item ``i`` (negative: from the end), a numpy scalar; an IndexError outside the array."""
+        if not -self.length <= i < self.length:
+            raise IndexError(f"index {i} is out of bounds for an array of {self.length} items")
+        i %= self.length
+        return self.slice(i, i + 1)[0]
 
     def span(self, i: int) -> tuple[int, int]:
         """Items ``i`` and ``i + 1`` as ints: where record ``i`` of an offsets array starts and ends."""
         start, end = self.slice(i, i + 2)
         return int(start), int(end)
+
+
+class SortedFile(ArrayFile):
+    """A sorted 1-d ``.npy`` array, searched as ``np.searchsorted`` searches it: every :data:`FENCE_STRIDE`-th key
+    is held in memory (a few kilobytes per million keys), and a search reads the one block its key falls in."""
+
+    def __init__(self, path: Path):
+        super().__init__(path)
+        step = FENCE_STRIDE * max(1, _FENCE_READ // FENCE_STRIDE)
+        self.fences = np.concatenate([self.slice(s, min(s + step, self.length))[::FENCE_STRIDE]
+                                      for s in range(0, self.length, step)] or [np.empty(0, dtype=self.dtype)])
+
+    def searchsorted(self, key: Any, side: Literal["left", "right"] = "left") -> int:
+        """``np.searchsorted(array, key, side)``. The insertion point lies after the last fence before it (``left``:
+        below ``key``; ``right``: at most ``key``) and at or before the next fence, so it is found in the ``STRIDE + 1``
+        keys from that fence on."""
+        b = int(np.searchsorted(self.fences, key, side)) - 1
+        if b < 0:
+            return 0
+        start = b * FENCE_STRIDE
+        block = self.slice(start, min(start + FENCE_STRIDE + 1, self.length))
+        return start + int(np.searchsorted(block, key, side))

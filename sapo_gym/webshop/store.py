@@ -15,9 +15,11 @@ is computed once per file) and ``num_products``:
   whether it has a synthetic instruction, and its synthetic-goal weight (WebShop's rule, seed-independent).
 
 It is built in a temporary folder and renamed into place (parallel builders never expose half a store; a
-read-only cache gets a temporary folder). Records, titles and their offsets are read with ``pread``; the other
-arrays (asins, the sorted asins a lookup binary-searches, prices, combinations, weights) are mapped (:mod:`.mapped`).
-:mod:`.store_goals` makes the catalog (prices, goals) over it.
+read-only cache gets a temporary folder). Nothing is mapped (:mod:`.mapped`): records, titles, asins, weights and
+offsets are read with ``pread`` an item at a time, the sorted asins searched through a sample of them held in
+memory, and the arrays a computation reads whole (prices, ranges, combinations: :meth:`ProductStore.array`) are
+read into the process's memory for that computation only. :mod:`.store_goals` makes the catalog (prices, goals)
+over it.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import numpy as np
 
 from sapo_gym.webshop.catalog import CatalogError, Product, product_from_raw
 from sapo_gym.webshop.jsonstream import iter_array, iter_object
-from sapo_gym.webshop.mapped import ArrayFile, FileBytes, mapped_array
+from sapo_gym.webshop.mapped import ArrayFile, FileBytes, SortedFile
 
 __all__ = ["STORE_FORMAT", "ProductStore", "open_store", "files_digest", "StoreProducts", "StoreAsins",
            "StoreByAsin"]
@@ -97,7 +99,7 @@ def open_store(products: Path, instructions: Path, num_products: int | None = No
         except OSError:  # a read-only cache
             tmp = Path(tempfile.mkdtemp(prefix="sapo-store-"))
             _build(products, instructions, num_products, tmp, content)
-            return ProductStore(tmp)  # mapped: readable after the folder is gone at exit
+            return ProductStore(tmp)  # read from the temporary folder, left in place
         try:
             _build(products, instructions, num_products, tmp, content)
             os.replace(tmp, folder)
@@ -203,19 +205,20 @@ class ProductStore:
         self.folder = folder
         self.meta = json.loads((folder / "meta.json").read_text())
         self.products_digest: str = self.meta["products_digest"]
-        load = mapped_array
         self.offsets, self.title_offsets = ArrayFile(folder / "offsets.npy"), ArrayFile(folder / "title_offsets.npy")
-        self.asins, self.sorted_asins = load(folder / "asins.npy"), load(folder / "sorted_asins.npy")
-        self.asin_order, self.price_low = load(folder / "asin_order.npy"), load(folder / "price_low.npy")
-        self.ranged, self.ranged_high = load(folder / "ranged.npy"), load(folder / "ranged_high.npy")
-        self.combos, self.weights = load(folder / "combos.npy"), load(folder / "weights.npy")
-        self.instructed = load(folder / "instructed.npy")
+        self.asins, self.sorted_asins = ArrayFile(folder / "asins.npy"), SortedFile(folder / "sorted_asins.npy")
+        self.asin_order, self.weights = ArrayFile(folder / "asin_order.npy"), ArrayFile(folder / "weights.npy")
         self._records, self._titles = FileBytes(folder / "records.bin"), FileBytes(folder / "titles.bin")
         self.product = functools.lru_cache(maxsize=DECODED_PRODUCTS)(self._product)
         self.index = functools.lru_cache(maxsize=1 << 16)(self._index)
 
     def __len__(self) -> int:
         return len(self.asins)
+
+    def array(self, name: str) -> np.ndarray:
+        """The whole per-product array ``name`` (``price_low``, ``ranged``, ``ranged_high``, ``combos``,
+        ``instructed``), read into this process's memory: for a computation that reads most of it, then drops it."""
+        return np.load(self.folder / f"{name}.npy")
 
     def record(self, i: int) -> list[Any]:
         return json.loads(self._records.read(*self.offsets.span(i)))
@@ -240,11 +243,11 @@ class ProductStore:
             key: str | bytes = asin.encode()
         else:
             key = asin
-        j = int(np.searchsorted(self.sorted_asins, key))
-        return int(self.asin_order[j]) if j < len(self.sorted_asins) and self.sorted_asins[j] == key else None
+        j = self.sorted_asins.searchsorted(key)
+        return int(self.asin_order.item(j)) if j < len(self.sorted_asins) and self.sorted_asins.item(j) == key else None
 
     def asin(self, i: int) -> str:
-        a = self.asins[i]
+        a = self.asins.item(i)
         return a.decode() if isinstance(a, bytes) else str(a)
 
     def title(self, i: int) -> str:

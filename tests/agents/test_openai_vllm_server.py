@@ -79,8 +79,8 @@ def _kill_after_first_episode(server: VLLMServer, cwd: Path) -> list[dict]:
 
 def test_evaluate_against_vllm_killed_and_resumed_gives_an_admissible_bundle(vllm_server, tmp_path):
     from leaderboard.boards import BoardRegistry
-    from leaderboard.bundle import parse_bundle
     from leaderboard.checks import admit
+    from sapo_gym.bundle import parse_bundle
 
     before = _kill_after_first_episode(vllm_server, tmp_path)
     resumed = subprocess.run(_evaluate(vllm_server, "--resume"), cwd=tmp_path, env=_env(), capture_output=True,

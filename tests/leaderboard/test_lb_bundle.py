@@ -8,7 +8,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from leaderboard.bundle import (
+from sapo_cli import main
+from sapo_gym.bundle import (
     BUNDLE_VERSION,
     AgentInfo,
     BundleError,
@@ -17,7 +18,6 @@ from leaderboard.bundle import (
     load_schema,
     parse_bundle,
 )
-from sapo_cli import main
 from sapo_gym.evaluation import summarize
 
 
@@ -119,7 +119,7 @@ def test_forged_aggregates_are_rejected(random_bundle) -> None:  # type: ignore[
 # ------------------------------------------------------------------ evaluation mode (split and mode of a number)
 def test_bundles_record_the_evaluation_mode_and_old_bundles_stay_valid(random_bundle, vault_board) -> None:  # type: ignore[no-untyped-def]
     from agents import RandomAgent
-    from leaderboard.bundle import evaluation_mode_name
+    from sapo_gym.bundle import evaluation_mode_name
     from sapo_gym.evaluation import evaluate
     from sapo_gym.records import evaluation_mode
 

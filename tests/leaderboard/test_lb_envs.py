@@ -8,10 +8,10 @@ import json
 import pytest
 
 from leaderboard.boards import BoardRegistry, default_board_keys
-from leaderboard.bundle import AgentInfo, build_bundle, parse_bundle
 from leaderboard.checks import admit
 from leaderboard.replay import replay_bundle
 from leaderboard.seed import baseline_bundle
+from sapo_gym.bundle import AgentInfo, build_bundle, parse_bundle
 
 
 def test_every_registered_env_has_a_board_key() -> None:

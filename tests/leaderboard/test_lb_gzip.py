@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from leaderboard.bundle import BundleError
 from leaderboard.server import limits
 from leaderboard.server.limits import MAX_GZIP_MEMBERS, gunzip_strict
+from sapo_gym.bundle import BundleError
 
 _INFLATER = zlib.decompressobj  # the real one (the tests patch the module's attribute)
 

@@ -10,9 +10,9 @@ import pytest
 import requests
 
 from agents import ExpertAgent, RandomAgent
-from leaderboard.bundle import AgentInfo
 from leaderboard.client import SubmitError, wait_for_verification
 from leaderboard.live_client import LiveSession, play_live
+from sapo_gym.bundle import AgentInfo
 
 
 def _row(page: str, sid: int) -> str:

@@ -93,10 +93,10 @@ def _serve(app: Any) -> tuple[str, Any]:
 def test_a_parallel_run_is_verified_and_its_bundle_is_the_sequential_runs(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import requests
 
-    from leaderboard.bundle import AgentInfo
     from leaderboard.client import wait_for_verification
     from leaderboard.live_client import play_live
     from leaderboard.server import live as live_module
+    from sapo_gym.bundle import AgentInfo
 
     app = _app(tmp_path, verify=True)
     store = app.extensions["sapo_gym"]["store"]
@@ -263,9 +263,9 @@ def test_submit_live_plays_an_openai_agent_with_concurrency_episodes_at_once(tmp
 
 
 def test_a_failing_worker_stops_the_pool_and_leaves_the_run_to_expire(tmp_path: Path) -> None:
-    from leaderboard.bundle import AgentInfo
     from leaderboard.client import SubmitError
     from leaderboard.live_client import play_live
+    from sapo_gym.bundle import AgentInfo
 
     class FailsOnce(SeededVaultAgent):
         def respond(self, observation: str, info: dict[str, Any], turn_seed: int | None = None) -> dict[str, Any]:

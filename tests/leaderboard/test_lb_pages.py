@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from leaderboard.bundle import BundleError
 from leaderboard.compare import compare_bundles
 from leaderboard.seed import seed_store
 from leaderboard.server.worker import Verifier
+from sapo_gym.bundle import BundleError
 
 
 @pytest.fixture

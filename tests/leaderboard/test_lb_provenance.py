@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from leaderboard.bundle import AgentInfo, build_bundle, parse_bundle
 from leaderboard.seed import seed_store
 from leaderboard.server.worker import Verifier
+from sapo_gym.bundle import AgentInfo, build_bundle, parse_bundle
 from sapo_gym.parsing import parse_action
 from tests.support.leaderboard import body, named, refresh, snapshot
 

@@ -72,9 +72,9 @@ def test_a_live_worker_renews_its_lease_during_a_long_replay(client, auth, store
 
 def test_leaderboard_verify_leaves_a_live_claim_alone(tmp_path, token_for, random_bundle) -> None:  # type: ignore[no-untyped-def]
     from leaderboard.boards import BoardRegistry
-    from leaderboard.bundle import parse_bundle
     from leaderboard.checks import admit
     from leaderboard.server.store import Store
+    from sapo_gym.bundle import parse_bundle
 
     db = f"sqlite:///{tmp_path / 'verify.db'}"
     store, boards = Store(db), BoardRegistry([VAULT])

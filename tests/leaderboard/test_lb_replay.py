@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from leaderboard.bundle import check_bundle
 from leaderboard.replay import replay_bundle
+from sapo_gym.bundle import check_bundle
 from tests.support.leaderboard import refresh
 
 

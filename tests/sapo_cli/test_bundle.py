@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from leaderboard.bundle import check_bundle
 from sapo_cli import main
+from sapo_gym.bundle import check_bundle
 from sapo_gym.integrations.episodes import PAYLOAD_KEY, EpisodePlay, task_rows
 from tests.support.integrations import expert_script
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from leaderboard.bundle import check_bundle
+from sapo_gym.bundle import check_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTED = "tests.support.scripted_agent:ScriptedAgent"

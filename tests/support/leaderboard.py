@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from leaderboard.bundle import aggregate
+from sapo_gym.bundle import aggregate
 
 VAULT = "sapo/Vault-v0:test"
 ROOT = Path(__file__).resolve().parents[2]

@@ -93,7 +93,7 @@ def uninterrupted(stored: dict[str, Any], who: str = "") -> dict[str, Any]:
     offline on a fresh env, built as the server builds a live run's bundle."""
     import gymnasium as gym
 
-    from leaderboard.bundle import AgentInfo, build_bundle, parse_bundle
+    from sapo_gym.bundle import AgentInfo, build_bundle, parse_bundle
     from sapo_gym.records import new_record, record_step
 
     env = gym.make("sapo/Vault-v0", split="test")

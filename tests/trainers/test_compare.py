@@ -163,9 +163,9 @@ def test_plots_are_valid_png_and_svg(finished):
 
 def test_every_bundle_is_admitted_and_replays(finished):
     from leaderboard.boards import BoardRegistry
-    from sapo_gym.bundle import parse_bundle
     from leaderboard.checks import admit
     from leaderboard.replay import replay_bundle
+    from sapo_gym.bundle import parse_bundle
 
     _, res = finished
     boards = BoardRegistry(["sapo/Vault-v0:test"])

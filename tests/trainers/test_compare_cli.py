@@ -417,7 +417,7 @@ def test_bundles_name_the_method_by_its_registry_label(monkeypatch, tmp_path):
     from trainers.compare.config import PRESETS, CompareConfig
 
     seen = {}
-    monkeypatch.setattr("leaderboard.bundle.build_bundle", lambda records, fields, digest, agent, *rest: seen.update(agent=agent) or {})
+    monkeypatch.setattr("sapo_gym.bundle.build_bundle", lambda records, fields, digest, agent, *rest: seen.update(agent=agent) or {})
     cfg = PRESETS["vault"].apply(CompareConfig()).replace(out=str(tmp_path))
     policy = SimpleNamespace(model=torch.nn.Linear(2, 2))
     runner._write_bundle(cfg, "gigpo-seed0", [], cfg.train_config("gigpo", 0).gym_make_kwargs(), policy, "gigpo", "-")

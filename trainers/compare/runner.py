@@ -10,7 +10,7 @@ Layout of ``cfg.out``::
 A killed compare continues where it stopped: finished runs are skipped (the state file says which),
 and the run that was interrupted resumes from its last checkpoint (one per iteration). Every piece
 is built from the trainer's own parts (:class:`trainers.loop.Trainer`, :mod:`trainers.sft`,
-:func:`sapo_gym.evaluation.evaluate`, :func:`leaderboard.bundle.build_bundle`).
+:func:`sapo_gym.evaluation.evaluate`, :func:`sapo_gym.bundle.build_bundle`).
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def _write_bundle(cfg: CompareConfig, name: str, records: list[Any], env_kwargs:
     """One leaderboard result bundle for ``records`` (env spec and hash probed with the same kwargs)."""
     import gymnasium as gym
 
-    from leaderboard.bundle import AgentInfo, build_bundle
+    from sapo_gym.bundle import AgentInfo, build_bundle
 
     probe = gym.make(cfg.train.env, **_eval_kwargs(cfg, env_kwargs))
     spec_fields, spec_hash = probe.unwrapped.spec_fields(), probe.unwrapped.spec_hash()

@@ -189,10 +189,10 @@ def test_each_episode_equals_in_process_play(nemo_run):
 @needs_venv
 def test_identity_travels_and_rollouts_make_bundles_that_replay(nemo_run, tmp_path):
     from leaderboard.boards import BoardRegistry
-    from leaderboard.bundle import AgentInfo, check_bundle
     from leaderboard.checks import admit
     from leaderboard.replay import replay_bundle
     from sapo_cli.bundle import bundle_from_payloads
+    from sapo_gym.bundle import AgentInfo, check_bundle
     from sapo_gym.integrations.episodes import read_payloads
 
     lines, played, plans, _ = nemo_run

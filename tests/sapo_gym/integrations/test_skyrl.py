@@ -12,10 +12,10 @@ import pytest
 skyrl_gym = pytest.importorskip("skyrl_gym", reason="the skyrl extra (skyrl-gym==0.4.0) is not installed")
 
 from leaderboard.boards import BoardRegistry  # noqa: E402
-from leaderboard.bundle import AgentInfo  # noqa: E402
 from leaderboard.checks import admit  # noqa: E402
 from leaderboard.replay import replay_bundle  # noqa: E402
 from sapo_cli.bundle import bundle_from_payloads  # noqa: E402
+from sapo_gym.bundle import AgentInfo  # noqa: E402
 from sapo_gym.integrations.episodes import PAYLOAD_KEY, bundle_inputs, read_payloads  # noqa: E402
 from sapo_gym.integrations.skyrl import ENV_CLASS, SapoTextEnv, dataset_rows  # noqa: E402
 from tests.support.integrations import expert_script, play, scripted_model  # noqa: E402

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from leaderboard.boards import BoardRegistry
-from leaderboard.bundle import AgentInfo
 from leaderboard.checks import admit
 from leaderboard.replay import replay_bundle
 from sapo_cli.bundle import bundle_from_payloads
+from sapo_gym.bundle import AgentInfo
 from sapo_gym.integrations.episodes import PAYLOAD_KEY, read_payloads, task_rows
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.integrations import expert_script, play, scripted_model

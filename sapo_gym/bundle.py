@@ -1,6 +1,6 @@
 """Result bundles: build them from evaluation records, parse and check them.
 
-A bundle (schema: ``leaderboard/schema/bundle-v1.json``, documented field by field) holds the
+A bundle (schema: ``sapo_gym/schema/bundle-v1.json``, documented field by field) holds the
 agent's metadata, the env's spec fields and hash, the evaluation settings, every episode with the
 agent's raw outputs, and the aggregates. :func:`check_bundle` is everything a server can check
 without running the env: strict JSON, the format version, the schema, each episode's internal
@@ -20,7 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from leaderboard.validation import BundleError, check_unicode, finite_float, make_validator, no_constant, strict_int
+from sapo_gym.bundle_validation import BundleError, check_unicode, finite_float, make_validator, no_constant, strict_int
 from sapo_gym.intervals import clustered_mean_interval, clustered_rate_interval, per_seed_range
 from sapo_gym.records import EVERY_TASK, EpisodeRecord, harness_record
 
@@ -166,7 +166,7 @@ def aggregate(episodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, floa
 
 def parse_bundle(data: bytes | str) -> dict[str, Any]:
     """Strict JSON: UTF-8, no NaN/Infinity (nor numbers that overflow to it), no integer literal of more
-    than 64 digits, no lone surrogate (:mod:`leaderboard.validation`: the env server's rules), a top-level object."""
+    than 64 digits, no lone surrogate (:mod:`sapo_gym.bundle_validation`: the env server's rules), a top-level object."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         obj = json.loads(text, parse_constant=no_constant, parse_float=finite_float, parse_int=strict_int)

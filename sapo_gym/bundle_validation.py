@@ -1,6 +1,6 @@
-"""Strictness the JSON parser and JSON Schema leave out, used by :mod:`leaderboard.bundle`, and the error it raises.
+"""Strictness the JSON parser and JSON Schema leave out, used by :mod:`sapo_gym.bundle`, and the error it raises.
 
-:class:`BundleError` lives here, below the bundle module that re-exports it (``from leaderboard.bundle import
+:class:`BundleError` lives here, below the bundle module that re-exports it (``from sapo_gym.bundle import
 BundleError`` stays the way callers take it), so the checks raise it without importing their caller.
 
 * the number rules of :mod:`sapo_gym.remote.strict_json` (the env server's parser), in a bundle's words: integer
