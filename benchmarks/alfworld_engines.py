@@ -13,15 +13,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tqdm import tqdm
 
-from sapo_gym.alfworld.engines import CompiledEngine, EngineState, GameEngine, ReferenceEngine
-from sapo_gym.alfworld.verification.diff import first_difference
-from sapo_gym.alfworld.verification.golden import GoldenTrace, load_golden
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: benchmarks.* from the repository root
+
+from benchmarks.alfworld_verification.diff import first_difference  # noqa: E402
+from benchmarks.alfworld_verification.golden import GoldenTrace, load_golden  # noqa: E402
+from sapo_gym.alfworld.engines import CompiledEngine, EngineState, GameEngine, ReferenceEngine  # noqa: E402
 
 
 @dataclass

@@ -5,7 +5,7 @@
 1. Checks that the reference speed-ups (memoized parses and translations) preserve its output: the
    instrumented reference replays golden traces recorded without them, byte for byte.
 2. Fuzzes every valid game and a hash sample of the train tarball: both engines side by side, every
-   observation / admissible list / won flag compared (see ``sapo_gym.alfworld.verification.fuzz``).
+   observation / admissible list / won flag compared (see ``benchmarks.alfworld_verification.fuzz``).
 3. Reports which grammar branches the reference derived, and lists the unreachable ones with reasons.
 """
 
@@ -20,14 +20,17 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tqdm import tqdm
 
-from sapo_gym.alfworld.engines import ReferenceEngine, engine_versions
-from sapo_gym.alfworld.verification.coverage import coverage_table, grammar_branches
-from sapo_gym.alfworld.verification.fuzz import GameReport, extract_games, fuzz_game, generated_games
-from sapo_gym.alfworld.verification.golden import load_golden, replay
-from sapo_gym.alfworld.verification.refcache import instrumented_reference
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: benchmarks.* from the repository root
+
+from benchmarks.alfworld_verification.coverage import coverage_table, grammar_branches  # noqa: E402
+from benchmarks.alfworld_verification.fuzz import GameReport, extract_games, fuzz_game, generated_games  # noqa: E402
+from benchmarks.alfworld_verification.golden import load_golden, replay  # noqa: E402
+from benchmarks.alfworld_verification.refcache import instrumented_reference  # noqa: E402
+from sapo_gym.alfworld.engines import ReferenceEngine, engine_versions  # noqa: E402
 
 
 @dataclass

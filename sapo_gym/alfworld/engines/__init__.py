@@ -14,8 +14,9 @@ that (parsing, rewards, dropping ``help``) belongs to the env.
 * further engines register in :data:`ENGINES` (``name -> factory(game_file) -> GameEngine``).
 
 textworld / alfworld are imported lazily, inside the reference engine, so importing this package
-(and ``import sapo_gym``) stays light, and the compiled engine plays without them (``pip install sapo-gym``). The checks that the engines agree live in
-:mod:`sapo_gym.alfworld.verification`, which depends on this package, never the other way round.
+(and ``import sapo_gym``) stays light, and the compiled engine plays without them (``pip install sapo-gym``).
+The checks that the engines agree are no part of the runtime: they live in ``benchmarks/alfworld_verification``
+(used by the benchmarks and the tests), which depends on this package, never the other way round.
 """
 
 from __future__ import annotations

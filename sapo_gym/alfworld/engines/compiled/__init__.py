@@ -3,8 +3,8 @@
 ``CompiledEngine(game_file)`` speaks the :class:`sapo_gym.alfworld.engines.protocol.GameEngine`
 protocol with output byte-identical to the reference engine (TextWorld + Fast Downward), at a small
 fraction of its cost. Only the runtime lives here; the checks against the reference (golden replay,
-differential fuzzing, rule coverage) are in :mod:`sapo_gym.alfworld.verification`. See
-docs/alfworld_engine.md.
+differential fuzzing, rule coverage) are in ``benchmarks/alfworld_verification``, outside the
+package. See docs/alfworld_engine.md.
 """
 
 from sapo_gym.alfworld.engines.compiled.engine import CompiledEngine

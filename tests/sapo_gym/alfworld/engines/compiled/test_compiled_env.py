@@ -17,7 +17,7 @@ def _act(action: str) -> str:
 
 
 def test_registered_and_loaded_through_the_registry(tmp_path: Path):
-    from sapo_gym.alfworld.verification.fuzz import generated_games
+    from benchmarks.alfworld_verification.fuzz import generated_games
 
     assert "compiled" in ENGINES
     try:

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.alfworld_verification.golden import GoldenTrace, load_golden, replay
 from sapo_gym.alfworld.engines.compiled import CompiledEngine
-from sapo_gym.alfworld.verification.golden import GoldenTrace, load_golden, replay
 
 pytestmark = pytest.mark.needs_data
 
 _REPLAY_ALL = """
 import sys
 from sapo_gym.alfworld.engines.compiled import CompiledEngine
-from sapo_gym.alfworld.verification.golden import load_golden, replay
+from benchmarks.alfworld_verification.golden import load_golden, replay
 root = sys.argv[1]
 states = bad = 0
 for trace in load_golden(root):
@@ -46,7 +46,8 @@ def test_every_golden_trace_replays_byte_identically(alfworld_data: Path):
 @pytest.mark.parametrize("hash_seed", ["0", "4242"])
 def test_replay_is_independent_of_the_hash_seed(alfworld_data: Path, hash_seed: str):
     env = {"PYTHONHASHSEED": hash_seed, "PATH": "", "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-c", _REPLAY_ALL, str(alfworld_data)], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", _REPLAY_ALL, str(alfworld_data)], env=env, capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[5])  # the repository root: benchmarks.* imports from it
     assert out.stdout.split() == ["13108", "0"]
 
 

@@ -20,10 +20,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.alfworld_verification.diff import Mismatch, first_difference
+from benchmarks.alfworld_verification.missions import Mission
 from sapo_gym.alfworld.engines.compiled import CompiledEngine
 from sapo_gym.alfworld.engines.reference import ReferenceEngine
-from sapo_gym.alfworld.verification.diff import Mismatch, first_difference
-from sapo_gym.alfworld.verification.missions import Mission
 
 __all__ = ["ChainPolicy", "GameReport", "extract_games", "fuzz_game", "generated_games", "sampled"]
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from benchmarks.alfworld_verification.diff import Mismatch, first_difference
 from sapo_gym.alfworld.engines.protocol import EngineState, GameEngine
-from sapo_gym.alfworld.verification.diff import Mismatch, first_difference
 
 __all__ = ["GoldenTrace", "load_golden", "replay"]
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.alfworld_verification.coverage import UNREACHABLE, coverage_table, grammar_branches
+from benchmarks.alfworld_verification.fuzz import ChainPolicy, extract_games, fuzz_game, generated_games, sampled
+from benchmarks.alfworld_verification.golden import load_golden, replay
+from benchmarks.alfworld_verification.refcache import instrumented_reference
 from sapo_gym.alfworld.engines.reference import ReferenceEngine
-from sapo_gym.alfworld.verification.coverage import UNREACHABLE, coverage_table, grammar_branches
-from sapo_gym.alfworld.verification.fuzz import ChainPolicy, extract_games, fuzz_game, generated_games, sampled
-from sapo_gym.alfworld.verification.golden import load_golden, replay
-from sapo_gym.alfworld.verification.refcache import instrumented_reference
 
 STEPS = 30
 
