@@ -1,5 +1,5 @@
 """``sapo-gym compare``: the registered methods (SAPO, PPO and GRPO by default) under identical settings and budget
-(every config field is a flag; ``--algos`` picks the methods, :data:`trainers.methods.registry.METHODS` lists them).
+(every config field is a flag; ``--algos`` picks the methods, :data:`trainers.method_registry.METHODS` lists them).
 
 With no flags it runs the CPU default (tiny model on the embedded ALFWorld set, shared
 behaviour-cloning warm start, under 15 minutes on two cores; docs/compare.md has a measured run).
@@ -19,7 +19,7 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     from trainers.compare.config import PER_RUN, PRESETS, CompareConfig, CompareSettings
     from trainers.config import TrainConfig, add_arguments
-    from trainers.methods.registry import METHODS
+    from trainers.method_registry import METHODS
 
     p = sub.add_parser(
         "compare",

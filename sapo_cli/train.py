@@ -1,4 +1,4 @@
-"""``sapo-gym train``: one registered method (:data:`trainers.methods.registry.METHODS`) on a registered env (every
+"""``sapo-gym train``: one registered method (:data:`trainers.method_registry.METHODS`) on a registered env (every
 config field is a flag)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     from trainers.config import TrainConfig, add_arguments
-    from trainers.methods.registry import METHODS
+    from trainers.method_registry import METHODS
 
     p = sub.add_parser(
         "train",

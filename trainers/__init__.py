@@ -1,4 +1,4 @@
-"""Bundled trainers for sapo_gym's text envs: one loop, the methods of :data:`trainers.methods.registry.METHODS`.
+"""Bundled trainers for sapo_gym's text envs: one loop, the methods of :data:`trainers.method_registry.METHODS`.
 
 Import submodules directly (``trainers.core_algos``, ``trainers.experience``, ...): this package
 imports nothing heavy so that ``import trainers`` stays cheap.

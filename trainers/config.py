@@ -8,7 +8,7 @@ for SAPO/PPO and 8 for the group methods (GRPO, GiGPO, RLOO), equal env interact
 :func:`add_arguments` / :func:`from_args` turn the dataclass into argparse flags and back
 (``lr`` → ``--lr``, ``max_response_tokens`` → ``--max-response-tokens``); the field docstrings
 are read from this file's source, so the help text and the code cannot drift apart. The methods (``--algo``'s
-choices and help, :data:`ALGOS`, :data:`GROUP_ALGOS`) come from :data:`trainers.methods.registry.METHODS`.
+choices and help, :data:`ALGOS`, :data:`GROUP_ALGOS`) come from :data:`trainers.method_registry.METHODS`.
 """
 
 from __future__ import annotations
@@ -23,16 +23,16 @@ from functools import cache
 from typing import Any, ClassVar
 
 from agents.constraint import CONSTRAINTS as CONSTRAIN  # torch-free, like this module
-from trainers.methods.registry import METHODS, describe_methods  # torch-free too: entry points load lazily
+from trainers.method_registry import METHODS, describe_methods  # torch-free too: entry points load lazily
 
 __all__ = ["TrainConfig", "ALGOS", "GROUP_ALGOS", "GIGPO_MODES", "ENV_WORKERS", "CHOICES", "RESULT_NEUTRAL",
            "add_arguments", "from_args", "field_docs", "field_help"]
 
 ALGOS = tuple(METHODS)
-"""Every registered method's ``--algo`` name (:data:`trainers.methods.registry.METHODS`)."""
+"""Every registered method's ``--algo`` name (:data:`trainers.method_registry.METHODS`)."""
 GROUP_ALGOS = tuple(name for name, entry in METHODS.items() if entry.group)
 """The methods that play G rollouts per task and baseline each against its group (registry entries with ``group``;
-G = :data:`~trainers.methods.registry.GROUP_SIZE` by default)."""
+G = :data:`~trainers.method_registry.GROUP_SIZE` by default)."""
 GIGPO_MODES = ("mean_norm", "mean_std_norm")
 STRATEGIES = ("torch", "deepspeed")
 GENERATORS = ("hf", "vllm")
@@ -63,7 +63,7 @@ class TrainConfig:
 
     # ------------------------------------------------------------------ run
     algo: str = "sapo"
-    """Method (trainers/methods/registry.py): {methods}."""
+    """Method (trainers/method_registry.py): {methods}."""
     env: str = "sapo/ALFWorld-v0"
     """Registered env id to train on."""
     env_arg: list[str] = field(default_factory=list)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from trainers.methods.registry import GROUP_SIZE, METHODS, MethodEntry
+from trainers.method_registry import GROUP_SIZE, METHODS, MethodEntry
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from tests.support.float_bounds import RECOMPUTE_ATOL
 from tests.support.params import snapshot, unchanged
-from trainers.config import ALGOS  # every registered method (trainers/methods/registry.py)
+from trainers.config import ALGOS  # every registered method (trainers/method_registry.py)
 from trainers.profiling import PHASES, PhaseTimer
 
 U = torch.finfo(torch.float32).eps / 2  # float32 unit roundoff

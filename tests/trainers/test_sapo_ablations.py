@@ -22,8 +22,8 @@ from torch import nn
 from trainers.config import TrainConfig
 from trainers.experience import Experience
 from trainers.forward import PositionLogits
+from trainers.method_registry import METHODS, TAU_ABLATIONS
 from trainers.methods import make_method
-from trainers.methods.registry import METHODS, TAU_ABLATIONS
 
 EPS = torch.finfo(torch.float32).eps
 W_PLUS, W_MINUS, VOCAB, HIDDEN = 6, 7, 8, 2

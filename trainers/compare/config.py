@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from trainers.config import ALGOS, GROUP_ALGOS, RESULT_NEUTRAL, TrainConfig
-from trainers.methods.registry import (
+from trainers.method_registry import (
     METHODS,
     method_label as label,  # a method's name in tables, figures and bundles
 )

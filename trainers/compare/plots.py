@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from trainers.compare.config import label
-from trainers.methods.registry import METHODS
+from trainers.method_registry import METHODS
 from trainers.profiling import PHASES
 
 __all__ = ["COLOURS", "write_plots"]

@@ -1,6 +1,6 @@
 """The methods, as the small parts of the shared loop where they differ; :data:`METHODS` lists them.
 
-Importing this package loads no torch (``trainers.config`` reads :mod:`trainers.methods.registry`): the classes
+Importing this package loads no torch (``trainers.config`` reads :mod:`trainers.method_registry`): the classes
 (``SAPO``, ``PPO``, ..., ``Method``) are imported on first use, through their registry entry points.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from trainers.methods.registry import GROUP_SIZE, METHODS, MethodEntry, method_label
+from trainers.method_registry import GROUP_SIZE, METHODS, MethodEntry, method_label
 
 if TYPE_CHECKING:
     from trainers.config import TrainConfig

@@ -9,7 +9,7 @@ update). Both updates run through :func:`trainers.update.update`; a method only 
 :class:`Method` implements the shared parts; the subclasses override only where the methods
 differ: where V comes from (``readout``: SAPO reads V_old and Q_old from the old forward pass;
 PPO's critic in the value phase; none for the group methods), SAPO's value and Q losses, PPO's critic loss and
-the group methods' advantages. A subclass is used once it has a line in :mod:`trainers.methods.registry`.
+the group methods' advantages. A subclass is used once it has a line in :mod:`trainers.method_registry`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class Method:
     """The shared parts of the methods (a turn-level GAE actor, as in PPO)."""
 
     name: ClassVar[str] = "base"
-    """The method's ``--algo`` name, its registry key (:data:`trainers.methods.registry.METHODS`)."""
+    """The method's ``--algo`` name, its registry key (:data:`trainers.method_registry.METHODS`)."""
     readout: ClassVar[bool] = False
     """Whether V and Q are the policy's own w⁺/w⁻ readout (SAPO): the old forward pass fills
     ``old_values``/``old_q`` and the losses read the logits at the V/Q positions."""

@@ -1,7 +1,7 @@
 """SAPO's ablations: each changes one term of SAPO's equations and keeps every other (``--preset ablation``).
 
 The variants that change a constant are registry entries of SAPO's own class with the constant fixed
-(:attr:`~trainers.methods.registry.MethodEntry.settings`: ``sapo-noq`` sets c_Q = 0, the ``sapo-tau*`` entries
+(:attr:`~trainers.method_registry.MethodEntry.settings`: ``sapo-noq`` sets c_Q = 0, the ``sapo-tau*`` entries
 τ_v). The three here change a computation:
 
 * :class:`SAPONoNorm`: the advantage without the batch normalization of eq. 7;
