@@ -1,11 +1,11 @@
-"""Lucene-variant BM25 over tokenized documents, built in chunks onto disk and read back memory-mapped.
+"""Lucene-variant BM25 over tokenized documents, built in chunks onto disk and read back with ``pread``.
 
 The index is a folder of ``.npy`` arrays, stored by term (CSC): ``indptr`` (terms + 1), ``docs`` (int32) and
 ``data`` (float32: each (term, document) score), and the vocabulary: ``terms`` (the terms in order of first
 appearance, joined by ``\\n``, as bytes), ``term_offsets``, and ``term_hashes`` / ``term_ids`` (an 8-byte blake2b of each term, sorted,
-with the term it names) so a token is looked up by binary search in the mapped file, without a dict of the
-vocabulary in each process. The processes that read one index share its pages (:mod:`.mapped`): the vocabulary
-arrays are mapped, a query reads its terms' postings with ``pread``.
+with the term it names) so a token is looked up by a search of the sorted file, without a dict of the
+vocabulary in each process. The processes that read one index share its pages in the page cache (:mod:`.mapped`):
+a lookup reads one block of the sorted hashes, a query reads its terms' postings, each with ``pread``.
 
 :meth:`BM25Index.build` reads the documents once, a chunk at a time (their term-document counts go to
 temporary files), then merges the chunks' postings a block of terms at a time and writes them in order, so its
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sapo_gym.webshop.mapped import ArrayFile, mapped_array
+from sapo_gym.webshop.mapped import ArrayFile, SortedFile
 
 __all__ = ["BM25Index", "TermLookup", "term_hash"]
 
@@ -46,20 +46,22 @@ def term_hash(term: str) -> int:
 
 
 class TermLookup(Mapping[str, int]):
-    """Term → id over the mapped vocabulary arrays; iterates the terms in id order (of first appearance)."""
+    """Term → id over the vocabulary's files (read with ``pread``, :mod:`.mapped`); iterates the terms in id order
+    (of first appearance)."""
 
-    def __init__(self, terms: np.ndarray, offsets: np.ndarray, hashes: np.ndarray, ids: np.ndarray):
+    def __init__(self, terms: ArrayFile, offsets: ArrayFile, hashes: SortedFile, ids: ArrayFile):
         self._terms, self._offsets, self._hashes, self._ids = terms, offsets, hashes, ids
         self._find = functools.lru_cache(maxsize=1 << 16)(self._search)  # queries repeat their words
 
     def term(self, i: int) -> str:
-        return self._terms[self._offsets[i]:self._offsets[i + 1] - 1].tobytes().decode()
+        start, end = self._offsets.span(i)
+        return self._terms.slice(start, end - 1).tobytes().decode()
 
     def _search(self, term: str) -> int | None:
         key = np.uint64(term_hash(term))
-        j = int(self._hashes.searchsorted(key))
-        while j < len(self._hashes) and self._hashes[j] == key:  # a collision of 64-bit keys: compare the terms
-            i = int(self._ids[j])
+        j = self._hashes.searchsorted(key)
+        while j < len(self._hashes) and self._hashes.item(j) == key:  # a collision of 64-bit keys: compare the terms
+            i = int(self._ids.item(j))
             if self.term(i) == term:
                 return i
             j += 1
@@ -86,13 +88,13 @@ class TermLookup(Mapping[str, int]):
 
 
 class BM25Index:
-    """The mapped arrays of one index (see the module docstring): :meth:`scores` of a token list."""
+    """The files of one index (see the module docstring): :meth:`scores` of a token list."""
 
     def __init__(self, folder: Path):
         self.folder = folder
         self.indptr, self.docs, self.data = (ArrayFile(folder / f"{name}.npy") for name in ("indptr", "docs", "data"))
-        vocab = [mapped_array(folder / f"{name}.npy") for name in ("terms", "term_offsets", "term_hashes", "term_ids")]
-        self.vocab = TermLookup(*vocab)
+        self.vocab = TermLookup(ArrayFile(folder / "terms.npy"), ArrayFile(folder / "term_offsets.npy"),
+                                SortedFile(folder / "term_hashes.npy"), ArrayFile(folder / "term_ids.npy"))
         self.num_docs = int(json.loads((folder / "meta.json").read_text())["num_docs"])
 
     @classmethod
@@ -102,7 +104,7 @@ class BM25Index:
     @classmethod
     def build(cls, documents: Iterable[Sequence[str]], folder: Path | None = None, k1: float = 0.9,
               b: float = 0.4) -> BM25Index:
-        """Index ``documents`` into ``folder`` (a new one; without it, a temporary folder removed once mapped)."""
+        """Index ``documents`` into ``folder`` (a new one; without it, a temporary folder removed once opened)."""
         own = folder is None
         out = Path(tempfile.mkdtemp(prefix="sapo-bm25-")) if own else Path(folder)
         out.mkdir(parents=True, exist_ok=True)
@@ -110,7 +112,7 @@ class BM25Index:
             _Builder(out, k1, b).run(documents)
             return cls(out)
         finally:
-            if own:  # the mapped pages stay readable after the names are gone
+            if own:  # open files stay readable after their names are gone
                 shutil.rmtree(out, ignore_errors=True)
 
     def scores_of_ids(self, ids: Sequence[int]) -> np.ndarray:

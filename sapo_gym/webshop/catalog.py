@@ -142,7 +142,7 @@ class Catalog:
     """Products, their sampled prices and the shuffled goals."""
 
     products: Sequence[Product]
-    """A list, or a read-only view of a mapped product store (:mod:`.store`) that decodes products on access."""
+    """A list, or a read-only view of a product store (:mod:`.store`) that decodes products on access."""
     prices: Mapping[str, float]
     goals: Sequence[Goal]
     source: str

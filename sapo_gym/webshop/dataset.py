@@ -11,7 +11,7 @@ Catalogs are cached per process, so the envs of a vector env share one.
 
 The two choices take two loaders. The 1k pair (and the generated catalog) is read whole into Python objects
 (:func:`~.catalog.build_catalog`). The full pair goes through the product store (:mod:`.store`,
-:mod:`.store_goals`): the files are parsed once, streaming, into a disk cache that every process maps read-only,
+:mod:`.store_goals`): the files are parsed once, streaming, into a disk cache that every process reads,
 and products and synthetic goals are decoded when read, so a process holds a bounded part of 1.18 M products.
 Both give the same products, prices, goals, pages and rewards for the same files (a test plays both); the
 dataset digest of a store catalog names the files' sha256, ``num_products``, the goal set and the seed instead
@@ -111,7 +111,7 @@ def _load(data_dir: Path | None, num_products: int | None, human_goals: bool, se
 
 def _store_catalog(files: WebShopFiles, data_dir: Path, num_products: int | None, human_goals: bool,
                    goal_seed: int) -> Catalog:
-    """The full set through the product store: parsed once into a mapped disk cache (:mod:`.store`)."""
+    """The full set through the product store: parsed once into a disk cache (:mod:`.store`)."""
     store = open_store(files.products, files.instructions, num_products)
     human = read_json(files.human) if human_goals and files.human else None
     if human_goals and not isinstance(human, dict):

@@ -83,17 +83,18 @@ class SortedFile(ArrayFile):
 
     def __init__(self, path: Path):
         super().__init__(path)
-        step = FENCE_STRIDE * max(1, _FENCE_READ // FENCE_STRIDE)
-        self.fences = np.concatenate([self.slice(s, min(s + step, self.length))[::FENCE_STRIDE]
+        self.stride = FENCE_STRIDE
+        step = self.stride * max(1, _FENCE_READ // self.stride)
+        self.fences = np.concatenate([self.slice(s, min(s + step, self.length))[::self.stride]
                                       for s in range(0, self.length, step)] or [np.empty(0, dtype=self.dtype)])
 
     def searchsorted(self, key: Any, side: Literal["left", "right"] = "left") -> int:
         """``np.searchsorted(array, key, side)``. The insertion point lies after the last fence before it (``left``:
-        below ``key``; ``right``: at most ``key``) and at or before the next fence, so it is found in the ``STRIDE + 1``
-        keys from that fence on."""
+        below ``key``; ``right``: at most ``key``) and at or before the next fence, so it is found in the block of
+        ``FENCE_STRIDE`` keys from that fence on (at its end: the next fence's place)."""
         b = int(np.searchsorted(self.fences, key, side)) - 1
         if b < 0:
             return 0
-        start = b * FENCE_STRIDE
-        block = self.slice(start, min(start + FENCE_STRIDE + 1, self.length))
+        start = b * self.stride
+        block = self.slice(start, min(start + self.stride, self.length))
         return start + int(np.searchsorted(block, key, side))

@@ -1,4 +1,4 @@
-"""A catalog's title nouns tagged once with spaCy and cached as a table every process maps read-only.
+"""A catalog's title nouns tagged once with spaCy and cached as a table of files every process reads.
 
 WebShop's full set has 1.18 M titles: tagged one at a time (1.6 ms each) that is half an hour, and held as a
 dict it is hundreds of megabytes in every process. :func:`build_mapped_table` tags them in batches
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from sapo_gym.webshop.bm25 import term_hash
-from sapo_gym.webshop.mapped import ArrayFile, FileBytes, mapped_array
+from sapo_gym.webshop.mapped import ArrayFile, FileBytes, SortedFile
 from sapo_gym.webshop.nouns import spacy_nouns_batch
 
 __all__ = ["MappedNounTable", "build_mapped_table", "tag_workers", "TAG_CHUNK"]
@@ -73,8 +73,8 @@ class MappedNounTable:
     def __init__(self, folder: Path):
         meta = json.loads((folder / "meta.json").read_text())
         self.rule_id: str = meta["rule"]
-        self.offsets, self.hashes = ArrayFile(folder / "entry_offsets.npy"), mapped_array(folder / "hashes.npy")
-        self.ids, self.entries = mapped_array(folder / "entry_ids.npy"), FileBytes(folder / "entries.bin")
+        self.offsets, self.hashes = ArrayFile(folder / "entry_offsets.npy"), SortedFile(folder / "hashes.npy")
+        self.ids, self.entries = ArrayFile(folder / "entry_ids.npy"), FileBytes(folder / "entries.bin")
         self._find = functools.lru_cache(maxsize=1 << 16)(self._lookup)
 
     def __len__(self) -> int:
@@ -82,9 +82,9 @@ class MappedNounTable:
 
     def _lookup(self, title: str) -> tuple[str, ...] | None:
         key = np.uint64(term_hash(title))
-        j = int(np.searchsorted(self.hashes, key))
-        while j < len(self.hashes) and self.hashes[j] == key:
-            i = int(self.ids[j])
+        j = self.hashes.searchsorted(key)
+        while j < len(self.hashes) and self.hashes.item(j) == key:
+            i = int(self.ids.item(j))
             stored, nouns = json.loads(self.entries.read(*self.offsets.span(i)))
             if stored == title:
                 return tuple(nouns)

@@ -12,7 +12,7 @@ rule an env fixes at construction:
 * else a table **cached** under ``$SAPO_GYM_CACHE/webshop`` keyed by the digest of the titles (of a
   store catalog, :mod:`.store`: of its products) and the rule id: built with spaCy on first use
   (WebShop's own files; tagged in batches spread over worker processes, the tags of one title at
-  a time, :mod:`.noun_cache`), then mapped read-only, with or without spaCy;
+  a time, :mod:`.noun_cache`), then read from its files, with or without spaCy;
 * ``SAPO_WEBSHOP_NOUNS=offline``: the offline rule (``offline-v1``), by explicit choice only.
 
 Without spaCy and without a table for the catalog, it raises, naming ``pip install 'sapo-gym[nlp]'``
@@ -123,7 +123,7 @@ def _cache_dir() -> Path:
 @dataclass(frozen=True)
 class TitleSet:
     """A catalog's titles, named by a digest (what the lookups of rules and cached tables are keyed by) and read
-    only when needed (a store catalog's 1.18 M titles are read from its mapped files to be tagged)."""
+    only when needed (a store catalog's 1.18 M titles are read from its files to be tagged)."""
 
     key: str
     count: int

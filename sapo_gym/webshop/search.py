@@ -16,7 +16,7 @@ a query's score the float32 sum of its tokens' scores in query order (repeated t
 again). A test compares both on many queries with ``np.array_equal``.
 
 The index is built once per catalog and cached on disk under ``$SAPO_GYM_CACHE`` (default
-``~/.cache/sapo_gym``) as a folder of arrays that every process maps read-only (:mod:`.bm25`), keyed by what it
+``~/.cache/sapo_gym``) as a folder of arrays that every process reads (:mod:`.bm25`), keyed by what it
 reads: the digest of the catalog's products (:attr:`~.catalog.Catalog.products_digest`, not the goals: the splits
 of one product list share it); it is built in a temporary folder and renamed into place, so parallel workers
 never read a half-written index (and a read-only cache gets an index in a temporary folder instead).
@@ -51,7 +51,7 @@ BM25S_VERSION = "0.3.16"
 TOKENIZER = f"webshop-fields-v2-lucene-stop-porter3-k{BM25_K1}-b{BM25_B}"
 """Names the indexed fields, the analyzer and BM25's parameters in the index cache key: change it when any changes."""
 INDEX_FORMAT = "bm25np2"
-"""Names the on-disk format in the cache key (a folder of memory-mapped arrays, :mod:`.bm25`; older formats are
+"""Names the on-disk format in the cache key (a folder of arrays, :mod:`.bm25`; older formats are
 never read as this one)."""
 _POSSESSIVE = re.compile(r"['\u2019\uff07]s\b")
 _TOKEN = re.compile(r"[0-9]+(?:[.,][0-9]+)+|[^\W_]+")

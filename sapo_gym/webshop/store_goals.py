@@ -6,8 +6,9 @@ are the same: one generator seeded with the split's seed samples the prices of t
 synthetic goals: per instructed product), and a fresh generator of that seed shuffles the goals.
 
 Human goals (about 12 k on WebShop's files) are made at once. Synthetic goals (one per option combination of
-each instructed product: millions on the full set) are not: the caps and the shuffled order are arrays (computed
-once per seed and cached beside the store, mapped read-only), and ``goals[k]`` builds the goal when it is read.
+each instructed product: millions on the full set) are not: the caps, where each product's goals start and the
+shuffled order are arrays (computed once per seed and cached beside the store), and ``goals[k]`` reads the items
+it needs of them (:mod:`.mapped`) and builds the goal.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ import random
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from sapo_gym.webshop.catalog import Catalog, Goal, _price_cap, goals_from_human, synthetic_goal
-from sapo_gym.webshop.mapped import mapped_array
+from sapo_gym.webshop.mapped import ArrayFile, SortedFile
 from sapo_gym.webshop.store import ProductStore, StoreAsins, StoreByAsin, StoreProducts
 
 __all__ = ["store_catalog", "StorePrices", "SyntheticGoals", "sample_store_prices"]
@@ -31,9 +33,9 @@ __all__ = ["store_catalog", "StorePrices", "SyntheticGoals", "sample_store_price
 
 def sample_store_prices(store: ProductStore, rng: random.Random) -> np.ndarray:
     """WebShop's ``generate_product_prices`` over the store: a range gets ``rng.uniform`` inside it, in order."""
-    prices = np.array(store.price_low, dtype=np.float64)
-    ranged = store.ranged
-    prices[ranged] = [rng.uniform(a, b) for a, b in zip(prices[ranged].tolist(), store.ranged_high.tolist())]
+    prices = store.array("price_low").astype(np.float64, copy=False)
+    ranged = store.array("ranged")
+    prices[ranged] = [rng.uniform(a, b) for a, b in zip(prices[ranged].tolist(), store.array("ranged_high").tolist())]
     return prices
 
 
@@ -70,10 +72,9 @@ class SyntheticGoals(Sequence[Goal]):
 
     def __init__(self, store: ProductStore, prices: np.ndarray, rng: random.Random, seed: int):
         self.store = store
-        arrays = _seeded_arrays(store, prices, rng, seed)
-        self.products, self.uppers, self.order = arrays["products"], arrays["uppers"], arrays["order"]
-        self.starts = np.zeros(len(self.products) + 1, dtype=np.int64)
-        np.cumsum(store.combos[self.products], out=self.starts[1:])
+        folder = _seeded_folder(store, prices, rng, seed)
+        self.products, self.uppers, self.order = (ArrayFile(folder / f"{n}.npy") for n in ("products", "uppers", "order"))
+        self.starts = SortedFile(folder / "starts.npy")
 
     def __len__(self) -> int:
         return len(self.order)
@@ -83,45 +84,56 @@ class SyntheticGoals(Sequence[Goal]):
             return [self[j] for j in range(*k.indices(len(self)))]
         if not -len(self) <= k < len(self):
             raise IndexError(k)
-        g = int(self.order[k])
-        j = int(np.searchsorted(self.starts, g, side="right")) - 1
-        i = int(self.products[j])
+        g = int(self.order.item(k))
+        j = self.starts.searchsorted(g, side="right") - 1
+        i = int(self.products.item(j))
         p = self.store.product(i)
         instruction, attrs = self.store.instruction(i)
         names = sorted(p.options)
-        combo = _mixed_radix(g - int(self.starts[j]), [p.options[n] for n in names])
-        return synthetic_goal(p, instruction, attrs, names, combo, float(self.uppers[j]), float(self.store.weights[i]))  # type: ignore[arg-type]
+        combo = _mixed_radix(g - int(self.starts.item(j)), [p.options[n] for n in names])
+        return synthetic_goal(p, instruction, attrs, names, combo, float(self.uppers.item(j)),  # type: ignore[arg-type]
+                              float(self.store.weights.item(i)))
 
 
-def _seeded_arrays(store: ProductStore, prices: np.ndarray, rng: random.Random, seed: int) -> dict[str, np.ndarray]:
-    """The instructed products with goals, their caps and the shuffled goal order of ``seed``: read from the
-    store's folder, else drawn (every instructed product draws a cap, as WebShop's loop does) and saved there."""
-    folder = store.folder / f"synthetic-seed{seed}"
-    names = ("products", "uppers", "order")
-    if (folder / "order.npy").is_file():
-        return {n: mapped_array(folder / f"{n}.npy") for n in names}
-    instructed = np.flatnonzero(store.instructed)
+def _drawn(store: ProductStore, prices: np.ndarray, rng: random.Random, seed: int) -> dict[str, np.ndarray]:
+    """The instructed products with goals, their caps (every instructed product draws one, as WebShop's loop does),
+    where each one's goals start in the list of all goals, and the order ``seed`` shuffles that list into."""
+    instructed = np.flatnonzero(store.array("instructed"))
     uppers = np.array([_price_cap(float(prices[i]), rng)[0] for i in instructed.tolist()], dtype=np.float64)
-    keep = store.combos[instructed] > 0
-    order = list(range(int(store.combos[instructed].sum())))
+    combos = store.array("combos")[instructed]
+    keep = combos > 0
+    starts = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
+    np.cumsum(combos[keep], out=starts[1:])
+    order = list(range(int(starts[-1])))
     random.Random(seed).shuffle(order)
-    arrays = {"products": instructed[keep].astype(np.int64), "uppers": uppers[keep], "order": np.array(order, dtype=np.int64)}
-    del order
+    return {"products": instructed[keep].astype(np.int64), "uppers": uppers[keep], "starts": starts,
+            "order": np.array(order, dtype=np.int64)}
+
+
+def _saved(folder: Path, arrays: dict[str, np.ndarray]) -> Path:
+    for name, values in arrays.items():
+        np.save(folder / f"{name}.npy", values)
+    return folder
+
+
+def _seeded_folder(store: ProductStore, prices: np.ndarray, rng: random.Random, seed: int) -> Path:
+    """The folder of ``seed``'s goal arrays (:func:`_drawn`) beside the store, drawn and saved there if missing (a
+    read-only store: into a temporary folder, drawn again by the next process)."""
+    folder = store.folder / f"goals-seed{seed}"
+    if (folder / "order.npy").is_file():
+        return folder
+    arrays = _drawn(store, prices, rng, seed)
     try:
-        tmp = tempfile.mkdtemp(prefix=".tmp-", dir=store.folder)
-    except OSError:  # a read-only store: drawn again by the next process
-        return arrays
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=store.folder))
+    except OSError:
+        return _saved(Path(tempfile.mkdtemp(prefix="sapo-goals-")), arrays)
     try:
-        for n in names:
-            np.save(os.path.join(tmp, f"{n}.npy"), arrays[n])
-        os.replace(tmp, folder)
+        os.replace(_saved(tmp, arrays), folder)
     except OSError:  # another worker's identical arrays landed first
         pass
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if not (folder / "order.npy").is_file():
-        return arrays
-    return {n: mapped_array(folder / f"{n}.npy") for n in names}
+    return folder
 
 
 def store_catalog(store: ProductStore, human: dict[str, Any] | None, *, human_goals: bool, goal_seed: int,

@@ -1,4 +1,4 @@
-"""The full path (``catalog="full"``: the product store, mapped, goals made on access) against the small path (the
+"""The full path (``catalog="full"``: the product store, goals made on access) against the small path (the
 1k pair's loader, everything in memory): the same goals, pages and rewards for the same files."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from sapo_gym.webshop.dataset import CATALOGS, HUMAN_FILE, load_catalog, load_sp
 from sapo_gym.webshop.env import WebShopEnv
 from sapo_gym.webshop.generate import generate_raw
 from sapo_gym.webshop.nouns import NOUNS_ENV, spacy_model_package
+from sapo_gym.webshop.search import cache_root
 from sapo_gym.webshop.store import StoreProducts, open_store
 from sapo_gym.webshop.store_goals import SyntheticGoals
 from sapo_gym.webshop.synthetic import write_catalog
@@ -97,6 +98,19 @@ def test_synthetic_goals_are_made_on_access_as_a_sequence(generated: Path) -> No
     assert goals[-1] == small.goals[-1] and goals[10:13] == small.goals[10:13] and goals[::1000] == small.goals[::1000]
     with pytest.raises(IndexError):
         goals[len(goals)]
+
+
+def test_a_process_maps_none_of_the_cache_files_it_reads(generated: Path) -> None:
+    """A mapped page would count in the memory of every process that touched it (with its neighbours): the store,
+    the goal arrays, the index and the noun table are read with ``pread``, so each process holds only what it keeps."""
+    maps = Path("/proc/self/maps")
+    if not maps.is_file():
+        pytest.skip("needs Linux's /proc/self/maps")
+    for split in ("test", "verl-agent-test"):
+        env = WebShopEnv(data_dir=generated, catalog="full", split=split)
+        _played(env, range(0, len(env.task_ids), 50))
+    cache = str(cache_root())
+    assert [line for line in maps.read_text().splitlines() if cache in line] == []
 
 
 def test_the_store_is_built_once_and_keyed_by_the_files_content(generated: Path, tmp_path: Path) -> None:
