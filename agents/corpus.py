@@ -131,7 +131,7 @@ def _answer(rng: random.Random, action: str) -> str:
 
 
 def _chat(prompt: str, answer: str) -> str:
-    """One exchange in ChatML, the layout of the chat template (``agents.models.CHAT_TEMPLATE``)."""
+    """One exchange in ChatML, the layout of the chat template (``agents.offline_models.CHAT_TEMPLATE``)."""
     return f"<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n{answer}<|im_end|>\n"
 
 

@@ -2,7 +2,7 @@
 
 **Value tokens.** SAPO reads V and Q from the logits of two reserved vocabulary entries. When the
 model's embedding matrix has at least two rows beyond the tokenizer's vocabulary (Qwen2.5 pads
-151,665 tokens to 151,936 rows; :func:`agents.models.tiny_qwen2` pads by 2), w⁺/w⁻ are the first
+151,665 tokens to 151,936 rows; :func:`agents.offline_models.tiny_qwen2` pads by 2), w⁺/w⁻ are the first
 two such rows and the model is left untouched. Otherwise two special tokens
 (``<|sapo_value_plus|>``, ``<|sapo_value_minus|>``) are added, the embeddings resized, and both new
 output rows set to the mean output row, so the readout starts at exactly 0. A tokenizer saved after
@@ -34,7 +34,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from agents.models import CHAT_TEMPLATE, load_smollm2, tiny_qwen2
+from agents.offline_models import CHAT_TEMPLATE, load_smollm2, tiny_qwen2
 
 __all__ = ["PolicyModel", "EncodedPrompts", "VALUE_TOKENS", "assign_value_tokens", "load_tokenizer"]
 
@@ -135,7 +135,7 @@ class PolicyModel(torch.nn.Module):
     # ---- constructors -------------------------------------------------------------------------
     @classmethod
     def tiny(cls, *, seed: int = 0, spare_rows: int = 2, max_prompt_tokens: int | None = None, **config: int | bool) -> PolicyModel:
-        """A random-init tiny Qwen2 with the project tokenizer (:func:`agents.models.tiny_qwen2`)."""
+        """A random-init tiny Qwen2 with the project tokenizer (:func:`agents.offline_models.tiny_qwen2`)."""
         model, tokenizer = tiny_qwen2(seed=seed, spare_rows=spare_rows, **config)
         return cls(model, tokenizer, max_prompt_tokens=max_prompt_tokens)
 

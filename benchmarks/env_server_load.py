@@ -128,7 +128,7 @@ class Load:
 async def session(url: str, index: int, load: Load, go: asyncio.Event, connected: list[int]) -> None:
     """One client session: connect, wait for the start, play expert episodes until the load is over."""
     from sapo_gym.remote.client import SapoEnvClient
-    from sapo_gym.remote.models import SapoAction
+    from sapo_gym.remote.wire_types import SapoAction
 
     client = SapoEnvClient(base_url=url, connect_timeout_s=CONNECT_TIMEOUT_S, message_timeout_s=120.0)
     rng = random.Random(index)

@@ -175,7 +175,7 @@ def main() -> None:
 
         tokenizer = qwen2_tokenizer()
     else:
-        from agents.models import project_tokenizer
+        from agents.offline_models import project_tokenizer
 
         tokenizer = project_tokenizer()
     rng = random.Random(0)

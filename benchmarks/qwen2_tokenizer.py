@@ -39,7 +39,7 @@ def qwen2_tokenizer():
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import bytes_to_unicode
 
-    from agents.models import CHAT_TEMPLATE
+    from agents.offline_models import CHAT_TEMPLATE
 
     ranks: dict[bytes, int] = {}
     for line in _rank_file().read_text().splitlines():

@@ -103,7 +103,7 @@ def evaluation_s(trainer: Any, tasks: int) -> float:
     """Seconds of the final evaluation's first ``tasks`` test goals (``sapo-gym train`` plays all 500, 16 at a time)."""
     from sapo_gym.evaluation import evaluate as play
     from sapo_gym.webshop.env import WebShopEnv
-    from trainers.models import build_agent
+    from trainers.agent_boundary import build_agent
 
     cfg = trainer.cfg
     agent = build_agent(trainer.rollout_policy, cfg, cfg.eval_temperature, trainer.agent.generator)

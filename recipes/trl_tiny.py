@@ -46,7 +46,7 @@ def tiny_model(seed: int, tokenizer_name: str = "project") -> tuple[Any, Any]:
 
         tokenizer = qwen2_tokenizer()
     else:
-        from agents.models import project_tokenizer
+        from agents.offline_models import project_tokenizer
 
         tokenizer = project_tokenizer()
     tokenizer.chat_template = qwen2_5_chat_template

@@ -121,8 +121,8 @@ def replay_rows(source: Source, env: Any, view: str = "chat", successful_only: b
 
 def load_tokenizer_for_export(path: str | Path) -> Any:
     """A tokenizer folder (:func:`agents.policy.load_tokenizer`) or a ``tokenizer.json`` file (the project's, or any
-    other, wrapped as the policy wraps it); one without a chat template gets the policy's (``agents.models.CHAT_TEMPLATE``)."""
-    from agents.models import CHAT_TEMPLATE, TOKENIZER_FILE, project_tokenizer
+    other, wrapped as the policy wraps it); one without a chat template gets the policy's (``agents.offline_models.CHAT_TEMPLATE``)."""
+    from agents.offline_models import CHAT_TEMPLATE, TOKENIZER_FILE, project_tokenizer
 
     where = Path(path)
     if not where.exists():

@@ -27,9 +27,9 @@ def run(args: argparse.Namespace) -> int:
 
     from sapo_gym.evaluation import format_table
     from trainers.config import from_args
-    from trainers.evaluation import evaluate
-    from trainers.export import export_policy
+    from trainers.hf_export import export_policy
     from trainers.loop import Trainer
+    from trainers.policy_evaluation import evaluate
 
     cfg = from_args(args)
     trainer = Trainer(cfg)

@@ -24,7 +24,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from agents.models import SMOLLM2_HF_DIR, save_smollm2_hf
+    from agents.offline_models import SMOLLM2_HF_DIR, save_smollm2_hf
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dest", nargs="?", default=str(SMOLLM2_HF_DIR), help="output folder (default: %(default)s)")

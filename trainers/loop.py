@@ -17,7 +17,7 @@ between methods. Metrics go
 to ``metrics.jsonl``; checkpoints (:mod:`trainers.checkpoint`) to ``checkpoints/``; a non-finite
 loss or gradient norm stops the run with :class:`TrainingDiverged` before the optimizer step it
 would feed, leaving the last good checkpoint in place. Evaluation and export live in
-:mod:`trainers.evaluation` and :mod:`trainers.export`.
+:mod:`trainers.policy_evaluation` and :mod:`trainers.hf_export`.
 
 ``strategy='deepspeed'`` trains with DeepSpeed ZeRO over the processes ``torchrun`` launched
 (:mod:`trainers.distributed`: each rank plays its share of the tasks, every rank learns from the same
@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from trainers.agent_boundary import build_agent, build_generator, build_policy
 from trainers.checkpoint import latest_checkpoint, load_trainer, save_trainer
 from trainers.config import TrainConfig
 from trainers.core_algos import discounted_returns, equal_return_groups, explained_variance
@@ -50,7 +51,6 @@ from trainers.lora import adapters_disabled, apply_lora
 from trainers.methods import make_method
 from trainers.methods.base import pad_to
 from trainers.metrics import MetricsLogger, rollout_metrics
-from trainers.models import build_agent, build_generator, build_policy
 from trainers.profiling import MemoryMeter, PhaseTimer
 from trainers.rollout import Rollout, collect, make_train_vec
 from trainers.strategy import StrategyConfig, Trainable, TrainingDiverged, make_strategy

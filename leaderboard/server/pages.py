@@ -9,8 +9,8 @@ from flask import Blueprint, abort, current_app, redirect, render_template, requ
 
 from leaderboard import private
 from leaderboard.server import ranking, summaries
+from leaderboard.server.bar_chart import category_bars
 from leaderboard.server.display import user_plain, user_text
-from leaderboard.server.plots import category_bars
 from leaderboard.server.store import SORT_KEYS, Store
 from sapo_gym.bundle import BundleError
 

@@ -10,7 +10,7 @@ Both are written right after admission (from the bundle already in memory) or, f
 another way (seeding, an older database), on first use. Comparisons are cached (they depend only
 on the two immutable bundles) in a small LRU, once per unordered pair (``?a=Y&b=X`` is derived from
 ``?a=X&b=Y``, not computed again), and the permutation test's memory is bounded
-(:func:`leaderboard.stats.paired_permutation`).
+(:func:`leaderboard.paired_tests.paired_permutation`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from leaderboard.compare import Comparison, compare_bundles
+from leaderboard.paired_comparison import Comparison, compare_bundles
+from leaderboard.paired_tests import PairedTest
 from leaderboard.server.db import EpisodeChunk, Submission, SubmissionSummary
-from leaderboard.stats import PairedTest
 
 __all__ = ["PAGE", "CHUNK", "ensure", "summary", "chunk", "episode", "comparison"]
 

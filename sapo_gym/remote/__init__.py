@@ -4,7 +4,7 @@
   OpenEnv's WebSocket protocol and HTTP sessions;
 * :mod:`sapo_gym.remote.client`: :class:`~sapo_gym.remote.client.SapoEnvClient` (an OpenEnv
   ``EnvClient``) and :class:`~sapo_gym.remote.client.RemoteEnv`, registered as ``sapo/Remote-v0``;
-* :mod:`sapo_gym.remote.models`: the typed action, observation and state.
+* :mod:`sapo_gym.remote.wire_types`: the typed action, observation and state.
 
 Only these modules import ``openenv`` (and FastAPI, uvicorn, websockets); ``import sapo_gym`` and this
 package's ``__init__`` import none of them.

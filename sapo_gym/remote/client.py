@@ -9,7 +9,7 @@ flags and ``info`` (same keys, same order, ``action_mask`` a bool array), the sa
     env = gym.make("sapo/Remote-v0", url="http://127.0.0.1:8765", env_id="sapo/ALFWorld-v0")
 
 One difference: the server takes only actions the action space admits (at most
-:data:`~sapo_gym.remote.models.ACTION_LIMIT_CHARS` = ``ACTION_MAX_LENGTH`` characters); a longer one raises
+:data:`~sapo_gym.remote.wire_types.ACTION_LIMIT_CHARS` = ``ACTION_MAX_LENGTH`` characters); a longer one raises
 ``ValueError`` here instead of being parsed, where a local env would parse it.
 """
 
@@ -23,7 +23,7 @@ from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
 
 from sapo_gym.core import ACTION_MAX_LENGTH, OBSERVATION_MAX_LENGTH
-from sapo_gym.remote.models import ACTION_LIMIT_CHARS, SapoAction, SapoObservation, SapoState, info_from_observation
+from sapo_gym.remote.wire_types import ACTION_LIMIT_CHARS, SapoAction, SapoObservation, SapoState, info_from_observation
 from sapo_gym.spaces import UnicodeText
 
 __all__ = ["SapoEnvClient", "RemoteEnv", "RemoteEnvError"]

@@ -17,7 +17,7 @@ from openenv.core.env_server.types import EnvironmentMetadata
 from pydantic import ValidationError
 
 from sapo_gym.core import PRIVILEGED_INFO_KEYS
-from sapo_gym.remote.models import ResetRequest, SapoAction, SapoObservation, SapoState, observation_from_step
+from sapo_gym.remote.wire_types import ResetRequest, SapoAction, SapoObservation, SapoState, observation_from_step
 
 __all__ = ["SapoEnvironment", "BadRequest", "NotStarted", "SessionClosed", "validation_message"]
 

@@ -12,7 +12,7 @@ OpenEnv's shapes (``ResetRequest`` fields, ``{"action": {...}}``; ``{"observatio
 ``GET /sessions``                       ``{"active_sessions", "max_sessions"}``
 ``POST /sessions/{id}/reset``           ``{"seed"?, "episode_id"?, "options"?: {"task_id" | "task_index"}}``
 ``POST /sessions/{id}/step``            ``{"action": {"text": "<raw model output>"}}``
-``GET /sessions/{id}/state``            the session's :class:`~sapo_gym.remote.models.SapoState`
+``GET /sessions/{id}/state``            the session's :class:`~sapo_gym.remote.wire_types.SapoState`
 ``DELETE /sessions/{id}``               close it
 ======================================  =======================================================
 
@@ -20,8 +20,8 @@ Status codes: 400 body not JSON by :mod:`sapo_gym.remote.strict_json`'s rules (N
 overflow, an integer literal over 64 digits, nesting over 64 levels, a lone surrogate; or not an object)
 or a reset the env refuses (unknown task id); 404 unknown session; 409 step before reset, or a session
 held by a WebSocket; 410 session closed meanwhile; 413 body over
-:data:`~sapo_gym.remote.models.MAX_BODY_BYTES`; 422 wrong fields or types
-(an action over :data:`~sapo_gym.remote.models.ACTION_LIMIT_CHARS` characters included); 500 the env
+:data:`~sapo_gym.remote.wire_types.MAX_BODY_BYTES`; 422 wrong fields or types
+(an action over :data:`~sapo_gym.remote.wire_types.ACTION_LIMIT_CHARS` characters included); 500 the env
 raised (that session only; it stays open); 429 the client already holds its bound of open sessions
 (:mod:`sapo_gym.remote.client_bound`); 503 at capacity.
 """
@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from sapo_gym.remote import strict_json
 from sapo_gym.remote.client_bound import ClientSessionLimit
 from sapo_gym.remote.environment import BadRequest, NotStarted, SapoEnvironment, SessionClosed, validation_message
-from sapo_gym.remote.models import MAX_BODY_BYTES, ResetRequest, SapoAction
+from sapo_gym.remote.wire_types import MAX_BODY_BYTES, ResetRequest, SapoAction
 
 __all__ = ["register_session_routes", "HTTPError", "StepBody"]
 

@@ -17,7 +17,7 @@ Added around it (OpenEnv 0.10 lacks them):
 * a guard in front of OpenEnv's ``/ws`` handler (:mod:`sapo_gym.remote.websocket`): every malformed or
   hostile frame gets an error frame and the connection plays on, and a socket idle for the timeout is
   closed and its session freed, whether the socket opened it or attached to an HTTP session;
-* a request-body and WebSocket-message size bound (:data:`~sapo_gym.remote.models.MAX_BODY_BYTES`), and one
+* a request-body and WebSocket-message size bound (:data:`~sapo_gym.remote.wire_types.MAX_BODY_BYTES`), and one
   JSON parser for both (:mod:`sapo_gym.remote.strict_json`).
 
 ``sapo-gym env serve`` runs this app under uvicorn behind nginx (``sapo_cli/deploy``), which bounds the transport
@@ -49,8 +49,8 @@ from sapo_gym.remote.client_bound import (
     requesting_client,
 )
 from sapo_gym.remote.environment import SapoEnvironment
-from sapo_gym.remote.models import SapoAction, SapoObservation, SapoState
 from sapo_gym.remote.websocket import guard_websocket_route, serving_socket
+from sapo_gym.remote.wire_types import SapoAction, SapoObservation, SapoState
 
 __all__ = ["ServeConfig", "SapoEnvServer", "create_app", "app_from_environment", "config_json", "CONFIG_VARIABLE",
            "reap_interval", "idle_sessions", "per_process"]

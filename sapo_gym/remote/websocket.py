@@ -9,7 +9,7 @@ attached to HTTP sessions, so idle attached sockets hold their slots forever.
 The guard wraps the handler without changing it, so every valid frame is answered byte for byte as
 OpenEnv answers it. Its :class:`GuardedWebSocket` is what the handler reads frames from:
 
-* every frame is screened first (:func:`screen`): the size (:data:`~sapo_gym.remote.models.MAX_BODY_BYTES`),
+* every frame is screened first (:func:`screen`): the size (:data:`~sapo_gym.remote.wire_types.MAX_BODY_BYTES`),
   a text frame, JSON by :mod:`sapo_gym.remote.strict_json`'s rules, an object at the top. A frame that
   fails is answered with an error frame of OpenEnv's shape (``TOO_LARGE`` or ``INVALID_JSON``) and never
   reaches the handler; the connection and its session play on;
@@ -31,13 +31,13 @@ from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from sapo_gym.remote import strict_json
-from sapo_gym.remote.models import MAX_BODY_BYTES
+from sapo_gym.remote.wire_types import MAX_BODY_BYTES
 
 __all__ = ["TOO_LARGE", "IDLE_CLOSE_CODE", "FRAME_READ_LIMIT", "GuardedWebSocket", "screen", "guard_websocket_route",
            "serving_socket"]
 
 TOO_LARGE = "TOO_LARGE"
-"""Error code of a frame over :data:`~sapo_gym.remote.models.MAX_BODY_BYTES` (OpenEnv has none for it)."""
+"""Error code of a frame over :data:`~sapo_gym.remote.wire_types.MAX_BODY_BYTES` (OpenEnv has none for it)."""
 
 IDLE_CLOSE_CODE = 1001
 """WebSocket close code of a socket closed for idleness ("going away")."""

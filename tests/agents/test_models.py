@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agents.models import TOKENIZER_FILE, project_tokenizer, tiny_qwen2, tiny_qwen2_config, train_tokenizer  # noqa: E402
+from agents.offline_models import TOKENIZER_FILE, project_tokenizer, tiny_qwen2, tiny_qwen2_config, train_tokenizer  # noqa: E402
 
 
 def test_shipped_tokenizer_is_small_and_rebuilds_bit_for_bit():

@@ -21,7 +21,7 @@ pytestmark = [
 def test_the_converted_folder_is_the_gguf_model(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from agents.models import load_smollm2, save_smollm2_hf
+    from agents.offline_models import load_smollm2, save_smollm2_hf
 
     dest = save_smollm2_hf(tmp_path / "smollm2")
     assert dest == tmp_path / "smollm2" and sorted(p.name for p in tmp_path.iterdir()) == ["smollm2"]  # no partial left

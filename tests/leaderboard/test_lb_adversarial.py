@@ -105,7 +105,7 @@ def test_polling_tokens_cannot_keep_every_live_slot(tmp_path: Path) -> None:
 def test_a_swapped_comparison_is_not_computed_again(client, auth, store, monkeypatch, expert_bundle, random_bundle) -> None:  # type: ignore[no-untyped-def]
     from dataclasses import asdict
 
-    from leaderboard.compare import compare_bundles
+    from leaderboard.paired_comparison import compare_bundles
     from leaderboard.server import summaries
 
     x = client.post("/api/v1/submissions", data=body(expert_bundle), headers=auth).json["id"]

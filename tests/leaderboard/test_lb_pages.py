@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from leaderboard.compare import compare_bundles
+from leaderboard.paired_comparison import compare_bundles
 from leaderboard.seed import seed_store
 from leaderboard.server.worker import Verifier
 from sapo_gym.bundle import BundleError

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from leaderboard.stats import PairedTest, mcnemar_exact, paired_permutation
+from leaderboard.paired_tests import PairedTest, mcnemar_exact, paired_permutation
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 import leaderboard.server.summaries as summaries
+from leaderboard.paired_tests import paired_permutation
 from leaderboard.seed import seed_store
 from leaderboard.server.store import Store
-from leaderboard.stats import paired_permutation
 from tests.support.leaderboard import body, named, refresh
 
 

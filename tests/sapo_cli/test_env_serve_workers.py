@@ -15,8 +15,8 @@ from tests.support.deploy import nginx_or_skip
 pytest.importorskip("openenv.core.env_server")
 
 from sapo_gym.remote.client import SapoEnvClient  # noqa: E402
-from sapo_gym.remote.models import SapoAction  # noqa: E402
 from sapo_gym.remote.server import ServeConfig, per_process  # noqa: E402
+from sapo_gym.remote.wire_types import SapoAction  # noqa: E402
 from tests.support.remote import http, served  # noqa: E402
 
 

@@ -38,7 +38,7 @@ def test_a_log_exports_every_turn_with_the_env_messages_and_an_assistant_mask(ru
     assert meta["episodes"] == 16 and meta["turns"] == 32
     ds = load_export(tmp_path / "ds")
     assert json.loads(ds.info.description) == meta and len(ds) == 32
-    from agents.models import project_tokenizer
+    from agents.offline_models import project_tokenizer
 
     tokenizer = project_tokenizer()
     for row in ds:

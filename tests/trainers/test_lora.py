@@ -143,7 +143,7 @@ def test_merged_weights_are_a_plain_model_computing_the_same(tied, tmp_path):
 def test_full_state_dict_and_export_are_merged(make_trainer, tmp_path, monkeypatch):
     """The export and the vLLM push (``strategy.full_state_dict``) write the same merged tensors, bit for bit."""
     from agents.policy import PolicyModel
-    from trainers.export import export_policy
+    from trainers.hf_export import export_policy
     from trainers.lora import base_model, merged_state_dict
 
     trainer = make_trainer("sapo", lr=1e-2, **LORA)
@@ -222,8 +222,8 @@ def test_a_lora_run_learns_the_vault_task(tmp_path):
     from agents.policy import PolicyModel
     from agents.registry import load_agent
     from sapo_gym.prompts import PLAIN_PROMPT
-    from trainers.evaluation import evaluate
     from trainers.loop import Trainer
+    from trainers.policy_evaluation import evaluate
     from trainers.sft import behaviour_clone, collect_demonstrations
 
     policy = PolicyModel.tiny(seed=0)

@@ -99,7 +99,7 @@ def evaluate_policy(policy: Any, tcfg: Any, cfg: CompareConfig, env_kwargs: dict
     import torch
 
     from sapo_gym.evaluation import evaluate
-    from trainers.models import build_agent
+    from trainers.agent_boundary import build_agent
 
     task_ids = None
     if cfg.eval_tasks:
@@ -180,7 +180,7 @@ def _evaluate_saved(cfg: CompareConfig, tcfg: Any, model_path: str, seed: int) -
     """The policy saved at ``model_path`` evaluated on ``seed`` alone, in whichever process calls it (the same
     numbers), under a sampling stream of the seed's own: the runs' call (``eval_seeds`` together) starts at
     :data:`SAMPLING_SEED`, so ``SAMPLING_SEED + 1 + seed`` is none of its streams' starts."""
-    from trainers.models import build_policy
+    from trainers.agent_boundary import build_policy
 
     policy = build_policy(dataclasses.replace(tcfg, model=model_path))
     policy.model.to(tcfg.device)
@@ -290,8 +290,8 @@ def _held_out_values(cfg: CompareConfig, trainer: Any, model_path: str) -> dict[
     held-out episodes and its KL from the warm start it began at (:func:`trainers.held_out_values.held_out_values`)."""
     if not cfg.value_episodes:
         return {}
+    from trainers.agent_boundary import build_policy
     from trainers.held_out_values import held_out_values
-    from trainers.models import build_policy
 
     t0 = time.perf_counter()
     start = build_policy(dataclasses.replace(trainer.cfg, model=model_path)).model.to(trainer.device).eval()

@@ -19,7 +19,7 @@ from gymnasium.utils.env_checker import check_env
 pytest.importorskip("openenv.core.env_server")
 
 import sapo_gym  # noqa: E402,F401  (registers the ids)
-from sapo_gym.remote.models import ACTION_LIMIT_CHARS, MAX_BODY_BYTES  # noqa: E402
+from sapo_gym.remote.wire_types import ACTION_LIMIT_CHARS, MAX_BODY_BYTES  # noqa: E402
 from tests.support.remote import ROOT, expert_episode, http, served  # noqa: E402
 
 SESSIONS = 8

@@ -15,7 +15,8 @@ from pydantic import ValidationError  # noqa: E402
 import sapo_gym  # noqa: E402,F401
 from sapo_gym.core import INFO_KEYS, STEP_INFO_KEYS  # noqa: E402
 from sapo_gym.registration import parse_env_args  # noqa: E402
-from sapo_gym.remote.models import (  # noqa: E402
+from sapo_gym.remote.server import idle_sessions, reap_interval  # noqa: E402
+from sapo_gym.remote.wire_types import (  # noqa: E402
     ACTION_LIMIT_CHARS,
     MAX_BODY_BYTES,
     TYPED_INFO_KEYS,
@@ -25,7 +26,6 @@ from sapo_gym.remote.models import (  # noqa: E402
     info_from_observation,
     observation_from_step,
 )
-from sapo_gym.remote.server import idle_sessions, reap_interval  # noqa: E402
 from tests.support.remote import canon  # noqa: E402
 
 

@@ -23,9 +23,9 @@ from websockets.sync.client import ClientConnection, connect  # noqa: E402
 
 import sapo_gym  # noqa: E402,F401  (registers the ids)
 from sapo_gym.core import ACTION_MAX_LENGTH  # noqa: E402
-from sapo_gym.remote.models import MAX_BODY_BYTES  # noqa: E402
 from sapo_gym.remote.server import reap_interval  # noqa: E402
 from sapo_gym.remote.websocket import FRAME_READ_LIMIT, IDLE_CLOSE_CODE  # noqa: E402
+from sapo_gym.remote.wire_types import MAX_BODY_BYTES  # noqa: E402
 from tests.support.remote import http, served  # noqa: E402
 
 ANSWER_TIMEOUT_S = 30.0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainers.models import build_agent
+from trainers.agent_boundary import build_agent
 
 __all__ = ["evaluate", "evaluation_records"]
 

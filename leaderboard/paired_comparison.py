@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from leaderboard.stats import PairedTest
+from leaderboard.paired_tests import PairedTest
 from sapo_gym.bundle import BundleError
 
 __all__ = ["PairRow", "Comparison", "compare_bundles"]

@@ -3,7 +3,7 @@
 * :func:`project_tokenizer` — a byte-level BPE tokenizer (2,048 entries) trained with ``tokenizers``
   on the envs' own text (:mod:`agents.corpus`), with Qwen2's ChatML special tokens and chat
   template. It ships as ``agents/assets/sapo-tiny-tokenizer.json`` (rebuilt bit-for-bit by
-  ``python -m agents.models``); ``<think>``, ``</think>``, ``<action>``, ``</action>`` are single tokens.
+  ``python -m agents.offline_models``); ``<think>``, ``</think>``, ``<action>``, ``</action>`` are single tokens.
 * :func:`tiny_qwen2` — a random-init ``Qwen2ForCausalLM`` (head_dim 32, so vLLM can load it too)
   whose embedding matrix has two rows more than the tokenizer, like Qwen2.5's padded vocabulary:
   SAPO's w⁺/w⁻ value tokens take those rows.
