@@ -302,7 +302,7 @@ PRESETS: dict[str, Preset] = {
         (("algos", ",".join(ABLATION_ALGOS)), ("seeds", 4), ("value_episodes", 32), ("out", "runs/ablation"))),
     "collapse": Preset(
         "collapse", "where group baselines lose their signal: the CPU default from a weaker warm start (5 clone epochs, "
-        "about 10 % held-out success), GRPO at the paper's G = 8 against SAPO's one rollout per task, 16 episodes an "
+        "about 1 in 10 held-out games won), GRPO at the paper's G = 8 against SAPO's one rollout per task, 16 episodes an "
         "iteration each", False,
         (("algos", "sapo,grpo"), ("grpo_group_size", 8), ("episodes_per_iteration", 16), ("sft_epochs", 5), ("seeds", 4),
          ("out", "runs/collapse"))),
