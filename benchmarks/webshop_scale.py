@@ -17,7 +17,8 @@ child process, one at a time, so the memory numbers are that process's:
 * ``warm``: the same with the cache the cold child left: what every later process pays;
 * ``async`` / ``ray``: ``--further`` envs in other processes (``sapo_gym.make_vec`` async, Ray actors), after
   60 steps of oracle episodes (searches, product pages, purchases): each process's RSS, USS (its own pages) and PSS, beside a process of the same kind that imported the same modules
-  but built no env: the difference is what one more env adds. Mapped catalog and index pages are shared.
+  but built no env: the difference is what one more env adds. The cache is read with ``pread``: its pages are
+  shared in the page cache and count in no env process's RSS.
 
 Prints the CPU and two markdown tables, every number measured in this run on this machine.
 """
