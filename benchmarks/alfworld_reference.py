@@ -133,6 +133,7 @@ def main() -> None:
     import gymnasium as gym
 
     import sapo_gym  # noqa: F401
+    from sapo_gym.alfworld.env import game_file_of
 
     kwargs = {"split": args.split, **({"data_dir": args.data_dir} if args.data_dir else {})}
     env = gym.make("sapo/ALFWorld-v0", **kwargs)
@@ -144,7 +145,7 @@ def main() -> None:
     game_files, plans = [], []
     for task_id in task_ids:
         env.reset(options={"task_id": task_id})
-        game_file = str(backend._game_file(backend.catalog.games[backend.task_index_of(task_id)]))
+        game_file = str(game_file_of(backend.catalog.games[backend.task_index_of(task_id)]))
         raw = _raw_engine(game_file)
         state = raw.reset()
         plan = list(backend._walkthrough)

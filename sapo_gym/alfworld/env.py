@@ -11,20 +11,25 @@ generated set (see :mod:`sapo_gym.alfworld.catalog`); ``info["dataset"]`` says w
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
 import shutil
 import tempfile
-import weakref
 from collections.abc import Sequence
+from functools import cache, lru_cache
 from pathlib import Path
+from typing import Any
 
 from sapo_gym.alfworld.catalog import Catalog, GameRecord, resolve
 from sapo_gym.alfworld.engines import (
     ENGINES,
     REPRODUCED_VERSIONS,
     EngineState,
+    FileVersion,
     GameEngine,
     engine_versions,
+    file_version,
     load_engine,
 )
 from sapo_gym.alfworld.private import DEFAULT_PRIVATE_GAMES, private_catalog
@@ -95,7 +100,6 @@ class AlfWorldEnv(TextEnv):
         self._on_walkthrough = 0  # commands of the walkthrough followed so far; -1 once off it
         self._plan: list[str] | None = None
         self._search: SearchExpert | None = None
-        self._scratch: Path | None = None
 
     # ---------------------------------------------------------------- TextEnv hooks
     @property
@@ -116,9 +120,9 @@ class AlfWorldEnv(TextEnv):
         record = self.catalog.games[index]
         if self._engine is None or record is not self._record:
             self._engine = None  # free the previous game before loading the next one
-            game_file = self._game_file(record)
+            game_file = game_file_of(record)
             self._engine = load_engine(game_file, self.engine_name)
-            self._walkthrough = list(json.loads(Path(game_file).read_text()).get("walkthrough") or [])
+            self._walkthrough = list(walkthrough_of(game_file))
             self._record = record
         state = self._engine.reset()
         self._on_walkthrough, self._plan = 0, None
@@ -190,20 +194,47 @@ class AlfWorldEnv(TextEnv):
         if self._plan:
             self._plan = self._plan[1:] if action == self._plan[0] else None
 
-    def _game_file(self, record: GameRecord) -> Path:
-        if record.game_file is not None:
-            return record.game_file
-        if self._scratch is None:
-            self._scratch = Path(tempfile.mkdtemp(prefix="sapo-alfworld-"))
-            weakref.finalize(self, shutil.rmtree, self._scratch, True)
-        path = self._scratch / f"{record.generated.split}_{record.generated.index:05d}.tw-pddl"
-        if not path.exists():
-            path.write_text(json.dumps(record.generated.game_data()))
-        return path
-
     def close(self) -> None:
         self._engine = None
-        if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
-            self._scratch = None
         super().close()
+
+
+WALKTHROUGH_CACHE_SIZE = 1024
+"""Game files whose walkthrough a process keeps (a few commands each)."""
+
+
+def game_file_of(record: GameRecord) -> Path:
+    """The ``game.tw-pddl`` of ``record``: the official file, or the generated game's, written once per process."""
+    if record.game_file is not None:
+        return record.game_file
+    return _generated_file(record.generated, os.getpid())
+
+
+@cache
+def _generated_file(game: Any, pid: int) -> Path:
+    """Render ``game`` (a :class:`~sapo_gym.alfworld.generator.problem.GeneratedGame`) into a file of this process's
+    folder, which every env of the process plays it from (a file per game the process plays, as many as its
+    catalogs hold at most: unbounded, so that no file is written twice). ``pid`` keys the cache, so that a forked
+    child writes its own files rather than naming its parent's, removed when the parent exits."""
+    fd, path = tempfile.mkstemp(prefix=f"{game.split}_{game.index:05d}_", suffix=".tw-pddl", dir=_process_folder(pid))
+    with os.fdopen(fd, "w") as f:  # a fresh name, returned once written: no other thread reads it before
+        json.dump(game.game_data(), f)
+    return Path(path)
+
+
+@cache
+def _process_folder(pid: int) -> Path:
+    """This process's folder of generated game files, removed when it exits."""
+    folder = Path(tempfile.mkdtemp(prefix="sapo-alfworld-"))
+    atexit.register(lambda: os.getpid() == pid and shutil.rmtree(folder, ignore_errors=True))
+    return folder
+
+
+def walkthrough_of(game_file: str | os.PathLike[str]) -> tuple[str, ...]:
+    """The game file's ``walkthrough`` (empty when it has none), parsed once per process and version of the file."""
+    return _walkthrough(file_version(game_file))
+
+
+@lru_cache(maxsize=WALKTHROUGH_CACHE_SIZE)
+def _walkthrough(version: FileVersion) -> tuple[str, ...]:
+    return tuple(json.loads(Path(version[0]).read_text()).get("walkthrough") or ())

@@ -26,12 +26,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sapo_gym.alfworld.engines.compiled import CompiledEngine
-from sapo_gym.alfworld.engines.protocol import EngineState, GameEngine
+from sapo_gym.alfworld.engines.protocol import EngineState, FileVersion, GameEngine, file_version
 from sapo_gym.alfworld.engines.reference import ReferenceEngine
 
 __all__ = [
-    "ENGINES", "REPRODUCED_VERSIONS", "CompiledEngine", "EngineFactory", "EngineState", "GameEngine", "ReferenceEngine",
-    "engine_versions", "load_engine",
+    "ENGINES", "REPRODUCED_VERSIONS", "CompiledEngine", "EngineFactory", "EngineState", "FileVersion", "GameEngine",
+    "ReferenceEngine", "engine_versions", "file_version", "load_engine",
 ]
 
 EngineFactory = Callable[[str], GameEngine]

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["EngineState", "GameEngine"]
+__all__ = ["EngineState", "FileVersion", "GameEngine", "file_version"]
+
+FileVersion = tuple[str, int, int, int]
+"""A game file's path, modification time (ns), size and inode: what a per-process cache of what was read from the
+file is keyed by, so that a file rewritten in place is read again."""
+
+
+def file_version(game_file: str | os.PathLike[str]) -> FileVersion:
+    """The :data:`FileVersion` of ``game_file`` now (one ``stat``)."""
+    stat = os.stat(game_file)
+    return str(game_file), stat.st_mtime_ns, stat.st_size, stat.st_ino
 
 
 @dataclass(frozen=True)

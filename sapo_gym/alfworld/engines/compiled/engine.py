@@ -17,15 +17,31 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from functools import lru_cache
 
 from sapo_gym.alfworld.engines.compiled import text
 from sapo_gym.alfworld.engines.compiled.game import CompiledGame, compile_game
 from sapo_gym.alfworld.engines.compiled.pddl import UnsupportedGame
 from sapo_gym.alfworld.engines.compiled.state import GameState
-from sapo_gym.alfworld.engines.protocol import EngineState
+from sapo_gym.alfworld.engines.protocol import EngineState, FileVersion, file_version
 from sapo_gym.alfworld.engines.reference import ReferenceEngine
 
-__all__ = ["CompiledEngine"]
+__all__ = ["CompiledEngine", "COMPILED_CACHE_SIZE", "compiled_game"]
+
+COMPILED_CACHE_SIZE = 512
+"""Compiled games a process keeps (tens of KB each for ALFWorld-Mini's rooms, more for the full floor plans)."""
+
+
+def compiled_game(game_file: str | os.PathLike[str]) -> CompiledGame:
+    """The compiled tables of ``game_file``, compiled once per process and version of the file (every engine of the
+    process shares them: play never changes a :class:`CompiledGame`). Raises :class:`UnsupportedGame`."""
+    return _compiled(file_version(game_file))
+
+
+@lru_cache(maxsize=COMPILED_CACHE_SIZE)
+def _compiled(version: FileVersion) -> CompiledGame:
+    with open(version[0]) as f:
+        return compile_game(json.load(f))
 
 Effect = Callable[[], str]
 """Applies one ground operator to the state and returns its feedback."""
@@ -45,10 +61,8 @@ class CompiledEngine:
         self.game_file = str(game_file)
         self.fallback: str | None = None
         self._reference: ReferenceEngine | None = None
-        with open(self.game_file) as f:
-            data = json.load(f)
         try:
-            self.game = compile_game(data)
+            self.game = compiled_game(self.game_file)
         except UnsupportedGame as err:
             self.fallback = str(err)
             self._reference = ReferenceEngine(self.game_file)
