@@ -80,10 +80,12 @@ the app (uvicorn pings every 20 s)."""
 
 def uvicorn_command(fd: int, max_connections: int, drain_seconds: float) -> list[str]:
     """uvicorn on the inherited Unix socket ``fd``: the client's address from nginx's ``X-Forwarded-For`` (only nginx
-    reaches the socket), WebSocket frames up to the read limit, the drain as its graceful shutdown."""
+    reaches the socket), WebSocket frames up to the read limit and never compressed (permessage-deflate is declined
+    when a client offers it: nginx passes the offer and the answer through, and compressing observations of a few
+    KB cost a tenth of the server's CPU), the drain as its graceful shutdown."""
     from sapo_gym.remote.websocket import FRAME_READ_LIMIT
 
     return [sys.executable, "-m", "uvicorn", "--fd", str(fd), "--factory", "sapo_gym.remote.server:app_from_environment",
             "--proxy-headers", "--forwarded-allow-ips", "*", "--limit-concurrency", str(max_connections),
-            "--ws-max-size", str(FRAME_READ_LIMIT), "--timeout-graceful-shutdown", f"{max(1, round(drain_seconds))}",
+            "--ws-max-size", str(FRAME_READ_LIMIT), "--ws-per-message-deflate", "false", "--timeout-graceful-shutdown", f"{max(1, round(drain_seconds))}",
             "--lifespan", "on", "--log-level", "warning"]

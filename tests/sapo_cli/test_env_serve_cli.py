@@ -59,3 +59,29 @@ def test_evaluate_plays_a_served_env_through_remote_v0(capsys: pytest.CaptureFix
     remote_run, local_run = json.loads(out.read_text()), json.loads(local.read_text())
     assert remote_run["summary"] == local_run["summary"]  # the served env's 16 test codes, played remotely
     assert len(remote_run["episodes"]) == 16 and all(e["success"] for e in remote_run["episodes"])
+
+
+@pytest.mark.timeout(120)
+def test_a_client_offering_compression_gets_plain_frames() -> None:
+    """A client that offers permessage-deflate (the websockets library does by default) is answered without the
+    extension through nginx and uvicorn, and plays on uncompressed frames."""
+    pytest.importorskip("openenv.core.env_server")
+    import asyncio
+    import json
+
+    from websockets.asyncio.client import connect
+
+    from tests.support.remote import served
+
+    async def reset_once(ws_url: str) -> tuple[str | None, list[object], dict]:
+        async with connect(ws_url, compression="deflate") as ws:
+            offered = ws.request.headers.get("Sec-WebSocket-Extensions")
+            assert offered is not None and "permessage-deflate" in offered
+            await ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
+            answer = json.loads(await ws.recv())
+            return ws.response.headers.get("Sec-WebSocket-Extensions"), list(ws.protocol.extensions), answer
+
+    with served("sapo/Vault-v0", "--env-arg", "split=test", "--max-sessions", "1") as url:
+        accepted, extensions, answer = asyncio.run(reset_once(url.replace("http://", "ws://") + "/ws"))
+    assert accepted is None and extensions == []
+    assert answer["type"] == "observation" and answer["data"]["done"] is False
