@@ -183,6 +183,11 @@ class TextEnv(gym.Env[str, str]):
         """Versions of the packages whose behaviour the results depend on."""
         return {}
 
+    def calls_are_short(self) -> bool:
+        """Whether every reset and step of this env is short (well under a millisecond or two of CPU, no waiting on
+        I/O), so that a server may run them on its event loop rather than hand each to a thread. Default: no."""
+        return False
+
     def spec_fields(self) -> dict[str, Any]:
         """What pins the results of this env; hashed by :meth:`spec_hash`."""
         spec = self.spec

@@ -50,6 +50,8 @@ class SapoEnvironment(Environment[SapoAction, SapoObservation, SapoState]):
         self._spec_hash = base.spec_hash()
         self._spec_fields = base.spec_fields()
         self._task_ids = list(base.task_ids)
+        self.short_calls = bool(getattr(base, "calls_are_short", lambda: False)())
+        """The env says its resets and steps are short: the server may run them on its event loop."""
         self._episode_id: str | None = None
         self._task_id: str | None = None
         self._steps = 0

@@ -132,7 +132,8 @@ class SessionRoutes:
         return env
 
     async def call(self, session_id: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run ``fn`` in the session's own executor thread (envs are used from one thread each)."""
+        """Run ``fn`` as the server runs a session's env calls: in its own executor thread, or on the event loop for an
+        env whose calls are short (:meth:`~sapo_gym.remote.server.SapoEnvServer._run_in_session_executor`)."""
         try:
             result = await self.server._run_in_session_executor(session_id, fn, *args, **kwargs)
         except Exception as exc:

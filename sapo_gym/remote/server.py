@@ -53,7 +53,7 @@ from sapo_gym.remote.websocket import guard_websocket_route, serving_socket
 from sapo_gym.remote.wire_types import SapoAction, SapoObservation, SapoState
 
 __all__ = ["ServeConfig", "SapoEnvServer", "create_app", "app_from_environment", "config_json", "CONFIG_VARIABLE",
-           "reap_interval", "idle_sessions", "per_process"]
+           "reap_interval", "idle_sessions", "per_process", "INLINE_BOUND_S"]
 
 CONFIG_VARIABLE = "SAPO_GYM_ENV_SERVE_CONFIG"
 """The :class:`ServeConfig` (JSON, :func:`config_json`) of the app uvicorn builds (:func:`app_from_environment`)."""
@@ -119,6 +119,12 @@ def per_process(config: ServeConfig, processes: int) -> ServeConfig:
                                max_connections=share(config.max_connections))
 
 
+INLINE_BOUND_S = 0.010
+"""A session whose env has short calls (``calls_are_short``) runs them on the event loop, saving two thread switches
+a call; one of its calls that takes longer than this (wall clock) sends the session's later calls to its own thread,
+so a slow call stalls the process's other sessions once per session at most."""
+
+
 def reap_interval(timeout_s: float) -> float:
     """Seconds between idle checks: a quarter of the timeout, within [0.05, 5] s (expiry within 1.25x the timeout)."""
     return min(max(timeout_s / 4.0, 0.05), 5.0)
@@ -136,6 +142,7 @@ class SapoEnvServer(HTTPEnvServer):
     def __init__(self, *args: Any, max_sessions_per_client: int | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._socket_sessions: set[str] = set()
+        self._threaded_sessions: set[str] = set()
         total = self._max_concurrent_envs
         self._owners = SessionOwners(min(max_sessions_per_client or total, total), total)
 
@@ -163,6 +170,20 @@ class SapoEnvServer(HTTPEnvServer):
     async def _destroy_session(self, session_id: str) -> None:
         await super()._destroy_session(session_id)
         self._owners.forget(session_id)
+        self._threaded_sessions.discard(session_id)
+
+    async def _run_in_session_executor(self, session_id: str, func: Any, *args: Any, **kwargs: Any) -> Any:
+        """An env call of a session: on the event loop when the env's calls are short and the session's have stayed
+        under :data:`INLINE_BOUND_S`, else in the session's own thread (OpenEnv's way)."""
+        env = self._sessions.get(session_id)
+        if not getattr(env, "short_calls", False) or session_id in self._threaded_sessions:
+            return await super()._run_in_session_executor(session_id, func, *args, **kwargs)
+        started = time.perf_counter()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            if time.perf_counter() - started > INLINE_BOUND_S:
+                self._threaded_sessions.add(session_id)
 
     def _factory_produces_harness_env(self) -> bool:
         # Our factory builds SapoEnvironment, never OpenEnv's HarnessEnvironment; the base class's check
