@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import math
 import shutil
 import tempfile
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sapo_gym.webshop.mapped import ArrayFile, SortedFile
+from sapo_gym.webshop.mapped import PROGRESS_EVERY, ArrayFile, SortedFile
 
 __all__ = ["BM25Index", "TermLookup", "term_hash"]
 
@@ -38,6 +39,8 @@ CHUNK_DOCS = 10_000
 """Documents per chunk of the build (its arrays hold each token of them once, a few 8-byte words per token)."""
 BLOCK_POSTINGS = 2_000_000
 """Postings per block of terms merged and written at once."""
+
+log = logging.getLogger(__name__)
 
 
 def term_hash(term: str) -> int:
@@ -153,7 +156,10 @@ class _Builder:
                 if len(self.lengths) - start == CHUNK_DOCS:
                     self._count(terms, start)
                     terms, start = array("q"), len(self.lengths)
+                    if start % PROGRESS_EVERY == 0:
+                        log.info("BM25 index: %d documents counted", start)
             self._count(terms, start)
+            log.info("BM25 index: %d documents counted, %d terms; writing the postings", len(self.lengths), len(self.ids))
             self._write()
         finally:
             shutil.rmtree(self.chunks, ignore_errors=True)

@@ -18,7 +18,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["FileBytes", "ArrayFile", "SortedFile", "FENCE_STRIDE"]
+__all__ = ["FileBytes", "ArrayFile", "SortedFile", "FENCE_STRIDE", "PROGRESS_EVERY"]
+
+PROGRESS_EVERY = 100_000
+"""Items (products, documents, titles) between the progress lines the cache builds over these files log at INFO."""
 
 FENCE_STRIDE = 512
 """A :class:`SortedFile` keeps every this-many-th key in memory and reads at most this many more per search."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import logging
 import multiprocessing
 import os
 from array import array
@@ -24,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from sapo_gym.webshop.bm25 import term_hash
-from sapo_gym.webshop.mapped import ArrayFile, FileBytes, SortedFile
+from sapo_gym.webshop.mapped import PROGRESS_EVERY, ArrayFile, FileBytes, SortedFile
 from sapo_gym.webshop.nouns import spacy_nouns_batch
 
 __all__ = ["MappedNounTable", "build_mapped_table", "tag_workers", "TAG_CHUNK"]
@@ -33,6 +34,8 @@ TAG_CHUNK = 10_000
 """Titles per batch handed to a tagging worker."""
 MAX_TAG_WORKERS = 4
 """At most this many spaCy processes (each holds its own model, a few hundred megabytes)."""
+
+log = logging.getLogger(__name__)
 
 
 def tag_workers(n_titles: int) -> int:
@@ -57,8 +60,10 @@ def build_mapped_table(folder: Path, titles: list[str], rule_id: str, package: s
     offsets = array("q", [0])
     with open(folder / "entries.bin", "wb") as fh:
         tagged = _tagged(titles, package, tag_workers(len(titles)) if workers is None else workers)
-        for title, nouns in zip(titles, itertools.chain.from_iterable(tagged), strict=True):
+        for n, (title, nouns) in enumerate(zip(titles, itertools.chain.from_iterable(tagged), strict=True), 1):
             offsets.append(offsets[-1] + fh.write(json.dumps([title, list(nouns)], ensure_ascii=False).encode()))
+            if n % PROGRESS_EVERY == 0:
+                log.info("noun table: %d of %d titles tagged", n, len(titles))
     hashes = np.fromiter((term_hash(t) for t in titles), dtype=np.uint64, count=len(titles))
     order = np.argsort(hashes, kind="stable")
     np.save(folder / "entry_offsets.npy", np.array(offsets, dtype=np.int64))

@@ -28,6 +28,7 @@ import functools
 import hashlib
 import itertools
 import json
+import logging
 import math
 import os
 import shutil
@@ -41,7 +42,7 @@ import numpy as np
 
 from sapo_gym.webshop.catalog import CatalogError, Product, product_from_raw
 from sapo_gym.webshop.jsonstream import iter_array, iter_object
-from sapo_gym.webshop.mapped import ArrayFile, FileBytes, SortedFile
+from sapo_gym.webshop.mapped import PROGRESS_EVERY, ArrayFile, FileBytes, SortedFile
 
 __all__ = ["STORE_FORMAT", "ProductStore", "open_store", "files_digest", "StoreProducts", "StoreAsins",
            "StoreByAsin"]
@@ -50,6 +51,8 @@ STORE_FORMAT = "store2"
 """Names the layout in the cache key (change it when the layout or the adaptation changes)."""
 DECODED_PRODUCTS = 4096
 _HASH_BLOCK = 1 << 22
+
+log = logging.getLogger(__name__)
 
 
 def _cache() -> Path:
@@ -122,6 +125,8 @@ def _build(products: Path, instructions: Path, num_products: int | None, out: Pa
     records = iter_array(products)
     with open(out / "records.bin", "wb") as writer.records, open(out / "titles.bin", "wb") as writer.titles:
         for i, raw in enumerate(itertools.islice(records, num_products) if num_products else records):
+            if i and i % PROGRESS_EVERY == 0:
+                log.info("product store: %d records read", i)
             asin = raw.get("asin") if isinstance(raw, dict) else None
             if asin in seen or asin == "nan" or (isinstance(asin, str) and len(asin) > 10):
                 continue
