@@ -40,8 +40,9 @@ class DetailedAgent(Agent, Protocol):
     generator: Generator
     """The sampler behind ``act``: the trainer pushes each update's weights to it."""
 
-    def act_detailed(self, observations: Sequence[str],
-                     infos: Sequence[dict[str, Any]] | None = None) -> list[GenerationOutput]:
+    def act_detailed(
+        self, observations: Sequence[str], infos: Sequence[dict[str, Any]] | None = None
+    ) -> list[GenerationOutput]:
         """``act``'s turns in full: per active env, the prompt's and the response's token ids and the log-probs."""
         ...
 

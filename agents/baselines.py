@@ -34,8 +34,11 @@ class ExpertAgent:
         out = []
         for obs, info in zip(observations, infos):
             expert = info.get("expert_action")
-            out.append(format_action(expert, "following the expert plan", info) if expert is not None
-                       else self._fallback.act([obs], [info])[0])
+            out.append(
+                format_action(expert, "following the expert plan", info)
+                if expert is not None
+                else self._fallback.act([obs], [info])[0]
+            )
         return out
 
 

@@ -20,8 +20,17 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["AgentConfig", "HONOURED", "OUTPUT_FIELDS", "TOOLS_MODES", "add_config_arguments", "config_from_args",
-           "check_honoured", "agent_kind", "parse_headers"]
+__all__ = [
+    "AgentConfig",
+    "HONOURED",
+    "OUTPUT_FIELDS",
+    "TOOLS_MODES",
+    "add_config_arguments",
+    "config_from_args",
+    "check_honoured",
+    "agent_kind",
+    "parse_headers",
+]
 
 TOOLS_MODES = ("never", "auto", "always")
 
@@ -105,9 +114,11 @@ def check_honoured(config: AgentConfig, kind: str, takes_config: bool = False) -
         return
     refused = [f for f in set_fields(config) if f not in HONOURED[kind]]
     if refused:
-        raise ValueError(f"{', '.join(_flag(f) for f in refused)}: a {kind} agent cannot honour "
-                         f"{'this setting' if len(refused) == 1 else 'these settings'} (openai:URL#MODEL honours every one; "
-                         f"HF/local models: {', '.join(_flag(f) for f in sorted(HONOURED['model']))})")
+        raise ValueError(
+            f"{', '.join(_flag(f) for f in refused)}: a {kind} agent cannot honour "
+            f"{'this setting' if len(refused) == 1 else 'these settings'} (openai:URL#MODEL honours every one; "
+            f"HF/local models: {', '.join(_flag(f) for f in sorted(HONOURED['model']))})"
+        )
 
 
 def parse_headers(headers: tuple[str, ...] | None) -> dict[str, str]:
@@ -146,8 +157,14 @@ def add_config_arguments(parser: argparse.ArgumentParser, rename: dict[str, str]
         elif f.name == "tools":
             group.add_argument(flag, dest=dest, choices=TOOLS_MODES, default=None, help=text)
         else:
-            kind = {"max_tokens": int, "concurrency": int, "temperature": float, "top_p": float, "timeout": float,
-                    "retry_total": float}.get(f.name, str)
+            kind = {
+                "max_tokens": int,
+                "concurrency": int,
+                "temperature": float,
+                "top_p": float,
+                "timeout": float,
+                "retry_total": float,
+            }.get(f.name, str)
             group.add_argument(flag, dest=dest, type=kind, default=None, help=text)
 
 
@@ -162,8 +179,14 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
 
 def validated(config: AgentConfig) -> AgentConfig:
     """``config``, or a ``ValueError`` naming the flag of an out-of-range value."""
-    checks = {"max_tokens": lambda v: v >= 1, "temperature": lambda v: v >= 0, "top_p": lambda v: 0 < v <= 1,
-              "timeout": lambda v: v > 0, "retry_total": lambda v: v >= 0, "concurrency": lambda v: v >= 1}
+    checks = {
+        "max_tokens": lambda v: v >= 1,
+        "temperature": lambda v: v >= 0,
+        "top_p": lambda v: 0 < v <= 1,
+        "timeout": lambda v: v > 0,
+        "retry_total": lambda v: v >= 0,
+        "concurrency": lambda v: v >= 1,
+    }
     for name, ok in checks.items():
         value = getattr(config, name)
         if value is not None and not ok(value):

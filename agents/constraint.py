@@ -132,7 +132,11 @@ class ConstraintBuilder:
 
     def build(self, admissible: Any) -> ActionConstraint:
         """The constraint of a turn whose admissible list is ``admissible`` (anything else: fallback)."""
-        usable = isinstance(admissible, (list, tuple)) and admissible and all(isinstance(a, str) and a.strip() for a in admissible)
+        usable = (
+            isinstance(admissible, (list, tuple))
+            and admissible
+            and all(isinstance(a, str) and a.strip() for a in admissible)
+        )
         if not usable:
             return ActionConstraint(None, self._open_ids, self._ends_with_open_tag)
         key = tuple(admissible)

@@ -33,10 +33,18 @@ ALFRED_RECEPTACLES = (
     "sinkbasin sofa stoveburner toaster toilet toiletpaperhanger towelholder"
 ).split()
 _TASKS = (
-    "put a {o} in {r}.", "put some {o} on {r}.", "put a clean {o} in {r}.", "clean some {o} and put it in {r}.",
-    "put a hot {o} in {r}.", "heat some {o} and put it in {r}.", "put a cool {o} in {r}.",
-    "cool some {o} and put it in {r}.", "look at {o} under the desklamp.", "examine the {o} with the desklamp.",
-    "find two {o} and put them in {r}.", "put two {o} in {r}.",
+    "put a {o} in {r}.",
+    "put some {o} on {r}.",
+    "put a clean {o} in {r}.",
+    "clean some {o} and put it in {r}.",
+    "put a hot {o} in {r}.",
+    "heat some {o} and put it in {r}.",
+    "put a cool {o} in {r}.",
+    "cool some {o} and put it in {r}.",
+    "look at {o} under the desklamp.",
+    "examine the {o} with the desklamp.",
+    "find two {o} and put them in {r}.",
+    "put two {o} in {r}.",
 )
 _WEB_NOUNS = (
     "shirt t-shirt dress jeans shorts hoodie jacket sweater leggings shoes sneakers boots sandals socks hat "
@@ -74,22 +82,43 @@ def _alfworld_state(rng: random.Random) -> tuple[str, str, list[str], str]:
     task = rng.choice(_TASKS).format(o=rng.choice(ALFRED_OBJECTS), r=rng.choice(ALFRED_RECEPTACLES))
     here, obj = rng.choice(recs), rng.choice(objs)
     seen = ", ".join(f"a {o}" for o in objs[:-1]) + (f", and a {objs[-1]}" if len(objs) > 1 else f"a {objs[-1]}")
-    obs = rng.choice([
-        "You are in the middle of a room. Looking quickly around you, you see "
-        + ", ".join(f"a {r}" for r in recs) + f".\n\nYour task is to: {task}",
-        f"You arrive at {here}. On the {here}, you see {seen}.",
-        f"You arrive at {here}. The {here} is closed.",
-        f"You open the {here}. The {here} is open. In it, you see {seen}.",
-        f"You open the {here}. The {here} is open. In it, you see nothing.",
-        f"You close the {here}.", f"You pick up the {obj} from the {here}.", f"You move the {obj} to the {here}.",
-        f"You heat the {obj} using the microwave 1.", f"You cool the {obj} using the fridge 1.",
-        f"You clean the {obj} using the sinkbasin 1.", "You turn on the desklamp 1.", "Nothing happens.",
-        f"You are carrying: a {obj}.", "You are not carrying anything.",
-    ])
-    acts = [f"go to {r}" for r in recs] + [f"take {o} from {here}" for o in objs] + [
-        f"open {here}", f"close {here}", f"examine {here}", f"move {obj} to {here}", f"heat {obj} with microwave 1",
-        f"cool {obj} with fridge 1", f"clean {obj} with sinkbasin 1", "use desklamp 1", "inventory", "look",
-    ]
+    obs = rng.choice(
+        [
+            "You are in the middle of a room. Looking quickly around you, you see "
+            + ", ".join(f"a {r}" for r in recs)
+            + f".\n\nYour task is to: {task}",
+            f"You arrive at {here}. On the {here}, you see {seen}.",
+            f"You arrive at {here}. The {here} is closed.",
+            f"You open the {here}. The {here} is open. In it, you see {seen}.",
+            f"You open the {here}. The {here} is open. In it, you see nothing.",
+            f"You close the {here}.",
+            f"You pick up the {obj} from the {here}.",
+            f"You move the {obj} to the {here}.",
+            f"You heat the {obj} using the microwave 1.",
+            f"You cool the {obj} using the fridge 1.",
+            f"You clean the {obj} using the sinkbasin 1.",
+            "You turn on the desklamp 1.",
+            "Nothing happens.",
+            f"You are carrying: a {obj}.",
+            "You are not carrying anything.",
+        ]
+    )
+    acts = (
+        [f"go to {r}" for r in recs]
+        + [f"take {o} from {here}" for o in objs]
+        + [
+            f"open {here}",
+            f"close {here}",
+            f"examine {here}",
+            f"move {obj} to {here}",
+            f"heat {obj} with microwave 1",
+            f"cool {obj} with fridge 1",
+            f"clean {obj} with sinkbasin 1",
+            "use desklamp 1",
+            "inventory",
+            "look",
+        ]
+    )
     return task, obs, sorted(acts), rng.choice(acts)
 
 
@@ -98,20 +127,31 @@ def _webshop_state(rng: random.Random) -> tuple[str, str, list[str], str]:
     noun = rng.choice(_WEB_NOUNS)
     attrs = " ".join(rng.sample(_WEB_ATTRS, 2))
     price = f"{rng.randint(5, 150)}.{rng.choice(['00', '99', '50'])}"
-    task = (f"i need {attrs} {noun} with color: {rng.choice(_WEB_COLOURS)}, and size: {rng.choice(_WEB_SIZES)}, "
-            f"and price lower than {price} dollars")
+    task = (
+        f"i need {attrs} {noun} with color: {rng.choice(_WEB_COLOURS)}, and size: {rng.choice(_WEB_SIZES)}, "
+        f"and price lower than {price} dollars"
+    )
     asins = [f"B0{rng.randint(10**7, 10**8 - 1):08d}"[:10].upper() for _ in range(3)]
     titles = [f"{rng.choice(_WEB_ATTRS).title()} {rng.choice(_WEB_NOUNS).title()} for Women Men" for _ in asins]
-    obs = rng.choice([
-        "'WebShop [SEP] Instruction: [SEP] " + task + " [SEP] Search'",
-        "'Back to Search' [SEP] 'Page 1 (Total results: 50)' [SEP] 'Next >' [SEP] "
-        + " [SEP] ".join(f"'{a}' [SEP] '{t}' [SEP] '${rng.randint(3, 99)}.99'" for a, t in zip(asins, titles)),
-        f"'Back to Search' [SEP] '< Prev' [SEP] 'color' [SEP] '{rng.choice(_WEB_COLOURS)}' [SEP] 'size' [SEP] "
-        f"'{rng.choice(_WEB_SIZES)}' [SEP] '{titles[0]}' [SEP] 'Price: ${price}' [SEP] 'Rating: N.A.' [SEP] "
-        "'Description' [SEP] 'Features' [SEP] 'Reviews' [SEP] 'Buy Now'",
-    ])
-    acts = ["search[" + f"{attrs} {noun}" + "]", "click[back to search]", "click[next >]", "click[< prev]",
-            "click[buy now]", "click[description]", "click[features]"] + [f"click[{a.lower()}]" for a in asins]
+    obs = rng.choice(
+        [
+            "'WebShop [SEP] Instruction: [SEP] " + task + " [SEP] Search'",
+            "'Back to Search' [SEP] 'Page 1 (Total results: 50)' [SEP] 'Next >' [SEP] "
+            + " [SEP] ".join(f"'{a}' [SEP] '{t}' [SEP] '${rng.randint(3, 99)}.99'" for a, t in zip(asins, titles)),
+            f"'Back to Search' [SEP] '< Prev' [SEP] 'color' [SEP] '{rng.choice(_WEB_COLOURS)}' [SEP] 'size' [SEP] "
+            f"'{rng.choice(_WEB_SIZES)}' [SEP] '{titles[0]}' [SEP] 'Price: ${price}' [SEP] 'Rating: N.A.' [SEP] "
+            "'Description' [SEP] 'Features' [SEP] 'Reviews' [SEP] 'Buy Now'",
+        ]
+    )
+    acts = [
+        "search[" + f"{attrs} {noun}" + "]",
+        "click[back to search]",
+        "click[next >]",
+        "click[< prev]",
+        "click[buy now]",
+        "click[description]",
+        "click[features]",
+    ] + [f"click[{a.lower()}]" for a in asins]
     return task, obs, acts, rng.choice(acts)
 
 
@@ -122,7 +162,9 @@ def _prompt(template: PromptTemplate, rng: random.Random, state: tuple[str, str,
         return template.first.format(**fields)
     step = rng.randint(1, 30)
     history = "".join(f"\n[Observation {step - 1 + i}: '{obs}', Action {step - 1 + i}: '{acts[0]}']" for i in range(2))
-    return template.later.format(**fields, step_count=step, history_length=2, action_history=history, current_step=step + 1)
+    return template.later.format(
+        **fields, step_count=step, history_length=2, action_history=history, current_step=step + 1
+    )
 
 
 def _answer(rng: random.Random, action: str) -> str:

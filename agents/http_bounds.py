@@ -191,30 +191,51 @@ def _read_body(url: str, response: Any, max_bytes: int, watch: _Watch, seconds: 
         if not chunk:
             return bytes(body)
         raw += len(chunk)
-        if raw > 2 * max_bytes + _CHUNK:  # compressed data that decodes to little (empty gzip members, one after another)
-            raise ResponseTooLarge(f"{url} answered with more than {2 * max_bytes:,} bytes on the wire; the answer was refused")
+        if (
+            raw > 2 * max_bytes + _CHUNK
+        ):  # compressed data that decodes to little (empty gzip members, one after another)
+            raise ResponseTooLarge(
+                f"{url} answered with more than {2 * max_bytes:,} bytes on the wire; the answer was refused"
+            )
         try:
             body += decoder.feed(chunk, max_bytes - len(body))
         except zlib.error as exc:
-            raise RuntimeError(f"{url} answered with a body that does not decode as {response.headers.get('Content-Encoding')}: {exc}") from None
+            raise RuntimeError(
+                f"{url} answered with a body that does not decode as {response.headers.get('Content-Encoding')}: {exc}"
+            ) from None
         if len(body) > max_bytes:
-            raise ResponseTooLarge(f"{url} answered with more than {max_bytes:,} bytes (decoded); the answer was refused")
+            raise ResponseTooLarge(
+                f"{url} answered with more than {max_bytes:,} bytes (decoded); the answer was refused"
+            )
 
 
-def bounded_post(session: requests.Session, url: str, payload: Any, headers: Mapping[str, str], timeout: float,
-                 max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> tuple[int, Mapping[str, str], bytes]:
+def bounded_post(
+    session: requests.Session,
+    url: str,
+    payload: Any,
+    headers: Mapping[str, str],
+    timeout: float,
+    max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+) -> tuple[int, Mapping[str, str], bytes]:
     """POST ``payload`` as JSON to ``url``: ``(status, headers, decoded body)``; redirects are returned, not followed.
 
     Raises ``requests.ConnectionError`` / ``requests.Timeout`` (:class:`DeadlineExceeded` past ``timeout`` seconds in
     all), :class:`ResponseTooLarge` past ``max_bytes``, RuntimeError for an encoding it does not decode."""
-    prepared = session.prepare_request(requests.Request("POST", url, json=payload,
-                                                        headers={"Accept-Encoding": ACCEPT_ENCODING, **headers}))
+    prepared = session.prepare_request(
+        requests.Request("POST", url, json=payload, headers={"Accept-Encoding": ACCEPT_ENCODING, **headers})
+    )
     settings = session.merge_environment_settings(prepared.url, {}, True, None, None)
     adapter = session.get_adapter(prepared.url)
     with _Watch(timeout) as watch:
         try:
-            response = adapter.send(prepared, stream=True, timeout=(timeout, timeout), verify=settings["verify"],
-                                    cert=settings["cert"], proxies=settings["proxies"])
+            response = adapter.send(
+                prepared,
+                stream=True,
+                timeout=(timeout, timeout),
+                verify=settings["verify"],
+                cert=settings["cert"],
+                proxies=settings["proxies"],
+            )
         except requests.RequestException:
             if watch.expired:
                 raise DeadlineExceeded(f"{url}: no answer within {timeout:g} s") from None

@@ -48,8 +48,18 @@ from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from typing import Any
 
-__all__ = ["ISOLATED", "IN_PROCESS", "AGENT_PROCESSES", "TRUSTED_SPECS", "IsolatedAgent", "IsolatedResponder", "isolate",
-           "AgentProcessError", "load_for_harness", "agent_process"]
+__all__ = [
+    "ISOLATED",
+    "IN_PROCESS",
+    "AGENT_PROCESSES",
+    "TRUSTED_SPECS",
+    "IsolatedAgent",
+    "IsolatedResponder",
+    "isolate",
+    "AgentProcessError",
+    "load_for_harness",
+    "agent_process",
+]
 
 ISOLATED = "isolated"
 IN_PROCESS = "in-process"
@@ -58,8 +68,10 @@ AGENT_PROCESSES = (ISOLATED, IN_PROCESS)
 TRUSTED_SPECS = frozenset({"expert", "random", "search"})
 """Built-in baselines (this project's code, ``expert`` declared privileged) that ``auto`` runs in process."""
 _ARRAY = "__sapo_ndarray__"
-_CHILD = ("import json, sys; sys.path[:] = json.loads(sys.argv[2]); "
-          "from agents.isolated import _child_main; _child_main(int(sys.argv[1]))")
+_CHILD = (
+    "import json, sys; sys.path[:] = json.loads(sys.argv[2]); "
+    "from agents.isolated import _child_main; _child_main(int(sys.argv[1]))"
+)
 """What the child runs: the harness's ``sys.path`` (so the agent's module imports as it would here), then :func:`_child_main`."""
 
 
@@ -94,9 +106,13 @@ def _hello(agent: Any, spec: str) -> dict[str, Any]:
 
     constrain = getattr(agent, "constrain", None)
     generation = getattr(agent, "generation", None)
-    return {"name": str(getattr(agent, "name", spec)), "privileged": is_privileged(agent),
-            "constrain": constrain if isinstance(constrain, str) else None, "respond": isinstance(agent, TurnResponder),
-            "generation": generation if isinstance(generation, dict) else None}
+    return {
+        "name": str(getattr(agent, "name", spec)),
+        "privileged": is_privileged(agent),
+        "constrain": constrain if isinstance(constrain, str) else None,
+        "respond": isinstance(agent, TurnResponder),
+        "generation": generation if isinstance(generation, dict) else None,
+    }
 
 
 def _handle(agent: Any, msg: dict[str, Any]) -> dict[str, Any]:
@@ -118,8 +134,13 @@ def _encoded(agent: Any, msg: dict[str, Any]) -> bytes:
     try:
         return _dumps(reply)
     except Exception as exc:  # noqa: BLE001 (anything an encoder of the agent's values may raise)
-        return json.dumps({"id": msg.get("id"), "error": f"the agent's answer cannot be sent to the harness as JSON "
-                           f"(UTF-8): {type(exc).__name__}: {str(exc)[:500]}"}).encode()  # ASCII: always encodes
+        return json.dumps(
+            {
+                "id": msg.get("id"),
+                "error": f"the agent's answer cannot be sent to the harness as JSON "
+                f"(UTF-8): {type(exc).__name__}: {str(exc)[:500]}",
+            }
+        ).encode()  # ASCII: always encodes
 
 
 def _serve(conn: Any, spec: str, seed: int, config: dict[str, Any] | None = None) -> None:
@@ -237,12 +258,17 @@ class _Child:
 
         mine, theirs = socket.socketpair()
         with theirs:  # exec'd: a fresh interpreter, nothing of this process's memory is copied
-            self.proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(theirs.fileno()), json.dumps(sys.path)],
-                                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _CHILD, str(theirs.fileno()), json.dumps(sys.path)],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+            )
         self.conn = Connection(mine.detach())
         self.finalizer = weakref.finalize(self, _shutdown, self.conn, self.proc)
         self.spec = spec
-        self.conn.send_bytes(_dumps({"spec": str(spec), "seed": int(seed), "config": config_to_dict(config) if config else None}))
+        self.conn.send_bytes(
+            _dumps({"spec": str(spec), "seed": int(seed), "config": config_to_dict(config) if config else None})
+        )
         self.hello = _receive(self.conn, self.proc, spec)
         if "error" in self.hello:
             self.finalizer()
@@ -261,7 +287,9 @@ class _Child:
         future: Future = Future()
         with self._send_lock:
             key = next(self._ids)
-            data = _dumps({**msg, "id": key})  # before the request is pending: one that cannot be sent waits for nothing
+            data = _dumps(
+                {**msg, "id": key}
+            )  # before the request is pending: one that cannot be sent waits for nothing
             self._replies.pending[key] = future
             self.conn.send_bytes(data)
         dead = self._replies.dead  # the reader may have ended between the check above and the registration
@@ -299,7 +327,9 @@ class IsolatedAgent:
 
     def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]]) -> list[str]:
         outputs = self._child.call({"op": "act", "observations": list(observations), "infos": list(infos)})
-        if not (isinstance(outputs, list) and len(outputs) == len(observations) and all(isinstance(o, str) for o in outputs)):
+        if not (
+            isinstance(outputs, list) and len(outputs) == len(observations) and all(isinstance(o, str) for o in outputs)
+        ):
             raise AgentProcessError(f"agent {self.spec!r} must return one string per observation ({len(observations)})")
         return outputs
 

@@ -68,8 +68,9 @@ class LLMAgent:
     def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]]) -> list[str]:
         return [turn.text for turn in self.act_detailed(observations, infos)]
 
-    def act_detailed(self, observations: Sequence[str],
-                     infos: Sequence[dict[str, Any]] | None = None) -> list[GenerationOutput]:
+    def act_detailed(
+        self, observations: Sequence[str], infos: Sequence[dict[str, Any]] | None = None
+    ) -> list[GenerationOutput]:
         """One batched generation over the active envs' prompts: per env, its prompt and the sampled response."""
         if not observations:
             return []

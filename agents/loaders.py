@@ -54,12 +54,24 @@ def _llm_agent(policy: Any, seed: int, name: str, config: AgentConfig) -> Any:
     from agents.generation.base import GenerationParams
     from agents.llm import LLMAgent
 
-    overrides = {k: v for k, v in (("max_new_tokens", config.max_tokens), ("temperature", config.temperature),
-                                   ("top_p", config.top_p)) if v is not None}
+    overrides = {
+        k: v
+        for k, v in (
+            ("max_new_tokens", config.max_tokens),
+            ("temperature", config.temperature),
+            ("top_p", config.top_p),
+        )
+        if v is not None
+    }
     params = GenerationParams.for_eval(**overrides)
     agent = LLMAgent(policy, params=params, seed=None if config.request_seed is False else seed, name=name)
-    agent.generation = {"max_tokens": params.max_new_tokens, "temperature": params.temperature, "top_p": params.top_p,
-                        "stop": [], "request_seed": config.request_seed is not False}
+    agent.generation = {
+        "max_tokens": params.max_new_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "stop": [],
+        "request_seed": config.request_seed is not False,
+    }
     return _Stopped(agent, config.stop) if config.stop else agent
 
 
@@ -70,10 +82,22 @@ def load_openai(spec: str, seed: int, config: AgentConfig | None = None) -> Any:
 
     url, model = parse_openai_spec(spec)
     c = config or AgentConfig()
-    given = {"max_tokens": c.max_tokens, "temperature": c.temperature, "top_p": c.top_p, "stop": c.stop,
-             "request_seed": c.request_seed, "tools": c.tools, "system_prompt": c.system_prompt, "timeout": c.timeout,
-             "retry_total": c.retry_total, "max_concurrency": c.concurrency, "api_key_env": c.api_key_env}
-    return OpenAIChatAgent(url, model, seed=seed, headers=parse_headers(c.header), **{k: v for k, v in given.items() if v is not None})
+    given = {
+        "max_tokens": c.max_tokens,
+        "temperature": c.temperature,
+        "top_p": c.top_p,
+        "stop": c.stop,
+        "request_seed": c.request_seed,
+        "tools": c.tools,
+        "system_prompt": c.system_prompt,
+        "timeout": c.timeout,
+        "retry_total": c.retry_total,
+        "max_concurrency": c.concurrency,
+        "api_key_env": c.api_key_env,
+    }
+    return OpenAIChatAgent(
+        url, model, seed=seed, headers=parse_headers(c.header), **{k: v for k, v in given.items() if v is not None}
+    )
 
 
 def load_bundled(spec: str, seed: int, config: AgentConfig | None = None) -> Any:
@@ -82,7 +106,9 @@ def load_bundled(spec: str, seed: int, config: AgentConfig | None = None) -> Any
     from agents.policy import PolicyModel
 
     policy = PolicyModel.smollm2() if spec == "smollm2" else PolicyModel.tiny(seed=seed)
-    return _llm_agent(policy, seed, "SmolLM2-135M-Instruct" if spec == "smollm2" else "tiny-qwen2-random", config or AgentConfig())
+    return _llm_agent(
+        policy, seed, "SmolLM2-135M-Instruct" if spec == "smollm2" else "tiny-qwen2-random", config or AgentConfig()
+    )
 
 
 def load_hf(spec: str, seed: int, config: AgentConfig | None = None) -> Any:
@@ -92,7 +118,9 @@ def load_hf(spec: str, seed: int, config: AgentConfig | None = None) -> Any:
         from huggingface_hub import try_to_load_from_cache
 
         if not isinstance(try_to_load_from_cache(spec, "config.json"), str):
-            raise ValueError(f"{spec!r} is neither a model directory nor in the local Hugging Face cache (nothing is downloaded)")
+            raise ValueError(
+                f"{spec!r} is neither a model directory nor in the local Hugging Face cache (nothing is downloaded)"
+            )
     from agents.policy import PolicyModel
 
     return _llm_agent(PolicyModel.from_pretrained(spec), seed, Path(spec).name or spec, config or AgentConfig())

@@ -23,9 +23,16 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 __all__ = [
-    "CHAT_TEMPLATE", "TOKENIZER_FILE", "train_tokenizer", "project_tokenizer",
-    "tiny_qwen2_config", "tiny_qwen2", "smollm2_gguf", "load_smollm2",
-    "SMOLLM2_HF_DIR", "save_smollm2_hf",
+    "CHAT_TEMPLATE",
+    "TOKENIZER_FILE",
+    "train_tokenizer",
+    "project_tokenizer",
+    "tiny_qwen2_config",
+    "tiny_qwen2",
+    "smollm2_gguf",
+    "load_smollm2",
+    "SMOLLM2_HF_DIR",
+    "save_smollm2_hf",
 ]
 
 SMOLLM2_HF_DIR = Path.home() / ".cache" / "sapo_gym" / "smollm2-135m-instruct-hf"
@@ -63,8 +70,14 @@ def train_tokenizer(vocab_size: int = 2048, seed: int = 0) -> Tokenizer:
 
 def _wrap(tok: Tokenizer) -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token=None, eos_token=IM_END, pad_token=PAD, unk_token=None,
-        chat_template=CHAT_TEMPLATE, additional_special_tokens=[IM_START], model_max_length=4096,
+        tokenizer_object=tok,
+        bos_token=None,
+        eos_token=IM_END,
+        pad_token=PAD,
+        unk_token=None,
+        chat_template=CHAT_TEMPLATE,
+        additional_special_tokens=[IM_START],
+        model_max_length=4096,
     )
 
 
@@ -89,15 +102,22 @@ def tiny_qwen2_config(
     if head_dim * num_attention_heads != hidden_size or head_dim not in (32, 64):
         raise ValueError(f"head_dim must be 32 or 64 (got hidden_size={hidden_size}, heads={num_attention_heads})")
     return Qwen2Config(
-        vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=intermediate_size,
-        num_hidden_layers=num_hidden_layers, num_attention_heads=num_attention_heads,
-        num_key_value_heads=num_key_value_heads, max_position_embeddings=max_position_embeddings,
-        tie_word_embeddings=tie_word_embeddings, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
+        num_hidden_layers=num_hidden_layers,
+        num_attention_heads=num_attention_heads,
+        num_key_value_heads=num_key_value_heads,
+        max_position_embeddings=max_position_embeddings,
+        tie_word_embeddings=tie_word_embeddings,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         use_sliding_window=False,
     )
 
 
-def tiny_qwen2(*, seed: int = 0, spare_rows: int = 2, **config: int | bool) -> tuple[Qwen2ForCausalLM, PreTrainedTokenizerFast]:
+def tiny_qwen2(
+    *, seed: int = 0, spare_rows: int = 2, **config: int | bool
+) -> tuple[Qwen2ForCausalLM, PreTrainedTokenizerFast]:
     """A random-init tiny Qwen2 (seeded) and the project tokenizer.
 
     The embedding matrix has ``len(tokenizer) + spare_rows`` rows: with the default 2 spare rows the
@@ -117,7 +137,7 @@ def tiny_qwen2(*, seed: int = 0, spare_rows: int = 2, **config: int | bool) -> t
         # states until the readout rows have learned something.
         with torch.no_grad():
             out = model.get_output_embeddings().weight
-            out[len(tokenizer):] = out[: len(tokenizer)].mean(dim=0, keepdim=True)
+            out[len(tokenizer) :] = out[: len(tokenizer)].mean(dim=0, keepdim=True)
     return model.eval(), tokenizer
 
 

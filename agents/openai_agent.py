@@ -126,8 +126,15 @@ class OpenAIChatAgent:
         self.tools = tools
         self.server_tools: bool | None = {"auto": None, "always": True, "never": False}[tools]
         """Whether tool calls go to the server as ``tools``: None until the first tool-call turn under ``auto``."""
-        self.generation = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "stop": list(stop or []),
-                           "request_seed": request_seed, "tools": tools, "system_prompt": system_prompt}
+        self.generation = {
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "top_p": top_p,
+            "stop": list(stop or []),
+            "request_seed": request_seed,
+            "tools": tools,
+            "system_prompt": system_prompt,
+        }
         """The settings that can change the outputs (a result bundle's ``agent.generation``)."""
         key = api_key if api_key is not None else os.environ.get(api_key_env)
         self._headers = {**({"Authorization": f"Bearer {key}"} if key else {}), **dict(headers or {})}
@@ -162,9 +169,13 @@ class OpenAIChatAgent:
             finish = body["choices"][0].get("finish_reason")
         except (KeyError, IndexError, TypeError, AttributeError):
             finish = None
-        return {"output": output, "prompt_tokens": token_count(usage.get("prompt_tokens"), "prompt_tokens"),
-                "completion_tokens": token_count(usage.get("completion_tokens"), "completion_tokens"),
-                "finish_reason": finish_reason(finish), "latency_s": self._clock() - start}
+        return {
+            "output": output,
+            "prompt_tokens": token_count(usage.get("prompt_tokens"), "prompt_tokens"),
+            "completion_tokens": token_count(usage.get("completion_tokens"), "completion_tokens"),
+            "finish_reason": finish_reason(finish),
+            "latency_s": self._clock() - start,
+        }
 
     def _next_seed(self) -> int | None:
         if self.seed is None:
@@ -178,12 +189,21 @@ class OpenAIChatAgent:
             messages = [dict(m) for m in info["messages"]]
             if self.system_prompt and messages and messages[0]["role"] == "system":
                 messages[0]["content"] = self.system_prompt + "\n\n" + messages[0]["content"]
-            payload: dict[str, Any] = {"model": self.model, "messages": messages, "tools": info["tools"], **self.sampling}
+            payload: dict[str, Any] = {
+                "model": self.model,
+                "messages": messages,
+                "tools": info["tools"],
+                **self.sampling,
+            }
             if self.server_tools is False:
                 payload = _untooled(payload)
         else:
             system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-            payload = {"model": self.model, "messages": system + [{"role": "user", "content": observation}], **self.sampling}
+            payload = {
+                "model": self.model,
+                "messages": system + [{"role": "user", "content": observation}],
+                **self.sampling,
+            }
         if seed is not None:
             payload["seed"] = seed
         return payload
@@ -216,15 +236,20 @@ class OpenAIChatAgent:
         while True:
             retry_after = None
             try:
-                status, headers, body = bounded_post(self._session, self.url, payload, self._headers, self.timeout,
-                                                     self.max_response_bytes)
+                status, headers, body = bounded_post(
+                    self._session, self.url, payload, self._headers, self.timeout, self.max_response_bytes
+                )
             except (requests.ConnectionError, requests.Timeout) as exc:
                 problem = f"{type(exc).__name__}: {exc}"
             else:
                 text = body.decode("utf-8", "replace")
                 if 300 <= status < 400:
-                    raise _Refused(self.url, status, f"a redirect to {str(headers.get('Location'))[:300]!r}, not followed: "
-                                   "the requests go to the configured URL only (give the final URL)")
+                    raise _Refused(
+                        self.url,
+                        status,
+                        f"a redirect to {str(headers.get('Location'))[:300]!r}, not followed: "
+                        "the requests go to the configured URL only (give the final URL)",
+                    )
                 if status in _RETRY_STATUS and not ("tools" in payload and "tool" in text.lower()):
                     problem, retry_after = f"HTTP {status}: {text[:200]}", headers.get("Retry-After")
                 elif status != 200:
@@ -233,8 +258,10 @@ class OpenAIChatAgent:
                     return _json(body, self.url)
             wait = budget.next_wait(retry_after)
             if wait is None:
-                raise RetryExhausted(f"{self.url} failed after {budget.attempts} attempts ({budget.waited:.1f} s of waiting "
-                                     f"between them, --retry-total {self.retry_total:g}); last error: {problem}")
+                raise RetryExhausted(
+                    f"{self.url} failed after {budget.attempts} attempts ({budget.waited:.1f} s of waiting "
+                    f"between them, --retry-total {self.retry_total:g}); last error: {problem}"
+                )
             self._sleep(wait)
 
 
@@ -243,8 +270,10 @@ def _json(body: bytes, url: str) -> Any:
     try:
         return json.loads(body, parse_int=lambda text: int(text) if len(text) <= 40 else math.inf)
     except (ValueError, RecursionError) as exc:
-        raise RuntimeError(f"{url} answered HTTP 200 with a body that is not JSON ({type(exc).__name__}: {str(exc)[:200]}): "
-                           f"{body[:200]!r}") from None
+        raise RuntimeError(
+            f"{url} answered HTTP 200 with a body that is not JSON ({type(exc).__name__}: {str(exc)[:200]}): "
+            f"{body[:200]!r}"
+        ) from None
 
 
 _NO_TOOLS = (
@@ -293,5 +322,8 @@ def _tool_answer(body: Any, url: str) -> str:
     """The reply's assistant message as the action: JSON with its tool calls, else its text."""
     message = _message(body, url)
     if message.get("tool_calls"):
-        return json.dumps({"role": "assistant", "content": message.get("content"), "tool_calls": message["tool_calls"]}, ensure_ascii=False)
+        return json.dumps(
+            {"role": "assistant", "content": message.get("content"), "tool_calls": message["tool_calls"]},
+            ensure_ascii=False,
+        )
     return message.get("content") or ""

@@ -58,6 +58,7 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
             tokenizer = PreTrainedTokenizerFast.from_pretrained(str(path))
     return tokenizer
 
+
 VALUE_TOKENS = ("<|sapo_value_plus|>", "<|sapo_value_minus|>")
 _SENTINEL = "\ue000"  # a private-use character: marks where the message content sits in the template
 
@@ -91,7 +92,11 @@ def assign_value_tokens(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBa
 
 def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> tuple[int, ...]:
     ids: set[int] = set()
-    for source in (tokenizer.eos_token_id, model.config.eos_token_id, getattr(model.generation_config, "eos_token_id", None)):
+    for source in (
+        tokenizer.eos_token_id,
+        model.config.eos_token_id,
+        getattr(model.generation_config, "eos_token_id", None),
+    ):
         if source is not None:
             ids.update([source] if isinstance(source, int) else source)
     if not ids:
@@ -102,7 +107,9 @@ def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> tupl
 class PolicyModel(torch.nn.Module):
     """An HF causal LM with its tokenizer and value tokens (see the module docstring)."""
 
-    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, max_prompt_tokens: int | None = None):
+    def __init__(
+        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, max_prompt_tokens: int | None = None
+    ):
         super().__init__()
         if tokenizer.chat_template is None:
             tokenizer.chat_template = CHAT_TEMPLATE
@@ -134,7 +141,9 @@ class PolicyModel(torch.nn.Module):
 
     # ---- constructors -------------------------------------------------------------------------
     @classmethod
-    def tiny(cls, *, seed: int = 0, spare_rows: int = 2, max_prompt_tokens: int | None = None, **config: int | bool) -> PolicyModel:
+    def tiny(
+        cls, *, seed: int = 0, spare_rows: int = 2, max_prompt_tokens: int | None = None, **config: int | bool
+    ) -> PolicyModel:
         """A random-init tiny Qwen2 with the project tokenizer (:func:`agents.offline_models.tiny_qwen2`)."""
         model, tokenizer = tiny_qwen2(seed=seed, spare_rows=spare_rows, **config)
         return cls(model, tokenizer, max_prompt_tokens=max_prompt_tokens)
@@ -146,7 +155,9 @@ class PolicyModel(torch.nn.Module):
         return cls(model, tokenizer, max_prompt_tokens=max_prompt_tokens)
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, *, dtype: torch.dtype = torch.float32, max_prompt_tokens: int | None = None) -> PolicyModel:
+    def from_pretrained(
+        cls, path: str | Path, *, dtype: torch.dtype = torch.float32, max_prompt_tokens: int | None = None
+    ) -> PolicyModel:
         """Any HF causal LM directory (or a hub id already in the local cache)."""
         tokenizer = load_tokenizer(path)
         model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
@@ -167,7 +178,9 @@ class PolicyModel(torch.nn.Module):
         head, tail = self._framing
         room = budget - len(head) - len(tail)
         if room < 3:
-            raise ValueError(f"a prompt budget of {budget} tokens cannot hold the chat template ({len(head) + len(tail)} tokens)")
+            raise ValueError(
+                f"a prompt budget of {budget} tokens cannot hold the chat template ({len(head) + len(tail)} tokens)"
+            )
         ids_out, flags = [], []
         if not texts:
             return EncodedPrompts([], [])
@@ -178,7 +191,7 @@ class PolicyModel(torch.nn.Module):
                 content = self._tokenize(text)
                 if len(content) > room:  # (tokenized alone it can differ by a token at the seams)
                     keep_head = room // 3
-                    content = content[:keep_head] + content[len(content) - (room - keep_head):]
+                    content = content[:keep_head] + content[len(content) - (room - keep_head) :]
                 ids = head + content + tail
             ids_out.append(list(ids))
             flags.append(truncated)

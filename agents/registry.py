@@ -53,4 +53,6 @@ def load_agent(spec: str, seed: int = 0, config: AgentConfig | None = None) -> A
         agent = loader(spec, seed, config)
         if agent is not None:
             return agent
-    raise ValueError(f"unknown agent spec {spec!r}; use 'expert', 'random', 'search', 'module:Class', an HF model path, or openai:URL#MODEL")
+    raise ValueError(
+        f"unknown agent spec {spec!r}; use 'expert', 'random', 'search', 'module:Class', an HF model path, or openai:URL#MODEL"
+    )

@@ -23,7 +23,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["parse_retry_after", "backoff_delay", "backoff_floor", "RetryBudget", "DEFAULT_RETRY_TOTAL", "DEFAULT_MAX_ATTEMPTS"]
+__all__ = [
+    "parse_retry_after",
+    "backoff_delay",
+    "backoff_floor",
+    "RetryBudget",
+    "DEFAULT_RETRY_TOTAL",
+    "DEFAULT_MAX_ATTEMPTS",
+]
 
 DEFAULT_RETRY_TOTAL = 600.0
 """Seconds spent on one request (its attempts and the waits between them) before it is given up."""

@@ -59,9 +59,17 @@ def _hf_generate(policy: PolicyModel, prompts: list[list[int]], budget: int) -> 
     ids = torch.tensor([[policy.pad_token_id] * (width - len(p)) + p for p in prompts])
     mask = (torch.arange(width)[None, :] >= torch.tensor([width - len(p) for p in prompts])[:, None]).long()
     out = policy.model.generate(
-        input_ids=ids, attention_mask=mask, max_new_tokens=budget, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+        input_ids=ids,
+        attention_mask=mask,
+        max_new_tokens=budget,
+        do_sample=True,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
         logits_processor=LogitsProcessorList([_MaskValueTokens(policy.value_token_ids)]),
-        output_scores=True, return_dict_in_generate=True, pad_token_id=policy.pad_token_id,
+        output_scores=True,
+        return_dict_in_generate=True,
+        pad_token_id=policy.pad_token_id,
         eos_token_id=list(policy.eos_token_ids),
     )
     new = out.sequences[:, width:]
@@ -93,14 +101,20 @@ def main() -> None:
     from trainers.hardware import describe
 
     print(describe())  # kernels, rounding and dtype speed differ between CPUs: every table says which ran it
-    policy = PolicyModel.tiny(hidden_size=args.hidden, num_attention_heads=args.hidden // 32, num_hidden_layers=args.layers,
-                              intermediate_size=4 * args.hidden)
+    policy = PolicyModel.tiny(
+        hidden_size=args.hidden,
+        num_attention_heads=args.hidden // 32,
+        num_hidden_layers=args.layers,
+        intermediate_size=4 * args.hidden,
+    )
     rng = torch.Generator().manual_seed(0)
     budget = args.max_new_tokens
     lengths = torch.randint(0, budget, (args.prompts,), generator=rng).tolist()
     prompts = [torch.randint(10, 2000, (BASE_PROMPT + k,), generator=rng).tolist() for k in lengths]
-    print(f"tiny Qwen2 hidden={args.hidden} layers={args.layers}, {args.prompts} prompts of {BASE_PROMPT}-{BASE_PROMPT + budget} "
-          f"tokens, budget {budget}, torch threads {torch.get_num_threads()}, median of {args.repeats}")
+    print(
+        f"tiny Qwen2 hidden={args.hidden} layers={args.layers}, {args.prompts} prompts of {BASE_PROMPT}-{BASE_PROMPT + budget} "
+        f"tokens, budget {budget}, torch threads {torch.get_num_threads()}, median of {args.repeats}"
+    )
     print(f"{'scenario':<8} {'contender':<26} {'seconds':>8} {'tokens':>7} {'tokens/s':>9} {'time ratio':>11}")
     for scenario, stop_total in (("equal", None), ("spread", BASE_PROMPT + budget)):
         remove = _force_lengths(policy, stop_total)

@@ -32,7 +32,9 @@ from sapo_gym.alfworld.engines import CompiledEngine, EngineState, GameEngine, R
 class BenchConfig:
     data: str = field(default="../shared/data/alfworld", metadata={"help": "ALFWorld data root (json_2.1.1/, golden/)"})
     games: int = field(default=20, metadata={"help": "games to time, evenly spread over the 274 golden traces"})
-    repeats: int = field(default=20, metadata={"help": "times the compiled engine replays each game (its calls are µs)"})
+    repeats: int = field(
+        default=20, metadata={"help": "times the compiled engine replays each game (its calls are µs)"}
+    )
 
 
 @dataclass
@@ -89,8 +91,10 @@ def main(argv: list[str] | None = None) -> None:
         ("step", mean(ref.step), mean(comp.step)),
         ("step (median)", statistics.median(ref.step), statistics.median(comp.step)),
     ]
-    print(f"\n{len(traces)} games, {len(ref.step)} steps each engine (compiled x{cfg.repeats}); "
-          f"compiled output differing from the reference: {mismatches} states\n")
+    print(
+        f"\n{len(traces)} games, {len(ref.step)} steps each engine (compiled x{cfg.repeats}); "
+        f"compiled output differing from the reference: {mismatches} states\n"
+    )
     print(f"| {'':14} | {'reference':>12} | {'compiled':>12} | {'speed-up':>9} |")
     print(f"|{'-' * 16}|{'-' * 14}|{'-' * 14}|{'-' * 11}|")
     for name, r, c in rows:

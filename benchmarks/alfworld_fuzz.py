@@ -35,12 +35,17 @@ from sapo_gym.alfworld.engines import ReferenceEngine, engine_versions  # noqa: 
 
 @dataclass
 class FuzzConfig:
-    data: str = field(default="../shared/data/alfworld", metadata={"help": "ALFWorld data root (json_2.1.1/, golden/, the train tarball)"})
+    data: str = field(
+        default="../shared/data/alfworld",
+        metadata={"help": "ALFWorld data root (json_2.1.1/, golden/, the train tarball)"},
+    )
     valid_games: int = field(default=274, metadata={"help": "how many valid games to fuzz (all 274 by default)"})
     train_fraction: float = field(default=0.02, metadata={"help": "hash-sampled fraction of the train tarball to fuzz"})
     generated_games: int = field(default=20, metadata={"help": "games of the embedded generated set to fuzz"})
     steps: int = field(default=40, metadata={"help": "commands per game after the reset"})
-    golden_games: int = field(default=30, metadata={"help": "golden traces replayed through the instrumented reference"})
+    golden_games: int = field(
+        default=30, metadata={"help": "golden traces replayed through the instrumented reference"}
+    )
     seed: int = field(default=0, metadata={"help": "fuzzing seed"})
     out: str = field(default="", metadata={"help": "write the markdown report here (default: stdout)"})
 
@@ -48,7 +53,9 @@ class FuzzConfig:
 def parse_args(argv: list[str] | None = None) -> FuzzConfig:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for f in dataclasses.fields(FuzzConfig):
-        parser.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default, help=f.metadata["help"])
+        parser.add_argument(
+            "--" + f.name.replace("_", "-"), type=type(f.default), default=f.default, help=f.metadata["help"]
+        )
     return FuzzConfig(**vars(parser.parse_args(argv)))
 
 
@@ -61,7 +68,10 @@ def check_golden(cfg: FuzzConfig) -> list[str]:
         if mismatch is not None:
             bad += 1
             lines.append(f"- MISMATCH {trace.game}: {mismatch}")
-    return [f"Instrumented reference vs golden traces: {len(traces)} games, {compared} states, {bad} mismatching games.", *lines]
+    return [
+        f"Instrumented reference vs golden traces: {len(traces)} games, {compared} states, {bad} mismatching games.",
+        *lines,
+    ]
 
 
 def fuzz(cfg: FuzzConfig, games: list[str], label: str) -> list[GameReport]:
@@ -108,7 +118,9 @@ def coverage_lines(branches: list[tuple[str, int, str]], hits: Counter) -> list[
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_args(argv)
     start = time.perf_counter()
-    valid = sorted(glob.glob(os.path.join(cfg.data, "json_2.1.1", "valid_*", "*", "*", "game.tw-pddl")))[: cfg.valid_games]
+    valid = sorted(glob.glob(os.path.join(cfg.data, "json_2.1.1", "valid_*", "*", "*", "game.tw-pddl")))[
+        : cfg.valid_games
+    ]
     report = ["# ALFWorld compiled-engine fuzz report", "", f"Config: `{cfg}`; versions: {engine_versions()}", ""]
     with instrumented_reference() as hits, tempfile.TemporaryDirectory() as tmp:
         report += check_golden(cfg) + [""]
@@ -127,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         with open(cfg.out, "w") as f:
             f.write(text)
     sys.stdout.write(text)
-    failed = any(r.mismatch for r in valid_reports + train_reports + generated_reports) or any("MISMATCH" in line for line in report)
+    failed = any(r.mismatch for r in valid_reports + train_reports + generated_reports) or any(
+        "MISMATCH" in line for line in report
+    )
     return 1 if failed else 0
 
 

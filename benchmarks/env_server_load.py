@@ -80,9 +80,28 @@ class Server:
 @contextmanager
 def serve(env_id: str, sessions: int, workers: int, log: Path) -> Iterator[Server]:
     """``sapo-gym env serve`` on 127.0.0.1 and a free port, bounded start; stopped (SIGTERM, then SIGKILL) after."""
-    cmd = [sys.executable, "-m", "sapo_cli", "env", "serve", env_id, "--host", "127.0.0.1", "--port", "0",
-           "--max-sessions", str(sessions), "--max-connections", str(max(64, sessions + 8)),
-           "--max-connections-per-client", str(sessions + 8), "--workers", str(workers), "--drain-seconds", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sapo_cli",
+        "env",
+        "serve",
+        env_id,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--max-sessions",
+        str(sessions),
+        "--max-connections",
+        str(max(64, sessions + 8)),
+        "--max-connections-per-client",
+        str(sessions + 8),
+        "--workers",
+        str(workers),
+        "--drain-seconds",
+        "2",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     with log.open("w") as err:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
@@ -174,9 +193,17 @@ async def drive(server: Server, sessions: int, args: argparse.Namespace) -> dict
     rss = max(rss, server.rss_mib())
     await asyncio.gather(*tasks)
     busy = (machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1])
-    return {"steps": load.steps, "resets": load.resets, "elapsed": elapsed, "latencies": load.latencies,
-            "errors": load.errors, "rss_mib": rss, "server_cpu": {k: cpu1[k] - cpu0[k] for k in cpu0},
-            "client_cpu": own1 - own0, "machine_busy": busy}
+    return {
+        "steps": load.steps,
+        "resets": load.resets,
+        "elapsed": elapsed,
+        "latencies": load.latencies,
+        "errors": load.errors,
+        "rss_mib": rss,
+        "server_cpu": {k: cpu1[k] - cpu0[k] for k in cpu0},
+        "client_cpu": own1 - own0,
+        "machine_busy": busy,
+    }
 
 
 def measure(env_id: str, sessions: int, workers: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -206,9 +233,21 @@ def in_process_step_ms(env_id: str, steps: int = 600) -> float:
 
 
 # ------------------------------------------------------------------ the report
-COLUMNS = ("env", "server processes", "sessions", "steps", "steps/s", "p50 ms", "p99 ms", "RSS / session MiB",
-           "server CPU ms / step (uvicorn + nginx)", "in-process env ms / step", "load generator CPU, cores",
-           "machine busy", "errors")
+COLUMNS = (
+    "env",
+    "server processes",
+    "sessions",
+    "steps",
+    "steps/s",
+    "p50 ms",
+    "p99 ms",
+    "RSS / session MiB",
+    "server CPU ms / step (uvicorn + nginx)",
+    "in-process env ms / step",
+    "load generator CPU, cores",
+    "machine busy",
+    "errors",
+)
 
 
 def row(r: dict[str, Any], env_ms: float) -> list[str]:
@@ -217,10 +256,21 @@ def row(r: dict[str, Any], env_ms: float) -> list[str]:
     steps = max(1, r["steps"])
     cpu = r["server_cpu"]
     per_step = f"{sum(cpu.values()) / steps * 1000:.2f} ({cpu['uvicorn'] / steps * 1000:.2f} + {cpu['nginx'] / steps * 1000:.2f})"
-    return [r["env_id"].removeprefix("sapo/"), str(r["workers"]), str(r["sessions"]), str(r["steps"]),
-            f"{r['steps'] / r['elapsed']:,.0f}", f"{statistics.median(lat) * 1000:.1f}", f"{p99 * 1000:.1f}",
-            f"{(r['rss_mib'] - r['idle_rss_mib']) / r['sessions']:.2f}", per_step, f"{env_ms:.2f}",
-            f"{r['client_cpu'] / r['elapsed']:.2f}", f"{r['machine_busy']:.0%}", str(len(r["errors"]))]
+    return [
+        r["env_id"].removeprefix("sapo/"),
+        str(r["workers"]),
+        str(r["sessions"]),
+        str(r["steps"]),
+        f"{r['steps'] / r['elapsed']:,.0f}",
+        f"{statistics.median(lat) * 1000:.1f}",
+        f"{p99 * 1000:.1f}",
+        f"{(r['rss_mib'] - r['idle_rss_mib']) / r['sessions']:.2f}",
+        per_step,
+        f"{env_ms:.2f}",
+        f"{r['client_cpu'] / r['elapsed']:.2f}",
+        f"{r['machine_busy']:.0%}",
+        str(len(r["errors"])),
+    ]
 
 
 def table(rows: Sequence[Sequence[str]]) -> str:
@@ -251,7 +301,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for n in _ints(args.sessions):
                     result = measure(env_id, n, workers, args, Path(tmp))
                     rows.append(row(result, env_ms))
-                    print(" | ".join(rows[-1]), *result["errors"][:3], sep="\n  " if result["errors"] else "", flush=True)
+                    print(
+                        " | ".join(rows[-1]), *result["errors"][:3], sep="\n  " if result["errors"] else "", flush=True
+                    )
     print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print(table(rows))
     return 0

@@ -94,22 +94,25 @@ def table(cells: list[Cell]) -> str:
     rows = ["| env | vector env | envs | env steps/s | vs sync at 1 env |", "|---|---|---:|---:|---:|"]
     for c in cells:
         base = next(b for b in cells if b.env == c.env and b.vectorization == "sync" and b.envs == 1)
-        rows.append(f"| `{c.env}` | {c.vectorization} | {c.envs} | {c.steps_per_s:,.0f} | "
-                    f"{c.steps_per_s / base.steps_per_s:.2f}x |")
+        rows.append(
+            f"| `{c.env}` | {c.vectorization} | {c.envs} | {c.steps_per_s:,.0f} | "
+            f"{c.steps_per_s / base.steps_per_s:.2f}x |"
+        )
     return "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--envs", default="sapo/ALFWorld-Mini-v0,sapo/ALFWorld-Mini-v0@engine=reference,sapo/WebShop-v0")
+    parser.add_argument(
+        "--envs", default="sapo/ALFWorld-Mini-v0,sapo/ALFWorld-Mini-v0@engine=reference,sapo/WebShop-v0"
+    )
     parser.add_argument("--seconds", type=float, default=4.0, help="timed seconds per cell")
     parser.add_argument("--counts", default="1,2", help="numbers of envs")
     args = parser.parse_args(argv)
     import ray
 
     print(cpu_line(), flush=True)
-    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
-             object_store_memory=100 * 1024**2)
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, object_store_memory=100 * 1024**2)
     cells = []
     try:
         for spec in args.envs.split(","):

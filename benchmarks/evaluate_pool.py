@@ -37,9 +37,24 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _server(median: float, sigma: float, seed: int) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", "--median", str(median), "--sigma", str(sigma),
-                             "--seed", str(seed)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.support.fake_openai",
+            "--median",
+            str(median),
+            "--sigma",
+            str(sigma),
+            "--seed",
+            str(seed),
+        ],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.stdout is not None
     return proc, proc.stdout.readline().strip()
 
@@ -77,14 +92,19 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     proc, url = _server(args.median, args.sigma, args.seed)
     try:
-        print(f"fake server {url}: lognormal latency, median {args.median} s, sigma {args.sigma}; N = {args.concurrency}")
+        print(
+            f"fake server {url}: lognormal latency, median {args.median} s, sigma {args.sigma}; N = {args.concurrency}"
+        )
         print(f"{'env':<22} {'episodes':>8} {'turns L/P':>10} {'lockstep ep/min':>16} {'pool ep/min':>12} {'ratio':>6}")
         for item in args.envs.split(","):
             env_id, split, tasks = item.rsplit(":", 2)
             row = _measure(env_id, split, int(tasks), seeds, args.concurrency, url)
             lock, pool = row["episodes"] / row["lockstep_s"] * 60, row["episodes"] / row["pool_s"] * 60
-            print(f"{env_id:<22} {int(row['episodes']):>8} {int(row['turns_lockstep']):>4}/{int(row['turns_pool']):<5} "
-                  f"{lock:>16.1f} {pool:>12.1f} {pool / lock:>5.2f}x", flush=True)
+            print(
+                f"{env_id:<22} {int(row['episodes']):>8} {int(row['turns_lockstep']):>4}/{int(row['turns_pool']):<5} "
+                f"{lock:>16.1f} {pool:>12.1f} {pool / lock:>5.2f}x",
+                flush=True,
+            )
     finally:
         assert proc.stdin is not None
         proc.stdin.close()

@@ -48,8 +48,14 @@ class Call:
 def record_iteration(model: str, draft_tokens: int) -> tuple[Trainer, list[Call], float]:
     """Play one CPU-default training iteration from ``model``; every generate call, and the generation phase's time."""
     cfg = CompareConfig(progress=False)
-    tcfg = dataclasses.replace(cfg.train_config("sapo", 0), model=model, sft_episodes=0, progress=False,
-                               out_dir="/tmp/sapo-bench-generation", draft_tokens=draft_tokens)
+    tcfg = dataclasses.replace(
+        cfg.train_config("sapo", 0),
+        model=model,
+        sft_episodes=0,
+        progress=False,
+        out_dir="/tmp/sapo-bench-generation",
+        draft_tokens=draft_tokens,
+    )
     trainer = Trainer(tcfg)
     calls: list[Call] = []
     agent = trainer.agent
@@ -57,8 +63,13 @@ def record_iteration(model: str, draft_tokens: int) -> tuple[Trainer, list[Call]
 
     def recording_act(observations: Any, infos: Any = None) -> Any:
         outputs = act(observations, infos)
-        calls.append(Call([o.prompt_ids for o in outputs], [o.token_ids for o in outputs],
-                          [(i or {}).get("admissible_actions") for i in (infos or [{}] * len(outputs))]))
+        calls.append(
+            Call(
+                [o.prompt_ids for o in outputs],
+                [o.token_ids for o in outputs],
+                [(i or {}).get("admissible_actions") for i in (infos or [{}] * len(outputs))],
+            )
+        )
         return outputs
 
     agent.act_detailed = recording_act  # type: ignore[method-assign]
@@ -91,7 +102,9 @@ def _timed(fn: Any, repeats: int) -> float:
 
 
 @torch.inference_mode()
-def measure(trainer: Trainer, calls: list[Call], repeats: int, drafts: list[int]) -> dict[str, tuple[float, float, float]]:
+def measure(
+    trainer: Trainer, calls: list[Call], repeats: int, drafts: list[int]
+) -> dict[str, tuple[float, float, float]]:
     """``{pass: (seconds, tokens, flops)}`` over every recorded call, the median of ``repeats`` rounds; the sampler once
     per draft length in ``drafts`` (its drafts from the responses of the calls before, as in a rollout)."""
     policy, generator = trainer.policy, trainer.agent.generator
@@ -114,10 +127,19 @@ def measure(trainer: Trainer, calls: list[Call], repeats: int, drafts: list[int]
     lengths = [(len(p), len(r)) for c in calls for p, r in zip(c.prompts, c.responses)]
     tokens = float(sum(p + r for p, r in lengths))
     return {
-        **{f"sampler, {k} draft tokens" if k else "sampler, no drafts": (_timed(functools.partial(sampler, k), repeats), tokens,
-                                                                         _flops(model, lengths, "generated")) for k in drafts},
-        "prefill only": (_timed(lambda: forward(False), repeats), float(sum(p for p, _ in lengths)),
-                         _flops(model, [(p, 0) for p, _ in lengths], "last")),
+        **{
+            f"sampler, {k} draft tokens" if k else "sampler, no drafts": (
+                _timed(functools.partial(sampler, k), repeats),
+                tokens,
+                _flops(model, lengths, "generated"),
+            )
+            for k in drafts
+        },
+        "prefill only": (
+            _timed(lambda: forward(False), repeats),
+            float(sum(p for p, _ in lengths)),
+            _flops(model, [(p, 0) for p, _ in lengths], "last"),
+        ),
         "forward only": (_timed(lambda: forward(True), repeats), tokens, _flops(model, lengths, "all")),
     }
 
@@ -126,22 +148,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="tiny", help="policy: a saved warm start (as the runs sample) or 'tiny'")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--draft-tokens", type=int, nargs="+", default=[0, 8, 16],
-                        help="draft lengths to time the sampler at (the iteration is recorded at the first)")
+    parser.add_argument(
+        "--draft-tokens",
+        type=int,
+        nargs="+",
+        default=[0, 8, 16],
+        help="draft lengths to time the sampler at (the iteration is recorded at the first)",
+    )
     args = parser.parse_args()
     trainer, calls, generation_s = record_iteration(args.model, args.draft_tokens[0])
     rows = measure(trainer, calls, args.repeats, args.draft_tokens)
     turns = sum(len(c.prompts) for c in calls)
     generated = sum(len(r) for c in calls for r in c.responses)
     print(describe())
-    print(f"torch {torch.__version__}, kernels {torch.backends.cpu.get_cpu_capability()}, threads {torch.get_num_threads()}; "
-          f"model {args.model}; one iteration: {len(calls)} generate calls, {turns} turns, {generated} generated tokens; "
-          f"generation phase as the trainer timed it: {generation_s:.2f} s")
+    print(
+        f"torch {torch.__version__}, kernels {torch.backends.cpu.get_cpu_capability()}, threads {torch.get_num_threads()}; "
+        f"model {args.model}; one iteration: {len(calls)} generate calls, {turns} turns, {generated} generated tokens; "
+        f"generation phase as the trainer timed it: {generation_s:.2f} s"
+    )
     reference = rows["forward only"][1] / rows["forward only"][0]
-    print("| pass | tokens | seconds | tokens/s | GFLOP | GFLOP/s | rate / forward-only rate |\n|---|---|---|---|---|---|---|")
+    print(
+        "| pass | tokens | seconds | tokens/s | GFLOP | GFLOP/s | rate / forward-only rate |\n|---|---|---|---|---|---|---|"
+    )
     for name, (sec, tokens, flops) in rows.items():
-        print(f"| {name} | {tokens:.0f} | {sec:.3f} | {tokens / sec:.0f} | {flops / 1e9:.2f} | {flops / 1e9 / sec:.1f} "
-              f"| {tokens / sec / reference:.2f} |")
+        print(
+            f"| {name} | {tokens:.0f} | {sec:.3f} | {tokens / sec:.0f} | {flops / 1e9:.2f} | {flops / 1e9 / sec:.1f} "
+            f"| {tokens / sec / reference:.2f} |"
+        )
     trainer.close()
 
 

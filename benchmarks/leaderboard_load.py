@@ -79,7 +79,9 @@ def write_bundles(path: Path, expert: Mapping[str, Any], random_: Mapping[str, A
             f.write(json.dumps(mixed_bundle(expert, random_, i % 16, 16, f"load {i}"), separators=(",", ":")) + "\n")
 
 
-def seed_database(url: str, expert: Mapping[str, Any], random_: Mapping[str, Any], rows: int, tokens: int) -> dict[str, Any]:
+def seed_database(
+    url: str, expert: Mapping[str, Any], random_: Mapping[str, Any], rows: int, tokens: int
+) -> dict[str, Any]:
     """Baselines + ``rows`` verified submissions (summaries written, as the API does) + ``tokens`` tokens."""
     from leaderboard.boards import BoardRegistry
     from leaderboard.checks import admit
@@ -107,14 +109,35 @@ def locust_binary(explicit: str | None) -> str:
     """``--locust`` if given, else scripts/setup_locust.sh's venv (built on first use, ~12 s)."""
     if explicit:
         return explicit
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "setup_locust.sh")], check=True, capture_output=True, text=True)
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "setup_locust.sh")], check=True, capture_output=True, text=True
+    )
     return done.stdout.strip().splitlines()[-1]
 
 
 def run_locust(locust: str, url: str, config: Path, users: int, duration: int, prefix: Path) -> float:
     """Run the locustfile headless against ``url``; the CPU seconds locust used (it is waited for here)."""
-    cmd = [locust, "-f", str(LOCUSTFILE), "--headless", "--host", url, "-u", str(users), "-r", str(users),
-           "-t", f"{duration}s", "--csv", str(prefix), "--only-summary", "--stop-timeout", "5", "--loglevel", "WARNING"]
+    cmd = [
+        locust,
+        "-f",
+        str(LOCUSTFILE),
+        "--headless",
+        "--host",
+        url,
+        "-u",
+        str(users),
+        "-r",
+        str(users),
+        "-t",
+        f"{duration}s",
+        "--csv",
+        str(prefix),
+        "--only-summary",
+        "--stop-timeout",
+        "5",
+        "--loglevel",
+        "WARNING",
+    ]
     env = {**os.environ, "SAPO_LOAD_CONFIG": str(config), "OMP_NUM_THREADS": "1"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(f"{prefix}.log", "w") as log:
@@ -127,13 +150,16 @@ def run_locust(locust: str, url: str, config: Path, users: int, duration: int, p
                 proc.wait()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)  # locust is the only child waited for meanwhile
     if not Path(f"{prefix}_stats.csv").exists():
-        raise RuntimeError(f"locust wrote no stats (exit {proc.returncode}): {Path(f'{prefix}.log').read_text()[-2000:]}")
+        raise RuntimeError(
+            f"locust wrote no stats (exit {proc.returncode}): {Path(f'{prefix}.log').read_text()[-2000:]}"
+        )
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 # ------------------------------------------------------------------ locust's CSV and the table
 def read_stats(path: Path) -> dict[str, dict[str, float]]:
     """``*_stats.csv`` per request name (and ``Aggregated``): requests, failures, rps, p50, p95 (ms)."""
+
     def num(row: dict[str, str], key: str) -> float:
         value = row.get(key, "")
         return float(value) if value not in ("", "N/A") else float("nan")
@@ -141,8 +167,13 @@ def read_stats(path: Path) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     with path.open(newline="") as f:
         for row in csv.DictReader(f):
-            out[row["Name"]] = {"requests": num(row, "Request Count"), "failures": num(row, "Failure Count"),
-                                "rps": num(row, "Requests/s"), "p50": num(row, "50%"), "p95": num(row, "95%")}
+            out[row["Name"]] = {
+                "requests": num(row, "Request Count"),
+                "failures": num(row, "Failure Count"),
+                "rps": num(row, "Requests/s"),
+                "p50": num(row, "50%"),
+                "p95": num(row, "95%"),
+            }
     return out
 
 
@@ -161,10 +192,21 @@ def summarize(stats: Mapping[str, Mapping[str, float]], duration: float, probe: 
     return {**out, **probe}
 
 
-ROWS = ("submissions/s", "requests/s", *(f"{name} p50 / p95 ms" for name in TASKS), "error rate", "server processes",
-        "RSS per server process, max MiB", "RSS of all server processes, MiB", "PostgreSQL client backends, max",
-        "CPU cores: server processes", "CPU cores: PostgreSQL", "CPU cores: locust",
-        "CPU cores: anything else (this sampler, other jobs)", "CPU cores busy, whole machine")
+ROWS = (
+    "submissions/s",
+    "requests/s",
+    *(f"{name} p50 / p95 ms" for name in TASKS),
+    "error rate",
+    "server processes",
+    "RSS per server process, max MiB",
+    "RSS of all server processes, MiB",
+    "PostgreSQL client backends, max",
+    "CPU cores: server processes",
+    "CPU cores: PostgreSQL",
+    "CPU cores: locust",
+    "CPU cores: anything else (this sampler, other jobs)",
+    "CPU cores busy, whole machine",
+)
 
 
 def _cell(value: Any) -> str:
@@ -173,7 +215,15 @@ def _cell(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(_cell(v) for v in value)
     if isinstance(value, float):
-        return "–" if value != value else f"{value:.4f}" if 0 < abs(value) < 0.01 else f"{value:.3g}" if abs(value) < 10 else f"{value:.0f}"
+        return (
+            "–"
+            if value != value
+            else f"{value:.4f}"
+            if 0 < abs(value) < 0.01
+            else f"{value:.3g}"
+            if abs(value) < 10
+            else f"{value:.0f}"
+        )
     return str(value)
 
 
@@ -202,8 +252,15 @@ def table(results: Mapping[int, Mapping[str, Any]]) -> str:
 
 
 # ------------------------------------------------------------------ one configuration
-def measure(workers: int, args: argparse.Namespace, cluster: Any, locust: str, work: Path, bundles: Path,
-            templates: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any]:
+def measure(
+    workers: int,
+    args: argparse.Namespace,
+    cluster: Any,
+    locust: str,
+    work: Path,
+    bundles: Path,
+    templates: tuple[dict[str, Any], dict[str, Any]],
+) -> dict[str, Any]:
     """Seed a fresh database, serve it with ``workers`` processes, load it; the configuration's numbers."""
     from tests.support.leaderboard import ServerProcess
     from tests.support.postgres import create_database
@@ -211,7 +268,9 @@ def measure(workers: int, args: argparse.Namespace, cluster: Any, locust: str, w
     url = create_database(cluster.url, f"load_w{workers}")
     seeded = seed_database(url, *templates, rows=args.seed_rows, tokens=args.tokens)
     config = work / f"config_w{workers}.json"
-    config.write_text(json.dumps({"bundles": str(bundles), "spec_hash": args.spec_hash, "episodes": args.episodes, **seeded}))
+    config.write_text(
+        json.dumps({"bundles": str(bundles), "spec_hash": args.spec_hash, "episodes": args.episodes, **seeded})
+    )
     extra = ["--no-verify", "--rate-per-minute", "0", *(["--workers", str(workers)] if workers > 1 else [])]
     server = ServerProcess(url, work / f"server_w{workers}.log", *extra)
     sampler = None
@@ -240,7 +299,9 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--users", type=int, default=16, help="closed-loop locust visitors")
     p.add_argument("--tokens", type=int, default=4, help="API tokens the visitors submit with, in turn")
     p.add_argument("--seed-rows", type=int, default=200, help="verified submissions on the board before the load")
-    p.add_argument("--bundles", type=int, default=None, help="pre-generated fresh bundles (default 150 per second of load)")
+    p.add_argument(
+        "--bundles", type=int, default=None, help="pre-generated fresh bundles (default 150 per second of load)"
+    )
     p.add_argument("--locust", default=None, help="locust executable (default: scripts/setup_locust.sh's venv)")
     p.add_argument("--keep", default=None, help="keep the CSVs and logs in this directory")
     return p.parse_args(argv)
@@ -262,8 +323,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_bundles(bundles, expert, random_, args.bundles or 150 * args.duration)
         results = {n: measure(n, args, cluster, locust, work, bundles, (expert, random_)) for n in counts}
     print(machine_line() + f"; 1-min load average before the runs: {load:.2f}")
-    print(f"{args.users} locust visitors, {args.duration} s per configuration, PostgreSQL {args.seed_rows} seeded rows; "
-          f"locust {subprocess.run([locust, '--version'], capture_output=True, text=True).stdout.split()[1]}\n")
+    print(
+        f"{args.users} locust visitors, {args.duration} s per configuration, PostgreSQL {args.seed_rows} seeded rows; "
+        f"locust {subprocess.run([locust, '--version'], capture_output=True, text=True).stdout.split()[1]}\n"
+    )
     print(table(results))
     return 0
 

@@ -22,7 +22,7 @@ def _stat(pid: int) -> list[str] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return text[text.rindex(")") + 2:].split()
+    return text[text.rindex(")") + 2 :].split()
 
 
 def children(pid: int) -> list[int]:
@@ -119,8 +119,10 @@ class Sampler:
                     if kib is not None:
                         self.rss[pid] = max(self.rss.get(pid, 0), kib)
                 with conn.cursor() as cur:
-                    cur.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
-                                "AND pid <> pg_backend_pid()")
+                    cur.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                        "AND pid <> pg_backend_pid()"
+                    )
                     self.backends = max(self.backends, cur.fetchone()[0])
                 self._done.wait(self.interval)
         finally:
@@ -130,14 +132,19 @@ class Sampler:
         self._done.set()
         self._thread.join(10)
 
-    def finish(self, before: Mapping[str, Any], after: Mapping[str, Any], locust_cpu: float, elapsed: float) -> dict[str, Any]:
+    def finish(
+        self, before: Mapping[str, Any], after: Mapping[str, Any], locust_cpu: float, elapsed: float
+    ) -> dict[str, Any]:
         """The configuration's sampled numbers: processes, RSS, backends, CPU cores busy over ``elapsed`` seconds."""
         self.stop()
         workers = [self.rss[p] / 1024 for p in sorted(self.rss) if p != self.server_pid]
         parent = self.rss.get(self.server_pid, 0) / 1024
         busy = (after["machine"][0] - before["machine"][0]) / max(after["machine"][1] - before["machine"][1], 1)
-        cores = {"server processes": (after["server"] - before["server"]) / elapsed,
-                 "PostgreSQL": (after["postgres"] - before["postgres"]) / elapsed, "locust": locust_cpu / elapsed}
+        cores = {
+            "server processes": (after["server"] - before["server"]) / elapsed,
+            "PostgreSQL": (after["postgres"] - before["postgres"]) / elapsed,
+            "locust": locust_cpu / elapsed,
+        }
         machine = busy * (os.cpu_count() or 1)
         return {
             "server processes": 1 + len(workers),

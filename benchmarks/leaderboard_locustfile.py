@@ -38,11 +38,17 @@ class Visitor(FastHttpUser):
     def submit(self) -> None:
         body = _LINES.readline()
         if not body:  # counted as a failed submission, without a request
-            self.environment.events.request.fire(request_type="POST", name="submit", response_time=0, response_length=0,
-                                                 exception=RuntimeError("the pre-generated bundles ran out (raise --bundles)"))
+            self.environment.events.request.fire(
+                request_type="POST",
+                name="submit",
+                response_time=0,
+                response_length=0,
+                exception=RuntimeError("the pre-generated bundles ran out (raise --bundles)"),
+            )
             return
-        with self.client.post("/api/v1/submissions", data=body, headers=self.auth, name="submit",
-                              catch_response=True) as response:
+        with self.client.post(
+            "/api/v1/submissions", data=body, headers=self.auth, name="submit", catch_response=True
+        ) as response:
             if response.status_code == 201:
                 _SUBMISSIONS.append(response.json()["id"])
                 response.success()

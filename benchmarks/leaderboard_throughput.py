@@ -39,9 +39,27 @@ def _serve(db: str) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "sapo_cli", "leaderboard", "--db", db, "--board", VAULT, "serve",
-                             "--port", str(port), "--no-verify", "--rate-per-minute", "0"],  # throughput, not the rate limit
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sapo_cli",
+            "leaderboard",
+            "--db",
+            db,
+            "--board",
+            VAULT,
+            "serve",
+            "--port",
+            str(port),
+            "--no-verify",
+            "--rate-per-minute",
+            "0",
+        ],  # throughput, not the rate limit
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:
@@ -109,7 +127,9 @@ def main() -> None:
         t_replay = time.perf_counter() - start
         assert result.verified, result.message
         n = len(bundle["episodes"])
-        print(f"{board.key:<44} {n:>8} {t_admit:>8.2f} {t_replay:>9.2f} {n / t_replay:>12.1f} {t_replay / t_admit:>13.1f}")
+        print(
+            f"{board.key:<44} {n:>8} {t_admit:>8.2f} {t_replay:>9.2f} {n / t_replay:>12.1f} {t_replay / t_admit:>13.1f}"
+        )
     for key, why in registry.skipped.items():
         print(f"{key:<44} unavailable: {why[:60]}")
 

@@ -47,7 +47,9 @@ ENV, SPLIT = "sapo/Vault-v0", "test"
 def _live(url: str, token: str, model_url: str, width: int, seeds: int) -> tuple[int, float]:
     agent = OpenAIChatAgent(model_url, "bench", max_concurrency=width, seed=0)
     start = time.perf_counter()
-    result = play_live(agent, url, token, ENV, SPLIT, AgentInfo(name=f"live bench N {width}"), seeds=seeds, concurrency=width)
+    result = play_live(
+        agent, url, token, ENV, SPLIT, AgentInfo(name=f"live bench N {width}"), seeds=seeds, concurrency=width
+    )
     elapsed = time.perf_counter() - start
     assert result.submission.get("id") is not None and result.parallel == width, result
     return result.episodes, elapsed
@@ -72,7 +74,9 @@ def main() -> None:
     parser.add_argument("--median", type=float, default=0.05, help="median request latency, seconds")
     parser.add_argument("--sigma", type=float, default=1.0, help="log-sd of the request latency")
     parser.add_argument("--seed", type=int, default=0, help="the latency draws' seed")
-    parser.add_argument("--seeds", type=int, default=4, help="passes over the split (live: at most the server's max_seeds)")
+    parser.add_argument(
+        "--seeds", type=int, default=4, help="passes over the split (live: at most the server's max_seeds)"
+    )
     args = parser.parse_args()
     from leaderboard.server.store import Store
 
@@ -84,13 +88,20 @@ def main() -> None:
         store.engine.dispose()
         server = ServerProcess(db, Path(tmp) / "server.log", "--no-verify").start()
         try:
-            print(f"fake model server: lognormal latency, median {args.median} s, sigma {args.sigma}; leaderboard {server.url}")
-            print(f"{'N':>3} {'episodes':>8} {'turns':>6} {'live ep/min':>12} {'offline ep/min':>15} {'live/offline':>13}")
+            print(
+                f"fake model server: lognormal latency, median {args.median} s, sigma {args.sigma}; leaderboard {server.url}"
+            )
+            print(
+                f"{'N':>3} {'episodes':>8} {'turns':>6} {'live ep/min':>12} {'offline ep/min':>15} {'live/offline':>13}"
+            )
             for width in (int(n) for n in args.concurrency.split(",")):
                 episodes, live_s = _live(server.url, token, model_url, width, args.seeds)
                 offline_episodes, turns, offline_s = _offline(model_url, width, args.seeds)
                 live, offline = episodes / live_s * 60, offline_episodes / offline_s * 60
-                print(f"{width:>3} {episodes:>8} {turns:>6} {live:>12.1f} {offline:>15.1f} {live / offline:>12.2f}x", flush=True)
+                print(
+                    f"{width:>3} {episodes:>8} {turns:>6} {live:>12.1f} {offline:>15.1f} {live / offline:>12.2f}x",
+                    flush=True,
+                )
         finally:
             server.stop()
             assert proc.stdin is not None

@@ -60,17 +60,35 @@ def _policy(args: argparse.Namespace) -> Any:
     from agents.policy import PolicyModel
 
     heads = max(1, args.hidden // 64) if args.hidden >= 128 else 2
-    return PolicyModel.tiny(seed=0, hidden_size=args.hidden, num_hidden_layers=args.layers,
-                            num_attention_heads=heads, intermediate_size=2 * args.hidden)
+    return PolicyModel.tiny(
+        seed=0,
+        hidden_size=args.hidden,
+        num_hidden_layers=args.layers,
+        num_attention_heads=heads,
+        intermediate_size=2 * args.hidden,
+    )
 
 
 def _config(args: argparse.Namespace, algo: str, **overrides: Any) -> TrainConfig:
-    fields = dict(algo=algo, env=args.env, env_arg=list(args.env_arg), prompt=args.prompt, history_length=args.history,
-                  device=args.device,
-                  episodes_per_iteration=args.episodes, group_size=8, max_response_tokens=args.max_response_tokens,
-                  micro_batch_size=args.micro_batch_size, kl_coef=args.kl_coef, reference_dtype=args.reference_dtype,
-                  old_log_probs=args.old_log_probs,
-                  gradient_checkpointing=args.gradient_checkpointing, bf16=args.bf16, progress=False, out_dir="/tmp/sapo-bench")
+    fields = dict(
+        algo=algo,
+        env=args.env,
+        env_arg=list(args.env_arg),
+        prompt=args.prompt,
+        history_length=args.history,
+        device=args.device,
+        episodes_per_iteration=args.episodes,
+        group_size=8,
+        max_response_tokens=args.max_response_tokens,
+        micro_batch_size=args.micro_batch_size,
+        kl_coef=args.kl_coef,
+        reference_dtype=args.reference_dtype,
+        old_log_probs=args.old_log_probs,
+        gradient_checkpointing=args.gradient_checkpointing,
+        bf16=args.bf16,
+        progress=False,
+        out_dir="/tmp/sapo-bench",
+    )
     return TrainConfig(**{**fields, **overrides})
 
 
@@ -82,8 +100,13 @@ def _trainer(args: argparse.Namespace, algo: str, policy: Any, **overrides: Any)
 def _state(trainer: Trainer) -> tuple[Any, ...]:
     """The models and optimizers the method holds (what the memory meters count from the start)."""
     critic = trainer.critic
-    return (trainer.policy.model, trainer.optimizer, trainer.reference, critic and critic.module,
-            critic and critic.optimizer)
+    return (
+        trainer.policy.model,
+        trainer.optimizer,
+        trainer.reference,
+        critic and critic.module,
+        critic and critic.optimizer,
+    )
 
 
 def _sync(device: str) -> None:
@@ -112,8 +135,10 @@ def _rollouts(args: argparse.Namespace, base: Any) -> tuple[dict[str, Experience
     sapo = "readout" if "readout" in variants else "plain"
     a, b = batches["plain"], batches[sapo]
     same = a.input_ids.shape == b.input_ids.shape and torch.equal(a.input_ids, b.input_ids)
-    print(f"rollout: {len(a)} turns, {a.num_action_tokens} action tokens, {int(a.attention_mask.sum())} tokens in all; "
-          f"SAPO's sampler drew {'the same' if same else 'DIFFERENT'} turns")
+    print(
+        f"rollout: {len(a)} turns, {a.num_action_tokens} action tokens, {int(a.attention_mask.sum())} tokens in all; "
+        f"SAPO's sampler drew {'the same' if same else 'DIFFERENT'} turns"
+    )
     readout = {algo for algo in ALGOS if method_class(algo).readout}
     batches_of = {algo: (b if algo in readout else a) for algo in ALGOS}
     return batches_of, {algo: timers[sapo] if algo in readout else timers["plain"] for algo in ALGOS}
@@ -140,7 +165,9 @@ def phase_table(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     print("SAPO/PPO iteration time per round: " + " ".join(f"{r:.3f}" for r in rounds))
     for algo, trainer in trainers.items():
         table[algo]["state_bytes"] = state_bytes(*_state(trainer))
-        table[algo]["peak_bytes"] = _live_peak(trainer, batches[algo]) if args.device == "cpu" else table[algo]["estimate_bytes"]
+        table[algo]["peak_bytes"] = (
+            _live_peak(trainer, batches[algo]) if args.device == "cpu" else table[algo]["estimate_bytes"]
+        )
     table["sapo+lora"] = _lora_entry(args, base, batches["sapo"])
     return table
 
@@ -203,13 +230,31 @@ def trl_grpo_step(args: argparse.Namespace, prompt: str) -> float | None:
         def on_step_end(self, *a: Any, **k: Any) -> None:
             times.append(time.perf_counter() - self.start)
 
-    config = GRPOConfig(output_dir="/tmp/sapo-bench-trl", per_device_train_batch_size=8, num_generations=8,
-                        max_completion_length=32, max_steps=args.trl_steps, learning_rate=1e-6, beta=0.0,
-                        logging_strategy="no", save_strategy="no", report_to="none", use_cpu=args.device == "cpu",
-                        bf16=False, seed=0, dataloader_num_workers=0, disable_tqdm=True)
-    trainer = GRPOTrainer(model=policy.model, reward_funcs=lambda completions, **_: [float(len(c) % 3) for c in completions],
-                          args=config, train_dataset=Dataset.from_dict({"prompt": [prompt] * (8 * args.trl_steps)}),
-                          processing_class=policy.tokenizer, callbacks=[Clock()])
+    config = GRPOConfig(
+        output_dir="/tmp/sapo-bench-trl",
+        per_device_train_batch_size=8,
+        num_generations=8,
+        max_completion_length=32,
+        max_steps=args.trl_steps,
+        learning_rate=1e-6,
+        beta=0.0,
+        logging_strategy="no",
+        save_strategy="no",
+        report_to="none",
+        use_cpu=args.device == "cpu",
+        bf16=False,
+        seed=0,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(
+        model=policy.model,
+        reward_funcs=lambda completions, **_: [float(len(c) % 3) for c in completions],
+        args=config,
+        train_dataset=Dataset.from_dict({"prompt": [prompt] * (8 * args.trl_steps)}),
+        processing_class=policy.tokenizer,
+        callbacks=[Clock()],
+    )
     trainer.train()
     return statistics.median(times[1:])
 
@@ -219,7 +264,11 @@ def _print_table(results: dict[str, dict[str, float]]) -> None:
     print(head + "\n" + "-" * len(head))
     for key in [*PHASES, "update", "iteration"]:
         print(f"{key:<16}" + "".join(f"{results[a][f'time/{key}']:>10.3f}" for a in ALGOS))
-    for key, name in (("peak_bytes", "peak MiB"), ("state_bytes", "  states MiB"), ("estimate_bytes", "  estimate MiB")):
+    for key, name in (
+        ("peak_bytes", "peak MiB"),
+        ("state_bytes", "  states MiB"),
+        ("estimate_bytes", "  estimate MiB"),
+    ):
         print(f"{name:<16}" + "".join(f"{results[a][key] / 2**20:>10.1f}" for a in ALGOS))
 
 
@@ -229,28 +278,54 @@ def _ratio(name: str, value: float, target: float) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", nargs="+", choices=list(SIZES), default=["tiny"], help="one table per size (see above)")
+    parser.add_argument(
+        "--size", nargs="+", choices=list(SIZES), default=["tiny"], help="one table per size (see above)"
+    )
     parser.add_argument("--env", default="sapo/Vault-v0")
     parser.add_argument("--episodes", type=int, default=16, help="episodes in the shared rollout (2 groups of 8)")
-    parser.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="env keyword argument (repeatable), e.g. data_dir=embedded or max_episode_steps=4")
-    parser.add_argument("--prompt", choices=("plain", "default"), default="plain",
-                        help="'default' is the env's paper prompt (long on ALFWorld: the admissible list and history)")
+    parser.add_argument(
+        "--env-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env keyword argument (repeatable), e.g. data_dir=embedded or max_episode_steps=4",
+    )
+    parser.add_argument(
+        "--prompt",
+        choices=("plain", "default"),
+        default="plain",
+        help="'default' is the env's paper prompt (long on ALFWorld: the admissible list and history)",
+    )
     parser.add_argument("--history", type=int, default=2)
     parser.add_argument("--max-response-tokens", type=int, default=32)
     parser.add_argument("--kl-coef", type=float, default=0.01)
-    parser.add_argument("--reference-dtype", default="auto", choices=["float32", "bfloat16", "auto"],
-                        help="KL reference dtype; auto: bfloat16 where the CPU/GPU computes it natively (trainers/hardware.py)")
-    parser.add_argument("--old-log-probs", default="rollout", choices=["recompute", "rollout"],
-                        help="TrainConfig.old_log_probs for every method: keep the sampler's log-probs (and SAPO's V/Q "
-                             "logits) or recompute them in a forward pass")
+    parser.add_argument(
+        "--reference-dtype",
+        default="auto",
+        choices=["float32", "bfloat16", "auto"],
+        help="KL reference dtype; auto: bfloat16 where the CPU/GPU computes it natively (trainers/hardware.py)",
+    )
+    parser.add_argument(
+        "--old-log-probs",
+        default="rollout",
+        choices=["recompute", "rollout"],
+        help="TrainConfig.old_log_probs for every method: keep the sampler's log-probs (and SAPO's V/Q "
+        "logits) or recompute them in a forward pass",
+    )
     parser.add_argument("--hidden", type=int, help="overrides the size's hidden width")
     parser.add_argument("--layers", type=int, help="overrides the size's layer count")
     parser.add_argument("--micro-batch-size", type=int, help="overrides the size's micro-batch")
-    parser.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=None,
-                        help="overrides the size's setting (actor and PPO critic alike)")
-    parser.add_argument("--bf16", action="store_true",
-                        help="bf16 autocast for every method's forward passes, sampling and critic included (the paper's precision)")
+    parser.add_argument(
+        "--gradient-checkpointing",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="overrides the size's setting (actor and PPO critic alike)",
+    )
+    parser.add_argument(
+        "--bf16",
+        action="store_true",
+        help="bf16 autocast for every method's forward passes, sampling and critic included (the paper's precision)",
+    )
     parser.add_argument("--lora-rank", type=int, default=16, help="rank of the SAPO + LoRA memory row")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=5)
@@ -266,33 +341,47 @@ def run_size(args: argparse.Namespace, size: str) -> None:
     from trainers.hardware import describe, resolve_dtype
 
     print(f"\n{describe()}; reference dtype resolves to {resolve_dtype(args.reference_dtype, args.device)}")
-    print(f"== size {size}: tiny Qwen2 hidden {args.hidden}, {args.layers} layers; micro-batch {args.micro_batch_size}; "
-          f"gradient checkpointing {args.gradient_checkpointing}; reference {args.reference_dtype}; "
-          f"old log-probs {args.old_log_probs}; env {args.env} {args.env_arg}; "
-          f"prompt {args.prompt}, history {args.history}; "
-          f"device {args.device}; torch threads {torch.get_num_threads()}")
+    print(
+        f"== size {size}: tiny Qwen2 hidden {args.hidden}, {args.layers} layers; micro-batch {args.micro_batch_size}; "
+        f"gradient checkpointing {args.gradient_checkpointing}; reference {args.reference_dtype}; "
+        f"old log-probs {args.old_log_probs}; env {args.env} {args.env_arg}; "
+        f"prompt {args.prompt}, history {args.history}; "
+        f"device {args.device}; torch threads {torch.get_num_threads()}"
+    )
     results = phase_table(args)
     _print_table(results)
     s, p, g = results["sapo"], results["ppo"], results["grpo"]
     print(_ratio("SAPO/PPO iteration time", s["time/iteration"] / p["time/iteration"], 0.60))
-    print(_ratio("SAPO/PPO learning time (no rollout)", (s["time/iteration"] - s["time/generation"] - s["time/reward"])
-                 / (p["time/iteration"] - p["time/generation"] - p["time/reward"]), 0.60))
+    print(
+        _ratio(
+            "SAPO/PPO learning time (no rollout)",
+            (s["time/iteration"] - s["time/generation"] - s["time/reward"])
+            / (p["time/iteration"] - p["time/generation"] - p["time/reward"]),
+            0.60,
+        )
+    )
     print(_ratio("SAPO/GRPO update time", s["time/update"] / g["time/update"], 1.03))
     print(_ratio("SAPO/PPO peak training memory", s["peak_bytes"] / p["peak_bytes"], 0.55))
     print(f"{'SAPO/PPO model states only':<34}{s['state_bytes'] / p['state_bytes']:>8.3f}")
     lora = results["sapo+lora"]
-    print(f"{f'SAPO + LoRA r={args.lora_rank} peak, states MiB':<34}{lora['peak_bytes'] / 2**20:>8.1f}"
-          f"{lora['state_bytes'] / 2**20:>8.1f}   (full SAPO {s['peak_bytes'] / 2**20:.1f}, {s['state_bytes'] / 2**20:.1f})")
+    print(
+        f"{f'SAPO + LoRA r={args.lora_rank} peak, states MiB':<34}{lora['peak_bytes'] / 2**20:>8.1f}"
+        f"{lora['state_bytes'] / 2**20:>8.1f}   (full SAPO {s['peak_bytes'] / 2**20:.1f}, {s['state_bytes'] / 2**20:.1f})"
+    )
     for algo in (a for a in GROUP_ALGOS if a != "grpo"):  # the other group methods against GRPO
         other = results[algo]
-        print(f"{label(algo) + '/GRPO advantage, update time':<34}{other['time/advantage'] / g['time/advantage']:>8.3f}"
-              f"{other['time/update'] / g['time/update']:>8.3f}")
+        print(
+            f"{label(algo) + '/GRPO advantage, update time':<34}{other['time/advantage'] / g['time/advantage']:>8.3f}"
+            f"{other['time/update'] / g['time/update']:>8.3f}"
+        )
     if size == "tiny" and not args.no_trl:
         from sapo_gym.prompts import PLAIN_PROMPT
 
-        prompt = PLAIN_PROMPT.first.format(task_description="open the vault by pressing its 2 buttons in order",
-                                           current_observation="You stand before a vault with 3 buttons. The panel glows red.",
-                                           admissible_actions="look, press red, press blue, press green")
+        prompt = PLAIN_PROMPT.first.format(
+            task_description="open the vault by pressing its 2 buttons in order",
+            current_observation="You stand before a vault with 3 buttons. The panel glows red.",
+            admissible_actions="look, press red, press blue, press green",
+        )
         trl = trl_grpo_step(args, prompt)
         ours = our_grpo_step(args, prompt, [float(i % 3) for i in range(8)])
         if trl is not None:

@@ -61,7 +61,9 @@ def bootstrap(returns: np.ndarray, draws: int = 2000, seed: int = 0) -> tuple[fl
     return float(np.nanpercentile(values, 2.5)), float(np.nanpercentile(values, 97.5))
 
 
-def continuations(trainer: Any, fan: Any, episode: int, task_id: str, seed: int, prefix: list[str], prompt: str) -> list[float]:
+def continuations(
+    trainer: Any, fan: Any, episode: int, task_id: str, seed: int, prefix: list[str], prompt: str
+) -> list[float]:
     """Replay ``prefix`` on every member of ``fan`` from the task's reset, check the state is the picked turn's, and
     play on with the trainer's policy to the end: each member's return from that turn."""
     k = fan.num_envs
@@ -106,8 +108,13 @@ def measure(trainer: Any, fan: Any, iterations: int, states: int, seed: int) -> 
             replies = [t.output if isinstance(t.output, str) else t.output.text for t in before]
             task = rollout.episodes[pick.traj_id].task_id
             reset_seed = trainer.cfg.seed + 1000 * it + pick.traj_id  # trainers.rollout.collect's reset seed
-            rows.append({"iteration": it, "turn": pick.turn_idx,
-                         "returns": continuations(trainer, fan, it, task, reset_seed, replies, pick.prompt)})
+            rows.append(
+                {
+                    "iteration": it,
+                    "turn": pick.turn_idx,
+                    "returns": continuations(trainer, fan, it, task, reset_seed, replies, pick.prompt),
+                }
+            )
         done = np.array([r["returns"] for r in rows])
         print(f"iteration {it + 1}/{iterations}: {len(rows)} states, ceiling so far {ceiling(done):.3f}", flush=True)
     return rows
@@ -127,16 +134,19 @@ def main() -> None:
     args = parser.parse_args()
     print(cpu_line(), f"torch {torch.__version__}", flush=True)
     with tempfile.TemporaryDirectory() as out:
-        cfg = dataclasses.replace(CompareConfig().train_config("sapo", 0, model=args.model), out_dir=out, resume=False,
-                                  progress=False)
+        cfg = dataclasses.replace(
+            CompareConfig().train_config("sapo", 0, model=args.model), out_dir=out, resume=False, progress=False
+        )
         trainer = Trainer(cfg)
         fan = make_train_vec(cfg.env, 1, args.continuations, 0, **cfg.gym_make_kwargs())
         rows = measure(trainer, fan, args.iterations, args.states, cfg.seed)
         trainer.close()
     returns = np.array([r["returns"] for r in rows])
     low, high = bootstrap(returns)
-    print(f"\n{len(rows)} states × {args.continuations} continuations: the best value function explains "
-          f"{ceiling(returns):.3f} [{low:.3f}, {high:.3f}] of the return variance")
+    print(
+        f"\n{len(rows)} states × {args.continuations} continuations: the best value function explains "
+        f"{ceiling(returns):.3f} [{low:.3f}, {high:.3f}] of the return variance"
+    )
     if args.out:
         from sapo_gym.files import write_atomic
 

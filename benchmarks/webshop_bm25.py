@@ -57,9 +57,13 @@ def measure(n: int, repeats: int) -> dict[str, float]:
     row["build_bm25s_s"], ref = _best(build_ref, repeats)
     with tempfile.TemporaryDirectory() as tmp:
         ref_dir, ours_dir = Path(tmp) / "bm25s", Path(tmp) / "ours"
-        row["build_numpy_s"], ours = _best(lambda: BM25Index.build(docs, ours_dir / str(time.perf_counter_ns())), repeats)
+        row["build_numpy_s"], ours = _best(
+            lambda: BM25Index.build(docs, ours_dir / str(time.perf_counter_ns())), repeats
+        )
         row["save_bm25s_s"], _ = _best(lambda: ref.save(str(ref_dir), show_progress=False), 1)
-        row["load_bm25s_s"], _ = _best(lambda: bm25s.BM25.load(str(ref_dir), load_vocab=True, show_progress=False), repeats)
+        row["load_bm25s_s"], _ = _best(
+            lambda: bm25s.BM25.load(str(ref_dir), load_vocab=True, show_progress=False), repeats
+        )
         row["load_numpy_s"], _ = _best(lambda: BM25Index.load(ours.folder), repeats)
     queries = [[t for t in tokenize(g.instruction_text) if t in ours.vocab] for g in catalog.goals]
     queries = [q for q in queries if q]
@@ -75,14 +79,19 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,50000")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    print("| products | tokenize | build bm25s | build numpy | load bm25s | load numpy | query bm25s | query numpy "
-          "| queries | scores differ |")
+    print(
+        "| products | tokenize | build bm25s | build numpy | load bm25s | load numpy | query bm25s | query numpy "
+        "| queries | scores differ |"
+    )
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for n in (int(s) for s in args.sizes.split(",")):
         r = measure(n, args.repeats)
-        print(f"| {n:,} | {r['tokenize_s']:.2f} s | {r['build_bm25s_s']:.3f} s | {r['build_numpy_s']:.3f} s "
-              f"| {r['load_bm25s_s'] * 1e3:.1f} ms | {r['load_numpy_s'] * 1e3:.1f} ms | {r['query_bm25s_us']:.0f} µs "
-              f"| {r['query_numpy_us']:.0f} µs | {r['queries']:,} | {r['differ']} |", flush=True)
+        print(
+            f"| {n:,} | {r['tokenize_s']:.2f} s | {r['build_bm25s_s']:.3f} s | {r['build_numpy_s']:.3f} s "
+            f"| {r['load_bm25s_s'] * 1e3:.1f} ms | {r['load_numpy_s'] * 1e3:.1f} ms | {r['query_bm25s_us']:.0f} µs "
+            f"| {r['query_numpy_us']:.0f} µs | {r['queries']:,} | {r['differ']} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

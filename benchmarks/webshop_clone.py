@@ -45,8 +45,10 @@ def main() -> None:
     data = _batch(policy, demos)
     lengths = data.attention_mask.sum(1).float()
     print(cpu_line())
-    print(f"{len(demos)} turns; prompt+output tokens: min {int(lengths.min())}, median {int(lengths.median())}, "
-          f"max {int(lengths.max())}\n")
+    print(
+        f"{len(demos)} turns; prompt+output tokens: min {int(lengths.min())}, median {int(lengths.median())}, "
+        f"max {int(lengths.max())}\n"
+    )
 
     def minibatches() -> list:
         return list(data.minibatches(16, generator=torch.Generator().manual_seed(0)))  # the same 16-turn cut each time

@@ -108,8 +108,11 @@ def evaluation_s(trainer: Any, tasks: int) -> float:
     cfg = trainer.cfg
     agent = build_agent(trainer.rollout_policy, cfg, cfg.eval_temperature, trainer.agent.generator)
     ids = list(WebShopEnv(split="test").task_ids[:tasks])
-    return _timed(lambda: play(agent, cfg.env, split="test", task_ids=ids, batch_size=16,
-                               env_kwargs=cfg.gym_make_kwargs(), progress=False))[1]
+    return _timed(
+        lambda: play(
+            agent, cfg.env, split="test", task_ids=ids, batch_size=16, env_kwargs=cfg.gym_make_kwargs(), progress=False
+        )
+    )[1]
 
 
 def iteration(args: argparse.Namespace) -> tuple[dict[str, float], dict[str, Any]]:
@@ -117,9 +120,15 @@ def iteration(args: argparse.Namespace) -> tuple[dict[str, float], dict[str, Any
     from trainers.config import TrainConfig
     from trainers.loop import Trainer
 
-    cfg = TrainConfig(algo="sapo", env="sapo/WebShop-v0", iterations=1, episodes_per_iteration=args.episodes,
-                      max_response_tokens=args.max_response_tokens, progress=False,
-                      out_dir=tempfile.mkdtemp(prefix="sapo-webshop-bench-"))
+    cfg = TrainConfig(
+        algo="sapo",
+        env="sapo/WebShop-v0",
+        iterations=1,
+        episodes_per_iteration=args.episodes,
+        max_response_tokens=args.max_response_tokens,
+        progress=False,
+        out_dir=tempfile.mkdtemp(prefix="sapo-webshop-bench-"),
+    )
     trainer, setup_s = _timed(lambda: Trainer(cfg))
     encode, spent = trainer.policy.encode_prompts, [0.0]
 
@@ -136,23 +145,27 @@ def iteration(args: argparse.Namespace) -> tuple[dict[str, float], dict[str, Any
     trainer.close()
     shutil.rmtree(cfg.out_dir, ignore_errors=True)
     t = {k.removeprefix("time/"): v for k, v in row.items() if k.startswith("time/")}
-    phases = {"Trainer(cfg): policy, reference, optimizers, envs": setup_s,
-              "generation: prompt encoding (template + tokenizer)": spent[0],
-              "generation: sampling (model forward + draw)": t["generation"] - spent[0],
-              "env steps: pages, search, purchase score": t["reward"],
-              "old log-probs + reference (forward)": t["old_log_prob"] + t["reference"],
-              "value + advantage": t["value"] + t["advantage"],
-              "update (forward + backward + step)": t["update"]}
+    phases = {
+        "Trainer(cfg): policy, reference, optimizers, envs": setup_s,
+        "generation: prompt encoding (template + tokenizer)": spent[0],
+        "generation: sampling (model forward + draw)": t["generation"] - spent[0],
+        "env steps: pages, search, purchase score": t["reward"],
+        "old log-probs + reference (forward)": t["old_log_prob"] + t["reference"],
+        "value + advantage": t["value"] + t["advantage"],
+        "update (forward + backward + step)": t["update"],
+    }
     return phases, row
 
 
-WHOSE = {"import torch + transformers + trainers": "libraries",
-         "generation: sampling (model forward + draw)": "model",
-         "old log-probs + reference (forward)": "model",
-         "update (forward + backward + step)": "model",
-         "value + advantage": "trainer",
-         "Trainer(cfg): policy, reference, optimizers, envs": "trainer",
-         "generation: prompt encoding (template + tokenizer)": "agent"}
+WHOSE = {
+    "import torch + transformers + trainers": "libraries",
+    "generation: sampling (model forward + draw)": "model",
+    "old log-probs + reference (forward)": "model",
+    "update (forward + backward + step)": "model",
+    "value + advantage": "trainer",
+    "Trainer(cfg): policy, reference, optimizers, envs": "trainer",
+    "generation: prompt encoding (template + tokenizer)": "agent",
+}
 """Whose work each part is; the rest is the env's (``sapo_gym``, ``sapo_gym/webshop``)."""
 
 
@@ -173,21 +186,29 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=2, help="episodes per iteration (the issue's 2)")
     parser.add_argument("--max-response-tokens", type=int, default=512, help="sampling budget per turn (default 512)")
     parser.add_argument("--purchases", type=int, default=20, help="oracle episodes whose Buy Now step is timed")
-    parser.add_argument("--eval-tasks", type=int, default=0,
-                        help="also time the final evaluation on this many test goals (16 = one batch; 0 skips)")
+    parser.add_argument(
+        "--eval-tasks",
+        type=int,
+        default=0,
+        help="also time the final evaluation on this many test goals (16 = one batch; 0 skips)",
+    )
     parser.add_argument("--spacy", action="store_true", help="also time spaCy's load (what the shipped table avoids)")
     args = parser.parse_args()
     paid, unpaid = startup("train")
     from trainers.hardware import describe
 
     print(describe())  # kernels and dispatch overhead differ between CPUs: every table says which ran it
-    print(f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}; {args.episodes} episodes, "
-          f"max_response_tokens={args.max_response_tokens}, tiny random Qwen2 on CPU")
+    print(
+        f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}; {args.episodes} episodes, "
+        f"max_response_tokens={args.max_response_tokens}, tiny random Qwen2 on CPU"
+    )
     phases, row = iteration(args)
     print(table({**paid, **phases}))
-    print(f"turns {row['rollout/turns']}, response tokens per turn {row['rollout/response_tokens']:.0f} "
-          f"({row['rollout/response_truncated']} of the turns hit the budget), "
-          f"time/iteration {row['time/iteration']:.3f} s")
+    print(
+        f"turns {row['rollout/turns']}, response tokens per turn {row['rollout/response_tokens']:.0f} "
+        f"({row['rollout/response_truncated']} of the turns hit the budget), "
+        f"time/iteration {row['time/iteration']:.3f} s"
+    )
     if args.eval_tasks:
         unpaid[f"final evaluation, {args.eval_tasks} of the 500 test goals"] = row["eval_s"]
     unpaid["oracle Buy Now step (purchase score), median"] = purchase_ms(args.purchases, "test") / 1e3

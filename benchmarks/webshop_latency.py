@@ -78,18 +78,24 @@ def measure(env_cls: type, num_products: int, episodes: int, label: str, split: 
 
 
 def table(results: dict[tuple[str, int], Timings]) -> str:
-    rows = [f"{'mode':8} {'products':>9} {'step p50':>9} {'step p95':>9} {'click p50':>10} {'search-step p50':>16} "
-            f"{'search p50':>11} {'search p95':>11} {'catalog s':>10} {'index cold s':>13} {'index warm s':>13}"]
+    rows = [
+        f"{'mode':8} {'products':>9} {'step p50':>9} {'step p95':>9} {'click p50':>10} {'search-step p50':>16} "
+        f"{'search p50':>11} {'search p95':>11} {'catalog s':>10} {'index cold s':>13} {'index warm s':>13}"
+    ]
     for (mode, n), t in results.items():
-        rows.append(f"{mode:8} {n:>9} {_ms(t.step, 50):>8.3f}m {_ms(t.step, 95):>8.3f}m {_ms(t.click, 50):>9.3f}m "
-                    f"{_ms(t.search_step, 50):>15.3f}m {_ms(t.search, 50):>10.3f}m {_ms(t.search, 95):>10.3f}m "
-                    f"{t.build['catalog_s']:>10.2f} {t.build['index_cold_s']:>13.2f} {t.build['index_warm_s']:>13.2f}")
+        rows.append(
+            f"{mode:8} {n:>9} {_ms(t.step, 50):>8.3f}m {_ms(t.step, 95):>8.3f}m {_ms(t.click, 50):>9.3f}m "
+            f"{_ms(t.search_step, 50):>15.3f}m {_ms(t.search, 50):>10.3f}m {_ms(t.search, 95):>10.3f}m "
+            f"{t.build['catalog_s']:>10.2f} {t.build['index_cold_s']:>13.2f} {t.build['index_warm_s']:>13.2f}"
+        )
     text = [(mode, n) for mode, n in results if mode == "text"]
     if len(text) >= 2:
         (_, small), (_, big) = text[0], text[-1]
         a, b = results[("text", small)], results[("text", big)]
-        rows.append(f"ratio {big}/{small} products: step p50 x{_ms(b.step, 50) / _ms(a.step, 50):.2f}, "
-                    f"search p50 x{_ms(b.search, 50) / _ms(a.search, 50):.2f}")
+        rows.append(
+            f"ratio {big}/{small} products: step p50 x{_ms(b.step, 50) / _ms(a.step, 50):.2f}, "
+            f"search p50 x{_ms(b.search, 50) / _ms(a.search, 50):.2f}"
+        )
     return "\n".join(rows) + "\n(m = milliseconds)"
 
 
@@ -98,7 +104,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000", help="comma-separated catalog sizes")
     parser.add_argument("--split", default="test", help="goals of the episodes (test, verl-agent-test)")
     parser.add_argument("--episodes", type=int, default=200, help="oracle episodes per size (test goals)")
-    parser.add_argument("--browser", action="store_true", help="also time browser mode on the smallest size (20 episodes)")
+    parser.add_argument(
+        "--browser", action="store_true", help="also time browser mode on the smallest size (20 episodes)"
+    )
     args = parser.parse_args()
     from trainers.hardware import describe
 

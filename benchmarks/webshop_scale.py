@@ -132,9 +132,15 @@ def _latencies(env: Any, episodes: int) -> dict[str, float]:
             steps.append(dt)
             if terminated or truncated:
                 break
-    return {"search_p50_ms": _pct(searches, 50), "search_p99_ms": _pct(searches, 99),
-            "search_cpu_p50_ms": _pct(search_cpu, 50), "search_cpu_p99_ms": _pct(search_cpu, 99),
-            "step_p50_ms": _pct(steps, 50), "step_p99_ms": _pct(steps, 99), "steps": len(steps)}
+    return {
+        "search_p50_ms": _pct(searches, 50),
+        "search_p99_ms": _pct(searches, 99),
+        "search_cpu_p50_ms": _pct(search_cpu, 50),
+        "search_cpu_p99_ms": _pct(search_cpu, 99),
+        "step_p50_ms": _pct(steps, 50),
+        "step_p99_ms": _pct(steps, 99),
+        "steps": len(steps),
+    }
 
 
 def _bad_inputs(env: Any) -> dict[str, float]:
@@ -157,9 +163,13 @@ def _bad_inputs(env: Any) -> dict[str, float]:
     before = _rss_mb()
     for i in range(SESSIONS):
         env.reset(options={"task_index": i % len(base.task_ids)})
-    return {"big_search_ms": big_search_s * 1e3, "huge_action_ms": huge_action_s * 1e3,
-            "sessions_added_mb": sessions_mb, "sessions_held": len(state.sessions),
-            "resets_added_mb": _rss_mb() - before}
+    return {
+        "big_search_ms": big_search_s * 1e3,
+        "huge_action_ms": huge_action_s * 1e3,
+        "sessions_added_mb": sessions_mb,
+        "sessions_held": len(state.sessions),
+        "resets_added_mb": _rss_mb() - before,
+    }
 
 
 def _tagger_rss_mb(titles: list[str]) -> float:
@@ -258,8 +268,11 @@ def child_processes(data: str, further: int, vectorization: str) -> dict[str, An
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=80 * 2**20)
     try:
         idle = _baseline(vectorization)
-        vec, start_s = _timed(lambda: sapo_gym.make_vec("sapo/WebShop-v0", further, vectorization=vectorization,
-                                                         data_dir=data, catalog="full", split=SPLIT))
+        vec, start_s = _timed(
+            lambda: sapo_gym.make_vec(
+                "sapo/WebShop-v0", further, vectorization=vectorization, data_dir=data, catalog="full", split=SPLIT
+            )
+        )
         try:
             _, infos = vec.reset(seed=0)
             for _ in range(VEC_STEPS):  # the oracle's episodes: every worker searches and opens products
@@ -274,13 +287,28 @@ def child_processes(data: str, further: int, vectorization: str) -> dict[str, An
 
             ray.shutdown()
     worst = {k: max(e[k] for e in envs) for k in envs[0]}
-    return {"start_s": start_s, "processes": len(pids), **worst, **{f"idle_{k}": v for k, v in idle.items()},
-            **{f"added_{k}": worst[k] - idle[k] for k in worst}}
+    return {
+        "start_s": start_s,
+        "processes": len(pids),
+        **worst,
+        **{f"idle_{k}": v for k, v in idle.items()},
+        **{f"added_{k}": worst[k] - idle[k] for k in worst},
+    }
 
 
 def _child(mode: str, data: str, cache: str, args: argparse.Namespace) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "--child", mode, "--data", data, "--further", str(args.further),
-           "--episodes", str(args.episodes)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        mode,
+        "--data",
+        data,
+        "--further",
+        str(args.further),
+        "--episodes",
+        str(args.episodes),
+    ]
     env = {**os.environ, "SAPO_GYM_CACHE": cache, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
     if proc.returncode != 0:
@@ -301,8 +329,11 @@ def ensure_catalog(root: Path, n: int) -> tuple[str, float]:
 
 def measure_size(root: Path, n: int, args: argparse.Namespace) -> dict[str, Any]:
     data, write_s = ensure_catalog(root, n)
-    row: dict[str, Any] = {"products": n, "write_s": write_s,
-                           "file_mb": sum(f.stat().st_size for f in Path(data).glob("items_*.json")) / 2**20}
+    row: dict[str, Any] = {
+        "products": n,
+        "write_s": write_s,
+        "file_mb": sum(f.stat().st_size for f in Path(data).glob("items_*.json")) / 2**20,
+    }
     with tempfile.TemporaryDirectory(prefix="webshop-scale-cache-", dir=args.cache_root) as fresh:
         cache = str(Path(args.keep_cache) / f"synthetic-{n}") if args.keep_cache else fresh
         for mode in args.modes.split(","):
@@ -321,35 +352,66 @@ def _row(cells: list[str]) -> str:
 
 
 def tables(rows: list[dict[str, Any]]) -> str:
-    build = ["products", "files", "catalog load cold / warm", "index build / load", "tagging cold (CPU) / warm",
-             "peak RSS cold: catalog / index / tagging", "tagging worker RSS", "first env RSS warm",
-             "+ env in process", "+ env async: RSS / USS (idle process)", "+ env Ray: RSS / USS (idle actor)"]
+    build = [
+        "products",
+        "files",
+        "catalog load cold / warm",
+        "index build / load",
+        "tagging cold (CPU) / warm",
+        "peak RSS cold: catalog / index / tagging",
+        "tagging worker RSS",
+        "first env RSS warm",
+        "+ env in process",
+        "+ env async: RSS / USS (idle process)",
+        "+ env Ray: RSS / USS (idle actor)",
+    ]
     lines = [_row(build), _row(["---:"] * len(build))]
     for r in rows:
         c, w, a, y = r.get("cold", {}), r.get("warm", {}), r.get("async", {}), r.get("ray", {})
-        lines.append(_row([
-            f"{r['products']:,}", f"{_f(r['file_mb'], ',.0f')} MB",
-            f"{_f(c.get('catalog_s'), '.2f')} / {_f(w.get('catalog_s'), '.2f')} s",
-            f"{_f(c.get('index_s'), '.1f')} / {_f(w.get('index_s'), '.3f')} s",
-            f"{_f(c.get('nouns_s'), '.1f')} s ({_f(c.get('nouns_cpu_s'), '.0f')} CPU-s) / {_f(w.get('nouns_s'), '.3f')} s",
-            f"{_f(c.get('catalog_peak_mb'), ',.0f')} / {_f(c.get('index_peak_mb'), ',.0f')} / "
-            f"{_f(c.get('nouns_peak_mb'), ',.0f')} MB", f"{_f(c.get('tagger_rss_mb'), ',.0f')} MB",
-            f"{_f(w.get('rss_first_env_mb'), ',.0f')} MB", f"{_f(w.get('rss_per_further_env_mb'), '.2f')} MB",
-            f"{_f(a.get('rss_mb'), ',.0f')} / {_f(a.get('uss_mb'), ',.0f')} MB ({_f(a.get('idle_rss_mb'), ',.0f')} / "
-            f"{_f(a.get('idle_uss_mb'), ',.0f')})",
-            f"{_f(y.get('rss_mb'), ',.0f')} / {_f(y.get('uss_mb'), ',.0f')} MB ({_f(y.get('idle_rss_mb'), ',.0f')} / "
-            f"{_f(y.get('idle_uss_mb'), ',.0f')})"]))
-    speed = ["products", "search p50 / p99 (CPU p50 / p99)", "step p50 / p99", "10k-word search step", "1 MB action step",
-             "2k sessions opened / 2k resets: RSS added"]
+        lines.append(
+            _row(
+                [
+                    f"{r['products']:,}",
+                    f"{_f(r['file_mb'], ',.0f')} MB",
+                    f"{_f(c.get('catalog_s'), '.2f')} / {_f(w.get('catalog_s'), '.2f')} s",
+                    f"{_f(c.get('index_s'), '.1f')} / {_f(w.get('index_s'), '.3f')} s",
+                    f"{_f(c.get('nouns_s'), '.1f')} s ({_f(c.get('nouns_cpu_s'), '.0f')} CPU-s) / {_f(w.get('nouns_s'), '.3f')} s",
+                    f"{_f(c.get('catalog_peak_mb'), ',.0f')} / {_f(c.get('index_peak_mb'), ',.0f')} / "
+                    f"{_f(c.get('nouns_peak_mb'), ',.0f')} MB",
+                    f"{_f(c.get('tagger_rss_mb'), ',.0f')} MB",
+                    f"{_f(w.get('rss_first_env_mb'), ',.0f')} MB",
+                    f"{_f(w.get('rss_per_further_env_mb'), '.2f')} MB",
+                    f"{_f(a.get('rss_mb'), ',.0f')} / {_f(a.get('uss_mb'), ',.0f')} MB ({_f(a.get('idle_rss_mb'), ',.0f')} / "
+                    f"{_f(a.get('idle_uss_mb'), ',.0f')})",
+                    f"{_f(y.get('rss_mb'), ',.0f')} / {_f(y.get('uss_mb'), ',.0f')} MB ({_f(y.get('idle_rss_mb'), ',.0f')} / "
+                    f"{_f(y.get('idle_uss_mb'), ',.0f')})",
+                ]
+            )
+        )
+    speed = [
+        "products",
+        "search p50 / p99 (CPU p50 / p99)",
+        "step p50 / p99",
+        "10k-word search step",
+        "1 MB action step",
+        "2k sessions opened / 2k resets: RSS added",
+    ]
     lines += ["", _row(speed), _row(["---:"] * len(speed))]
     for r in rows:
         w = r.get("warm", {})
-        lines.append(_row([
-            f"{r['products']:,}", f"{_f(w.get('search_p50_ms'), '.2f')} / {_f(w.get('search_p99_ms'), '.2f')} ms "
-            f"({_f(w.get('search_cpu_p50_ms'), '.2f')} / {_f(w.get('search_cpu_p99_ms'), '.2f')})",
-            f"{_f(w.get('step_p50_ms'), '.2f')} / {_f(w.get('step_p99_ms'), '.2f')} ms",
-            f"{_f(w.get('big_search_ms'), '.2f')} ms", f"{_f(w.get('huge_action_ms'), '.2f')} ms",
-            f"{_f(w.get('sessions_added_mb'), '.1f')} / {_f(w.get('resets_added_mb'), '.1f')} MB"]))
+        lines.append(
+            _row(
+                [
+                    f"{r['products']:,}",
+                    f"{_f(w.get('search_p50_ms'), '.2f')} / {_f(w.get('search_p99_ms'), '.2f')} ms "
+                    f"({_f(w.get('search_cpu_p50_ms'), '.2f')} / {_f(w.get('search_cpu_p99_ms'), '.2f')})",
+                    f"{_f(w.get('step_p50_ms'), '.2f')} / {_f(w.get('step_p99_ms'), '.2f')} ms",
+                    f"{_f(w.get('big_search_ms'), '.2f')} ms",
+                    f"{_f(w.get('huge_action_ms'), '.2f')} ms",
+                    f"{_f(w.get('sessions_added_mb'), '.1f')} / {_f(w.get('resets_added_mb'), '.1f')} MB",
+                ]
+            )
+        )
     return "\n".join(lines)
 
 
@@ -357,10 +419,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1000,100000", help="catalog sizes (products), comma-separated")
     parser.add_argument("--data-root", default=str(Path(tempfile.gettempdir()) / "sapo-webshop-synthetic"))
-    parser.add_argument("--cache-root", default=None, help="where the children's fresh caches go (default: the temp dir)")
-    parser.add_argument("--keep-cache", default=None, metavar="DIR",
-                        help="use (and keep) DIR/synthetic-N as the cache instead of a fresh one: a later run with "
-                             "--modes warm,async,ray measures on it without building again")
+    parser.add_argument(
+        "--cache-root", default=None, help="where the children's fresh caches go (default: the temp dir)"
+    )
+    parser.add_argument(
+        "--keep-cache",
+        default=None,
+        metavar="DIR",
+        help="use (and keep) DIR/synthetic-N as the cache instead of a fresh one: a later run with "
+        "--modes warm,async,ray measures on it without building again",
+    )
     parser.add_argument("--modes", default="cold,warm,async,ray", help="children to run, in order")
     parser.add_argument("--episodes", type=int, default=40, help="oracle episodes timed per size")
     parser.add_argument("--further", type=int, default=3, help="envs after the first (in process, async, Ray)")
@@ -371,8 +439,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.child:
         single = args.child in ("cold", "warm")
-        out = (child_single(args.data, args.further, args.episodes, args.child == "cold") if single
-               else child_processes(args.data, args.further, args.child))
+        out = (
+            child_single(args.data, args.further, args.episodes, args.child == "cold")
+            if single
+            else child_processes(args.data, args.further, args.child)
+        )
         print(json.dumps(out))
         return
     print(cpu_line(), flush=True)

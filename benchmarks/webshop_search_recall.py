@@ -21,14 +21,19 @@ def recall(split: str, counts: list[int], data_dir: str | None) -> list[str]:
     with tempfile.TemporaryDirectory() as cache:
         index = SearchIndex(catalog, cache_dir=Path(cache))
     goals = [catalog.goals[i] for i in catalog.goal_indices(split)]
-    queries = {"instruction": lambda g: g.instruction_text.split(", and price lower than")[0], "goal.query": lambda g: g.query}
+    queries = {
+        "instruction": lambda g: g.instruction_text.split(", and price lower than")[0],
+        "goal.query": lambda g: g.query,
+    }
     rows = [f"{catalog.source} ({len(catalog.products)} products), split {split}, index {TOKENIZER}"]
     for n in counts:
         for name, query in queries.items():
             ranks = [index.search(query(g)) for g in goals[:n]]
             top10 = sum(g.asin in r[:10] for g, r in zip(goals, ranks))
             top50 = sum(g.asin in r for g, r in zip(goals, ranks))
-            rows.append(f"first {n:>4} goals, query = {name:<11}: target in top 10 {top10:>4}/{n}, in top 50 {top50:>4}/{n}")
+            rows.append(
+                f"first {n:>4} goals, query = {name:<11}: target in top 10 {top10:>4}/{n}, in top 50 {top50:>4}/{n}"
+            )
     return rows
 
 

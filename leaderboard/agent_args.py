@@ -21,7 +21,11 @@ def _field_docs(cls: type) -> dict[str, str]:
     body = ast.parse(inspect.getsource(cls)).body[0].body  # type: ignore[attr-defined]
     docs = {}
     for node, nxt in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(getattr(nxt, "value", None), ast.Constant):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(getattr(nxt, "value", None), ast.Constant)
+        ):
             docs[node.target.id] = str(nxt.value.value)  # type: ignore[union-attr]
     return docs
 
@@ -35,11 +39,20 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         if f.name in _NOT_FLAGS:
             continue
         kind = int if int in typing.get_args(hints[f.name]) else str
-        group.add_argument(f"--agent-{f.name.replace('_', '-')}", dest=f"agent_{f.name}", type=kind, default=None,
-                           help=docs.get(f.name, "") + (" (default: the --agent spec)" if f.name == "name" else ""))
+        group.add_argument(
+            f"--agent-{f.name.replace('_', '-')}",
+            dest=f"agent_{f.name}",
+            type=kind,
+            default=None,
+            help=docs.get(f.name, "") + (" (default: the --agent spec)" if f.name == "name" else ""),
+        )
 
 
 def agent_info_from_args(args: argparse.Namespace, spec: str) -> AgentInfo:
-    values = {f.name: getattr(args, f"agent_{f.name}", None) for f in dataclasses.fields(AgentInfo) if f.name not in _NOT_FLAGS}
+    values = {
+        f.name: getattr(args, f"agent_{f.name}", None)
+        for f in dataclasses.fields(AgentInfo)
+        if f.name not in _NOT_FLAGS
+    }
     values["name"] = values["name"] or spec
     return AgentInfo(spec=spec, **values)

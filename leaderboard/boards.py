@@ -17,7 +17,16 @@ from typing import Any
 
 from sapo_gym.registration import ENVS
 
-__all__ = ["Board", "EVAL_SPLITS", "UNHOSTED", "BoardRegistry", "board_keys", "default_board_keys", "env_board_keys", "make_env"]
+__all__ = [
+    "Board",
+    "EVAL_SPLITS",
+    "UNHOSTED",
+    "BoardRegistry",
+    "board_keys",
+    "default_board_keys",
+    "env_board_keys",
+    "make_env",
+]
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +38,7 @@ their env makes by default."""
 
 UNHOSTED: dict[str, str] = {
     "sapo/WebShop-Browser-v0": "not hosted: the same shop as sapo/WebShop-v0 driven through a browser; "
-                               "its episodes are replayed on sapo/WebShop-v0's boards",
+    "its episodes are replayed on sapo/WebShop-v0's boards",
 }
 """Registered env ids that have no board of their own, with the reason a server gives when asked for one."""
 

@@ -23,11 +23,15 @@ def _check_env(bundle: Mapping[str, Any], boards: BoardRegistry) -> Board:
     board = boards.get(env["spec_hash"])
     if board is None:
         hosted = ", ".join(f"{b.key}={b.spec_hash}" for b in boards) or "none"
-        raise BundleError(f"unknown spec hash {env['spec_hash']!r} for {env['id']}:{env['split']}; this server hosts {hosted}")
+        raise BundleError(
+            f"unknown spec hash {env['spec_hash']!r} for {env['id']}:{env['split']}; this server hosts {hosted}"
+        )
     for key in ("id", "version", "revision", "protocol", "horizon", "split", "dataset", "backend"):
         if env.get(key) != board.spec_fields.get(key):
-            raise BundleError(f"env.{key} = {env.get(key)!r} does not match spec hash {board.spec_hash} "
-                              f"({board.spec_fields.get(key)!r})")
+            raise BundleError(
+                f"env.{key} = {env.get(key)!r} does not match spec hash {board.spec_hash} "
+                f"({board.spec_fields.get(key)!r})"
+            )
     return board
 
 
@@ -40,7 +44,9 @@ def _check_tasks(bundle: Mapping[str, Any], board: Board) -> None:
             raise BundleError(f"seed {seed}: duplicated task ids {dups[:5]}{' ...' if len(dups) > 5 else ''}")
         unknown = sorted(set(counts) - expected)
         if unknown:
-            raise BundleError(f"seed {seed}: task ids not in split {board.split!r}: {unknown[:5]}{' ...' if len(unknown) > 5 else ''}")
+            raise BundleError(
+                f"seed {seed}: task ids not in split {board.split!r}: {unknown[:5]}{' ...' if len(unknown) > 5 else ''}"
+            )
         missing = sorted(expected - set(counts))
         if missing:
             raise BundleError(
@@ -56,8 +62,10 @@ def _check_task_types(bundle: Mapping[str, Any], board: Board) -> None:
         expected = board.task_types.get(ep["task_id"])
         if expected is not None and ep["task_type"] != expected:
             kinds = sorted(set(board.task_types.values()))
-            raise BundleError(f"episodes[{i}]: task_type {ep['task_type']!r} is not the type of task {ep['task_id']!r} "
-                              f"on board {board.key} ({expected!r}; the board's task types: {kinds[:20]})")
+            raise BundleError(
+                f"episodes[{i}]: task_type {ep['task_type']!r} is not the type of task {ep['task_id']!r} "
+                f"on board {board.key} ({expected!r}; the board's task types: {kinds[:20]})"
+            )
 
 
 def admit(bundle: Mapping[str, Any], boards: BoardRegistry) -> Board:
@@ -66,8 +74,10 @@ def admit(bundle: Mapping[str, Any], boards: BoardRegistry) -> Board:
     check_bundle(bundle)
     mode = evaluation_mode_name(bundle)
     if mode != "every-task":
-        raise BundleError(f"evaluation.mode is {mode!r}: boards rank every-task evaluations only (every task of the split "
-                          "once per seed); a sampled evaluation is a number for a paper's table, not for a board")
+        raise BundleError(
+            f"evaluation.mode is {mode!r}: boards rank every-task evaluations only (every task of the split "
+            "once per seed); a sampled evaluation is a number for a paper's table, not for a board"
+        )
     board = _check_env(bundle, boards)
     _check_tasks(bundle, board)
     _check_task_types(bundle, board)

@@ -34,7 +34,6 @@ class Receipt:
     api_url: str
 
 
-
 def response_payload(response: Any) -> dict[str, Any]:
     """The JSON body of a 200/201 answer; any other status raises :class:`SubmitError` with the server's message."""
     payload: dict[str, Any]
@@ -46,7 +45,10 @@ def response_payload(response: Any) -> dict[str, Any]:
         raise SubmitError(f"HTTP {response.status_code}: {payload.get('message', payload)}", response.status_code)
     return payload
 
-def submit_bundle(data: bytes, server: str, token: str, retries: int = 3, timeout: float = 120.0, max_wait: float = 60.0) -> Receipt:
+
+def submit_bundle(
+    data: bytes, server: str, token: str, retries: int = 3, timeout: float = 120.0, max_wait: float = 60.0
+) -> Receipt:
     """POST the bundle bytes (gzip-compressed on the wire); raise :class:`SubmitError` with the server's message.
 
     Network failures are retried with backoff, a ``429`` after its ``Retry-After`` (at most ``max_wait`` s)."""

@@ -41,12 +41,16 @@ def _hosted_splits(env_id: str) -> tuple[str, ...] | None:
 
 
 def _spec_differences(mine: Mapping[str, Any], board: Mapping[str, Any]) -> list[str]:
-    return [f"{k} {mine.get(k)!r} (the board's: {board.get(k)!r})" for k in sorted(set(mine) | set(board))
-            if k != "prompt" and mine.get(k) != board.get(k)]
+    return [
+        f"{k} {mine.get(k)!r} (the board's: {board.get(k)!r})"
+        for k in sorted(set(mine) | set(board))
+        if k != "prompt" and mine.get(k) != board.get(k)
+    ]
 
 
-def board_verdict(env_id: str, split: str, spec_fields: Mapping[str, Any], spec_hash: str, mode_name: str,
-                  limited: bool) -> Verdict:
+def board_verdict(
+    env_id: str, split: str, spec_fields: Mapping[str, Any], spec_hash: str, mode_name: str, limited: bool
+) -> Verdict:
     """Which board a bundle of this evaluation lands on, or why none (``limited``: not every task of the split)."""
     from leaderboard.boards import make_env
 

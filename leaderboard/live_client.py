@@ -71,7 +71,10 @@ class LiveSession:
         for attempt in range(self.retries + 1):
             try:
                 response = self.http.post(url, json=body, timeout=self.timeout)
-            except (requests.ConnectionError, requests.Timeout) as exc:  # steps carry their turn: a retry is answered, not replayed
+            except (
+                requests.ConnectionError,
+                requests.Timeout,
+            ) as exc:  # steps carry their turn: a retry is answered, not replayed
                 if attempt == self.retries:
                     raise SubmitError(f"cannot reach {url}: {exc}") from None
             else:
@@ -90,9 +93,16 @@ class LiveSession:
             raise SubmitError(f"cannot reach {self.server}: {exc}") from None
         return {} if response.status_code == 404 else response_payload(response)
 
-    def start(self, env_id: str, split: str, agent: dict[str, Any], seeds: int = 1, parallel: int | None = None) -> dict[str, Any]:
-        body = {"env_id": env_id, "split": split, "agent": agent, "seeds": seeds,
-                "request_id": uuid.uuid4().hex}  # a retry of this start (its answer lost) gets the same run back
+    def start(
+        self, env_id: str, split: str, agent: dict[str, Any], seeds: int = 1, parallel: int | None = None
+    ) -> dict[str, Any]:
+        body = {
+            "env_id": env_id,
+            "split": split,
+            "agent": agent,
+            "seeds": seeds,
+            "request_id": uuid.uuid4().hex,
+        }  # a retry of this start (its answer lost) gets the same run back
         if parallel is not None:
             body["parallel"] = parallel
         self.run = self._post(self.base, body)
@@ -187,6 +197,7 @@ def _play_episode(agent: TurnResponder, session: LiveSession, tally: _Tally, nam
 
 def _play_pool(agent: TurnResponder, session: LiveSession, tally: _Tally, width: int) -> None:
     """``width`` workers, each playing the next episode the server deals until none is left."""
+
     def work() -> None:
         try:
             while tally.claim():
@@ -220,8 +231,18 @@ def _play_batch(agent: BatchActor, session: LiveSession, tally: _Tally) -> None:
             obs, info = answer["observation"], answer["info"]
 
 
-def play_live(agent: BatchActor | TurnResponder, server: str, token: str, env_id: str, split: str, agent_info: Any, seeds: int = 1,
-              max_turns: int = 1_000_000, concurrency: int = 1, progress: bool = False) -> LiveResult:
+def play_live(
+    agent: BatchActor | TurnResponder,
+    server: str,
+    token: str,
+    env_id: str,
+    split: str,
+    agent_info: Any,
+    seeds: int = 1,
+    max_turns: int = 1_000_000,
+    concurrency: int = 1,
+    progress: bool = False,
+) -> LiveResult:
     """Play every episode of a live run with ``agent`` (a pool of up to ``concurrency`` episodes at once when it
     answers one env at a time, see the module docstring); the server's submission."""
     from sapo_gym.accounting import Progress
@@ -232,8 +253,13 @@ def play_live(agent: BatchActor | TurnResponder, server: str, token: str, env_id
     width = 1
     if pooled and concurrency > 1:
         width = max(1, min(concurrency, int(session.limits().get("max_parallel", 1))))
-    run = session.start(env_id, split, {k: v for k, v in info_dict.items() if v is not None}, seeds,
-                        parallel=width if width > 1 else None)
+    run = session.start(
+        env_id,
+        split,
+        {k: v for k, v in info_dict.items() if v is not None},
+        seeds,
+        parallel=width if width > 1 else None,
+    )
     width = max(1, min(width, int(run.get("parallel", 1))))
     reporter = Progress(run["episodes"], label=f"live run {run['run_id']}") if progress else None
     tally = _Tally(run["episodes"], max_turns, reporter)
@@ -245,12 +271,16 @@ def play_live(agent: BatchActor | TurnResponder, server: str, token: str, env_id
     if tally.error is not None:
         exc = tally.error
         what = str(exc) if isinstance(exc, SubmitError) else f"{type(exc).__name__}: {exc}"
-        raise SubmitError(f"live run {run['run_id']} stopped after {tally.finished} of {run['episodes']} "
-                          f"episodes: {what}; the run is left to expire on the server",
-                          getattr(exc, "status", None)) from exc
+        raise SubmitError(
+            f"live run {run['run_id']} stopped after {tally.finished} of {run['episodes']} "
+            f"episodes: {what}; the run is left to expire on the server",
+            getattr(exc, "status", None),
+        ) from exc
     submission = tally.submission
     if not submission:  # every episode was played here, yet the server did not finish the run (one is still dealt)
-        raise SubmitError(f"live run {run['run_id']}: {tally.finished} episodes played and no submission came back "
-                          "(an episode dealt by a reset whose answer was lost is still open); the run is left to expire")
+        raise SubmitError(
+            f"live run {run['run_id']}: {tally.finished} episodes played and no submission came back "
+            "(an episode dealt by a reset whose answer was lost is still open); the run is left to expire"
+        )
     url = f"{session.server}/submission/{submission['id']}" if submission.get("id") is not None else None
     return LiveResult(run["run_id"], run["episodes"], submission, url, width)

@@ -75,7 +75,9 @@ class PairedTest:
     """Paired permutation test on the score."""
 
     @classmethod
-    def of(cls, success_a: Sequence[bool], success_b: Sequence[bool], score_a: Sequence[float], score_b: Sequence[float]) -> PairedTest:
+    def of(
+        cls, success_a: Sequence[bool], success_b: Sequence[bool], score_a: Sequence[float], score_b: Sequence[float]
+    ) -> PairedTest:
         n = len(success_a)
         if not n == len(success_b) == len(score_a) == len(score_b):
             raise ValueError("paired samples differ in length")

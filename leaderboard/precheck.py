@@ -36,7 +36,9 @@ def prescan(data: bytes) -> None:
         raise BundleError(f"bundle too large: about {turns:,} turns, at most {MAX_TURNS:,} are accepted", status=413)
     episodes = data.count(b'"initial_observation"')
     if episodes > MAX_EPISODES + _SLACK:
-        raise BundleError(f"bundle too large: about {episodes:,} episodes, at most {MAX_EPISODES:,} are accepted", status=413)
+        raise BundleError(
+            f"bundle too large: about {episodes:,} episodes, at most {MAX_EPISODES:,} are accepted", status=413
+        )
 
 
 def _list(value: Any) -> list[Any]:
@@ -53,20 +55,26 @@ def check_structure(bundle: Mapping[str, Any], boards: BoardRegistry) -> None:
     """Counts and shape before the schema: 413 past the caps, 422 for a count the board rules out."""
     episodes = _list(bundle.get("episodes"))
     if len(episodes) > MAX_EPISODES:
-        raise BundleError(f"bundle too large: {len(episodes):,} episodes, at most {MAX_EPISODES:,} are accepted", status=413)
+        raise BundleError(
+            f"bundle too large: {len(episodes):,} episodes, at most {MAX_EPISODES:,} are accepted", status=413
+        )
     board = _board(bundle, boards)
     horizon = board.spec_fields.get("horizon") if board is not None else None
     evaluation = bundle.get("evaluation")
     seeds = evaluation.get("seeds") if isinstance(evaluation, dict) else None
     if board is not None and isinstance(seeds, list) and len(episodes) > len(seeds) * len(board.task_ids):
-        raise BundleError(f"{len(episodes)} episodes, more than the {len(seeds)} seed(s) x {len(board.task_ids)} tasks of "
-                          f"board {board.key}: a bundle covers the split once per seed")
+        raise BundleError(
+            f"{len(episodes)} episodes, more than the {len(seeds)} seed(s) x {len(board.task_ids)} tasks of "
+            f"board {board.key}: a bundle covers the split once per seed"
+        )
     total = 0
     for i, ep in enumerate(episodes):
         turns = _list(ep.get("turns") if isinstance(ep, dict) else None)
         total += len(turns)
         if isinstance(horizon, int) and len(turns) > horizon:
-            raise BundleError(f"episodes[{i}]: {len(turns)} turns, but board {board.key} ends every episode "  # type: ignore[union-attr]
-                              f"by step {horizon}")
+            raise BundleError(
+                f"episodes[{i}]: {len(turns)} turns, but board {board.key} ends every episode "  # type: ignore[union-attr]
+                f"by step {horizon}"
+            )
         if total > MAX_TURNS:
             raise BundleError(f"bundle too large: more than {MAX_TURNS:,} turns", status=413)

@@ -36,16 +36,32 @@ from typing import Any
 
 from sapo_gym.private import PRIVATE_SPLIT, check_seed
 
-__all__ = ["ACTIVE", "COUNT_ARGS", "DOMAIN_TAG", "PRIVATE_SPLIT", "PrivateSplits", "SeedFileError", "activate", "board_info",
-           "commitment", "env_kwargs", "is_private", "read_seed_file", "redact", "withheld"]
+__all__ = [
+    "ACTIVE",
+    "COUNT_ARGS",
+    "DOMAIN_TAG",
+    "PRIVATE_SPLIT",
+    "PrivateSplits",
+    "SeedFileError",
+    "activate",
+    "board_info",
+    "commitment",
+    "env_kwargs",
+    "is_private",
+    "read_seed_file",
+    "redact",
+    "withheld",
+]
 
 log = logging.getLogger(__name__)
 
 DOMAIN_TAG = b"sapo-gym/leaderboard/private-split/v1\0"
 COUNT_ARGS: dict[str, str] = {"sapo/ALFWorld-Mini-v0": "private_games", "sapo/WebShop-v0": "private_goals"}
 """Envs with a private split, and the constructor argument that sets its number of tasks."""
-WITHHELD = ("this board's split is private: its games are never published while it is active, so its episodes, "
-            "bundles and comparisons are withheld (only aggregates are shown)")
+WITHHELD = (
+    "this board's split is private: its games are never published while it is active, so its episodes, "
+    "bundles and comparisons are withheld (only aggregates are shown)"
+)
 
 
 def commitment(seed: str) -> str:
@@ -67,21 +83,29 @@ def _open_seed(file: Path) -> int:
         return os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise SeedFileError(f"{file} is a symbolic link: the private seed must be a regular file of its own") from None
+            raise SeedFileError(
+                f"{file} is a symbolic link: the private seed must be a regular file of its own"
+            ) from None
         raise
 
 
 def _check_seed_stat(file: Path, st: os.stat_result) -> None:
     if not stat.S_ISREG(st.st_mode):
-        raise SeedFileError(f"{file} is not a regular file (a FIFO, a device or a directory cannot hold the private seed)")
+        raise SeedFileError(
+            f"{file} is not a regular file (a FIFO, a device or a directory cannot hold the private seed)"
+        )
     if st.st_uid != os.geteuid():
         raise SeedFileError(f"{file} is owned by uid {st.st_uid}, not by this server's uid {os.geteuid()}")
     if st.st_mode & 0o077:
-        raise SeedFileError(f"{file} has mode {stat.S_IMODE(st.st_mode):o}: group or others may read or write it "
-                            "(chmod 600 it, and rotate the seed if anyone else could have read it)")
+        raise SeedFileError(
+            f"{file} has mode {stat.S_IMODE(st.st_mode):o}: group or others may read or write it "
+            "(chmod 600 it, and rotate the seed if anyone else could have read it)"
+        )
     if st.st_size not in SEED_FILE_BYTES:
-        raise SeedFileError(f"{file} holds {st.st_size} bytes; a private seed file holds 64 hex digits (256 bits) and "
-                            "an optional newline, as 'sapo-gym leaderboard serve --private-seed-file' writes it")
+        raise SeedFileError(
+            f"{file} holds {st.st_size} bytes; a private seed file holds 64 hex digits (256 bits) and "
+            "an optional newline, as 'sapo-gym leaderboard serve --private-seed-file' writes it"
+        )
 
 
 def _check_seed_text(file: Path, raw: bytes) -> str:
@@ -91,8 +115,10 @@ def _check_seed_text(file: Path, raw: bytes) -> str:
     seed = bytes.fromhex(text.decode())
     steps = {(b - a) % 256 for a, b in zip(seed, seed[1:])}
     if len(set(seed)) < 16 or len(steps) < 16:  # 32 random bytes: ~30 distinct values and steps; a pattern: a few
-        raise SeedFileError(f"{file} does not hold a random secret (its bytes repeat or follow a pattern): write a new "
-                            "one, e.g. python -c 'import secrets; print(secrets.token_hex(32))'")
+        raise SeedFileError(
+            f"{file} does not hold a random secret (its bytes repeat or follow a pattern): write a new "
+            "one, e.g. python -c 'import secrets; print(secrets.token_hex(32))'"
+        )
     return check_seed(text.decode())
 
 
@@ -176,8 +202,12 @@ def board_info(board: Any) -> dict[str, Any] | None:
     """What a private board publishes beside its spec hash: the commitment to its seed (None for a public board)."""
     if not is_private(board.split) or ACTIVE is None:
         return None
-    return {"commitment": ACTIVE.commitment, "status": "active", "live_only": True,
-            "check": "sapo-gym leaderboard private check --seed HEX --commitment HEX (once the seed is revealed)"}
+    return {
+        "commitment": ACTIVE.commitment,
+        "status": "active",
+        "live_only": True,
+        "check": "sapo-gym leaderboard private check --seed HEX --commitment HEX (once the seed is revealed)",
+    }
 
 
 def withheld(split: str | None) -> str | None:

@@ -54,14 +54,20 @@ def board_env(env_id: str, split: str | None, spec_hash: str) -> Any:
     here = env.unwrapped.spec_hash()
     if here != spec_hash:
         env.close()
-        raise SetupError(f"this verifier's {env_id}:{split} env has spec hash {here}, the board's is {spec_hash} (another "
-                         "private seed or task count, noun rule or backend version here)")
+        raise SetupError(
+            f"this verifier's {env_id}:{split} env has spec hash {here}, the board's is {spec_hash} (another "
+            "private seed or task count, noun rule or backend version here)"
+        )
     return env
 
 
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, float) or isinstance(b, float):
-        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+        return (
+            isinstance(a, (int, float))
+            and isinstance(b, (int, float))
+            and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+        )
     return a == b
 
 
@@ -83,8 +89,14 @@ def replay_episode(env: Any, episode: Mapping[str, Any]) -> str | None:
         if done:
             return f"the episode ended after {k} steps, the bundle has {len(turns)}"
         _, reward, terminated, truncated, info = env.step(turn["output"])
-        actual = {"action": info["action"], "think": info.get("think"), "valid": bool(info["is_action_valid"]),
-                  "admissible": bool(info["is_action_admissible"]), "observation": info["raw_observation"], "reward": float(reward)}
+        actual = {
+            "action": info["action"],
+            "think": info.get("think"),
+            "valid": bool(info["is_action_valid"]),
+            "admissible": bool(info["is_action_admissible"]),
+            "observation": info["raw_observation"],
+            "reward": float(reward),
+        }
         for key in _TURN_KEYS:
             if not _same(actual[key], turn[key]):
                 return f"step {k + 1}: {key} is {_short(actual[key])}, bundle says {_short(turn[key])}"
@@ -93,7 +105,13 @@ def replay_episode(env: Any, episode: Mapping[str, Any]) -> str | None:
         done = terminated or truncated
     if not done:
         return f"the bundle stops after {len(turns)} steps but the episode was not over"
-    outcome = {"success": bool(info["won"]), "score": float(info["score"]), "steps": len(turns), "invalid_actions": invalid, "return": ret}
+    outcome = {
+        "success": bool(info["won"]),
+        "score": float(info["score"]),
+        "steps": len(turns),
+        "invalid_actions": invalid,
+        "return": ret,
+    }
     for key, value in outcome.items():
         if not _same(value, episode[key]):
             return f"{key} is {value}, bundle says {episode[key]}"
@@ -113,7 +131,9 @@ def replay_bundle(bundle: Mapping[str, Any], progress: Callable[[int], None] | N
             try:
                 problem = replay_episode(env, ep)
             except SETUP_ERRORS as exc:
-                return ReplayResult(False, i, f"this verifier failed to run the env: {type(exc).__name__}: {exc}", verifiable=False)
+                return ReplayResult(
+                    False, i, f"this verifier failed to run the env: {type(exc).__name__}: {exc}", verifiable=False
+                )
             if problem is not None:
                 return ReplayResult(False, i + 1, f"episode {i} (task {ep['task_id']}, seed {ep['seed']}): {problem}")
             if progress is not None:

@@ -107,8 +107,16 @@ class SapoToolEnv:
 
     def get_reward(self) -> float:
         """The episode's return (TRL calls it once per finished rollout); the episode is logged in ``episodes``."""
-        self._episodes.append({"task_index": self._task_index, "return": self._return, "steps": self._steps,
-                               "valid_calls": self._valid, "done": self.done, "won": bool(self.info.get("won"))})
+        self._episodes.append(
+            {
+                "task_index": self._task_index,
+                "return": self._return,
+                "steps": self._steps,
+                "valid_calls": self._valid,
+                "done": self.done,
+                "won": bool(self.info.get("won")),
+            }
+        )
         return self._return
 
     def _close(self) -> None:
@@ -142,15 +150,25 @@ class EnvPool:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--model", required=True, help="a local model directory (recipes/trl_tiny.py) or a hub id")
     p.add_argument("--env", default="sapo/Vault-v0", help="the env id (the served one under --url)")
-    p.add_argument("--env-arg", action="append", default=[], metavar="K=V", help="gym.make argument (in process; a served env has the server's)")
+    p.add_argument(
+        "--env-arg",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="gym.make argument (in process; a served env has the server's)",
+    )
     p.add_argument("--url", default=None, help="a `sapo-gym env serve` server: train against it instead of in process")
     p.add_argument("--max-steps", type=int, default=2, help="optimizer steps")
     p.add_argument("--batch-size", type=int, default=8, help="rollouts per optimizer step")
     p.add_argument("--num-generations", type=int, default=4, help="rollouts per prompt (the GRPO group)")
-    p.add_argument("--max-completion-length", type=int, default=512, help="tokens of a whole rollout, tool results included")
+    p.add_argument(
+        "--max-completion-length", type=int, default=512, help="tokens of a whole rollout, tool results included"
+    )
     p.add_argument("--lr", type=float, default=1e-5)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
@@ -164,11 +182,24 @@ def grpo_config(args: argparse.Namespace, horizon: int | None) -> Any:
     from trl import GRPOConfig
 
     return GRPOConfig(
-        output_dir=args.out_dir, use_cpu=True, bf16=False, seed=args.seed, learning_rate=args.lr, beta=0.0,
-        max_steps=args.max_steps, per_device_train_batch_size=args.batch_size, gradient_accumulation_steps=1,
-        num_generations=args.num_generations, max_completion_length=args.max_completion_length,
-        max_tool_calling_iterations=horizon, temperature=args.temperature, logging_steps=1, save_strategy="no",
-        report_to="none", dataloader_num_workers=0, use_vllm=False,
+        output_dir=args.out_dir,
+        use_cpu=True,
+        bf16=False,
+        seed=args.seed,
+        learning_rate=args.lr,
+        beta=0.0,
+        max_steps=args.max_steps,
+        per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=1,
+        num_generations=args.num_generations,
+        max_completion_length=args.max_completion_length,
+        max_tool_calling_iterations=horizon,
+        temperature=args.temperature,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        dataloader_num_workers=0,
+        use_vllm=False,
     )
 
 
@@ -191,22 +222,36 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     from agents.policy import load_tokenizer  # AutoTokenizer, unless it re-tokenizes what tokenizer.json says
 
     if args.url and args.env_arg:
-        raise SystemExit("--env-arg sets an env made here; a served env has the server's (sapo-gym env serve --env-arg)")
+        raise SystemExit(
+            "--env-arg sets an env made here; a served env has the server's (sapo-gym env serve --env-arg)"
+        )
     make = env_maker(args.env, parse_env_args(args.env_arg), args.url)
     tasks, horizon = episode_facts(make)
     tokenizer = load_tokenizer(args.model)
     tokenizer.padding_side = "left"
     rows = max(tasks, args.batch_size * args.max_steps // args.num_generations)
-    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": ""}]] * rows,
-                                 "task_index": [i % tasks for i in range(rows)]})
+    dataset = Dataset.from_dict(
+        {"prompt": [[{"role": "user", "content": ""}]] * rows, "task_index": [i % tasks for i in range(rows)]}
+    )
     with EnvPool(make) as pool:
-        trainer = GRPOTrainer(model=args.model, args=grpo_config(args, horizon), train_dataset=dataset,
-                              processing_class=tokenizer, environment_factory=pool)
+        trainer = GRPOTrainer(
+            model=args.model,
+            args=grpo_config(args, horizon),
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            environment_factory=pool,
+        )
         trainer.train()
         episodes = list(pool.episodes)
     steps = [entry for entry in trainer.state.log_history if "reward" in entry]
-    return {"env": args.env, "url": args.url, "log": steps, "episodes": episodes,
-            "env_steps": sum(e["steps"] for e in episodes), "valid_calls": sum(e["valid_calls"] for e in episodes)}
+    return {
+        "env": args.env,
+        "url": args.url,
+        "log": steps,
+        "episodes": episodes,
+        "env_steps": sum(e["steps"] for e in episodes),
+        "valid_calls": sum(e["valid_calls"] for e in episodes),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -217,8 +262,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         with open(args.summary, "w") as fh:
             fh.write(text)
     rewards = [round(entry["reward"], 3) for entry in summary["log"]]
-    print(f"{len(summary['log'])} steps, {len(summary['episodes'])} episodes, {summary['env_steps']} env steps "
-          f"({summary['valid_calls']} valid calls); mean reward per step {rewards}", file=sys.stderr)
+    print(
+        f"{len(summary['log'])} steps, {len(summary['episodes'])} episodes, {summary['env_steps']} env steps "
+        f"({summary['valid_calls']} valid calls); mean reward per step {rewards}",
+        file=sys.stderr,
+    )
     return summary
 
 

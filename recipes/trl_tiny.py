@@ -51,20 +51,33 @@ def tiny_model(seed: int, tokenizer_name: str = "project") -> tuple[Any, Any]:
         tokenizer = project_tokenizer()
     tokenizer.chat_template = qwen2_5_chat_template
     tokenizer.padding_side = "left"
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
-                         tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
-                         eos_token_id=[tokenizer.eos_token_id, tokenizer.pad_token_id])
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=[tokenizer.eos_token_id, tokenizer.pad_token_id],
+    )
     torch.manual_seed(seed)
     return Qwen2ForCausalLM(config), tokenizer
 
 
 def _call(command: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": "",
-            "tool_calls": [{"type": "function", "function": {"name": TOOL_NAME, "arguments": {ARGUMENT: command}}}]}
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"type": "function", "function": {"name": TOOL_NAME, "arguments": {ARGUMENT: command}}}],
+    }
 
 
-def demonstrations(pool: EnvPool, tokenizer: Any, episodes: int, rng: random.Random) -> list[tuple[list[int], list[int]]]:
+def demonstrations(
+    pool: EnvPool, tokenizer: Any, episodes: int, rng: random.Random
+) -> list[tuple[list[int], list[int]]]:
     """(prompt ids, answer ids) of every turn of ``episodes`` random-command episodes, rendered as TRL renders them."""
     env = pool()
     tasks = episode_facts(pool.make)[0]
@@ -73,14 +86,18 @@ def demonstrations(pool: EnvPool, tokenizer: Any, episodes: int, rng: random.Ran
         messages = [{"role": "user", "content": env.reset(task_index=episode % tasks)}]
         while True:
             done = env.done
-            answer = {"role": "assistant", "content": DONE} if done else _call(rng.choice(env.info["admissible_actions"]))
-            prompt = tokenizer.apply_chat_template(messages, tools=[env.take_action], add_generation_prompt=True,
-                                                   tokenize=True, return_dict=False)
-            full = tokenizer.apply_chat_template(messages + [answer], tools=[env.take_action], tokenize=True,
-                                                 return_dict=False)
+            answer = (
+                {"role": "assistant", "content": DONE} if done else _call(rng.choice(env.info["admissible_actions"]))
+            )
+            prompt = tokenizer.apply_chat_template(
+                messages, tools=[env.take_action], add_generation_prompt=True, tokenize=True, return_dict=False
+            )
+            full = tokenizer.apply_chat_template(
+                messages + [answer], tools=[env.take_action], tokenize=True, return_dict=False
+            )
             end = full.index(tokenizer.eos_token_id, len(prompt)) + 1  # the answer through <|im_end|>
             assert full[: len(prompt)] == prompt, "the chat template does not preserve the prompt"
-            samples.append((prompt, full[len(prompt):end]))
+            samples.append((prompt, full[len(prompt) : end]))
             if done:
                 break
             result = env.take_action(answer["tool_calls"][0]["function"]["arguments"][ARGUMENT])
@@ -99,11 +116,13 @@ def supervised_loss(model: Any, batch: list[tuple[list[int], list[int]]], pad_id
     labels = torch.full((len(batch), k), -100)
     for i, (prompt, answer) in enumerate(batch):
         seq = prompt + answer
-        ids[i, width - len(seq):], mask[i, width - len(seq):] = torch.tensor(seq), 1
-        labels[i, k - len(answer):] = torch.tensor(answer)
+        ids[i, width - len(seq) :], mask[i, width - len(seq) :] = torch.tensor(seq), 1
+        labels[i, k - len(answer) :] = torch.tensor(answer)
     positions = (mask.cumsum(1) - 1).clamp(min=0)
     logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=k + 1).logits[:, :-1]
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
+    return torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100
+    )
 
 
 def warm_start(model: Any, samples: list, steps: int, batch_size: int, lr: float, rng: random.Random) -> list[float]:

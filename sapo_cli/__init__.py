@@ -12,11 +12,27 @@ import importlib
 import importlib.util
 import sys
 
-COMMANDS = ("envs", "env", "play", "evaluate", "data", "webshop", "train", "compare", "leaderboard", "submit", "export", "nemo_gym", "bundle")
+COMMANDS = (
+    "envs",
+    "env",
+    "play",
+    "evaluate",
+    "data",
+    "webshop",
+    "train",
+    "compare",
+    "leaderboard",
+    "submit",
+    "export",
+    "nemo_gym",
+    "bundle",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sapo-gym", description="Multi-turn text envs for LLM agents, baselines and a leaderboard.")
+    parser = argparse.ArgumentParser(
+        prog="sapo-gym", description="Multi-turn text envs for LLM agents, baselines and a leaderboard."
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         module = f"sapo_cli.{name}"

@@ -23,8 +23,10 @@ __all__ = ["register", "run", "bundle_from_payloads"]
 def register(sub: argparse._SubParsersAction) -> None:
     from leaderboard.agent_args import add_agent_arguments
 
-    p = sub.add_parser("bundle", help="a result bundle from an ecosystem's rollouts (verifiers traces.jsonl, the SkyRL "
-                                      "env's record file)")
+    p = sub.add_parser(
+        "bundle",
+        help="a result bundle from an ecosystem's rollouts (verifiers traces.jsonl, the SkyRL env's record file)",
+    )
     p.add_argument("rollouts", help="the JSON Lines file the adapter filed its episodes in")
     p.add_argument("--out", required=True, help="where to write the bundle (JSON)")
     add_agent_arguments(p)
@@ -67,12 +69,16 @@ def run(args: argparse.Namespace) -> int:
     from sapo_gym.records import EpisodeRecord
 
     payloads = read_payloads(args.rollouts)
-    bundle = bundle_from_payloads(payloads, agent_info_from_args(args, f"rollouts:{args.rollouts}"), recorded_command(sys.argv))
+    bundle = bundle_from_payloads(
+        payloads, agent_info_from_args(args, f"rollouts:{args.rollouts}"), recorded_command(sys.argv)
+    )
     replay = replay_bundle(bundle)
     if replay.verifiable and not replay.verified:
         raise ValueError(f"the rollouts do not replay: {replay.message}")
     env = bundle["env"]
-    print(format_table(summarize([EpisodeRecord.from_dict(p["record"]) for p in payloads]), f"{env['id']}:{env['split']}"))
+    print(
+        format_table(summarize([EpisodeRecord.from_dict(p["record"]) for p in payloads]), f"{env['id']}:{env['split']}")
+    )
     print(f"replay: {replay.message}", file=sys.stderr)
     fields = {k: v for k, v in env.items() if k != "spec_hash"}
     verdict = board_verdict(env["id"], env["split"], fields, env["spec_hash"], "every-task", not _covers_split(bundle))

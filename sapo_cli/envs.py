@@ -29,8 +29,11 @@ class SplitCount:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("envs", help="list registered env ids: horizon, protocol, data, what each needs and whether it "
-                                    "is usable here, splits with their task counts, default evaluation split")
+    p = sub.add_parser(
+        "envs",
+        help="list registered env ids: horizon, protocol, data, what each needs and whether it "
+        "is usable here, splits with their task counts, default evaluation split",
+    )
     p.add_argument("--no-counts", action="store_true", help="list the split names only (build nothing)")
     p.set_defaults(func=run)
 
@@ -75,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
     from sapo_gym.registration import ENVS
 
     for e in ENVS.values():
-        print(f"{e.env_id:<26} horizon={e.horizon:<3} protocol={e.protocol}\n    {e.description}\n    data: {e.dataset}")
+        print(
+            f"{e.env_id:<26} horizon={e.horizon:<3} protocol={e.protocol}\n    {e.description}\n    data: {e.dataset}"
+        )
         names = e.split_names()
         rows = [] if args.no_counts else [count_split(e.env_id, s) for s in names] or [count_split(e.env_id, None)]
         print("\n".join(needs_lines(e, rows)))

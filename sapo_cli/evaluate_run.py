@@ -38,15 +38,34 @@ def recorded_command(argv: Sequence[str]) -> str | None:
     return "sapo-gym " + shlex.join([a for a in argv[1:] if a != "--resume"])
 
 
-def run_identity(args: argparse.Namespace, env_kwargs: dict[str, Any], config: AgentConfig, probe_fields: dict[str, Any],
-                 spec_hash: str, ids: list[str], seeds: list[int], mode: Any, lockstep: int | None) -> dict[str, Any]:
+def run_identity(
+    args: argparse.Namespace,
+    env_kwargs: dict[str, Any],
+    config: AgentConfig,
+    probe_fields: dict[str, Any],
+    spec_hash: str,
+    ids: list[str],
+    seeds: list[int],
+    mode: Any,
+    lockstep: int | None,
+) -> dict[str, Any]:
     """What an episodes log's header records: everything that can change the episodes' outputs."""
-    settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in ((f, getattr(config, f)) for f in OUTPUT_FIELDS)}
+    settings = {
+        k: (list(v) if isinstance(v, tuple) else v) for k, v in ((f, getattr(config, f)) for f in OUTPUT_FIELDS)
+    }
     return {
-        "env_id": args.env, "spec_hash": spec_hash, "split": probe_fields["split"], "dataset": probe_fields["dataset"],
-        "protocol": probe_fields["protocol"], "prompt": probe_fields.get("prompt"),
+        "env_id": args.env,
+        "spec_hash": spec_hash,
+        "split": probe_fields["split"],
+        "dataset": probe_fields["dataset"],
+        "protocol": probe_fields["protocol"],
+        "prompt": probe_fields.get("prompt"),
         "env_kwargs": {k: v for k, v in sorted(env_kwargs.items()) if k != "data_dir"},
-        "mode": mode.record(), "seeds": seeds, "tasks": ids, "agent": args.agent, "agent_process": args.agent_process,
+        "mode": mode.record(),
+        "seeds": seeds,
+        "tasks": ids,
+        "agent": args.agent,
+        "agent_process": args.agent_process,
         "generation": {k: v for k, v in settings.items() if v is not None},
         "lockstep_batch": lockstep,
     }
@@ -74,7 +93,11 @@ def _check_flags(args: argparse.Namespace) -> None:
     for flag, price in (("--price-prompt", args.price_prompt), ("--price-completion", args.price_completion)):
         if price is not None and not (math.isfinite(price) and 0 <= price <= MAX_PRICE):
             raise ValueError(f"{flag} must be USD per million tokens in [0, {MAX_PRICE:g}], got {price}")
-    for what, path in (("bundle (--out)", args.bundle_out), ("--json file", args.json_out), ("episodes log", _log_path(args))):
+    for what, path in (
+        ("bundle (--out)", args.bundle_out),
+        ("--json file", args.json_out),
+        ("episodes log", _log_path(args)),
+    ):
         if path:
             folder = refuse_symlink(path, what).parent
             if not folder.is_dir():
@@ -87,7 +110,9 @@ def _open_log(args: argparse.Namespace, run: dict[str, Any], jobs: list) -> Any:
     path = _log_path(args)
     if path is None:
         if args.resume:
-            raise ValueError("--resume needs an episodes log: --episodes-log PATH (or the --out/--json it defaults from)")
+            raise ValueError(
+                "--resume needs an episodes log: --episodes-log PATH (or the --out/--json it defaults from)"
+            )
         return None
     return EpisodeLog.open(path, run, resume=args.resume, plan={job.key: job.task_id for job in jobs})
 
@@ -104,14 +129,18 @@ def _verify_done(log: Any, env: Any, agent: Any) -> None:
     for key in sorted(log.done):
         record, where = log.done[key], f"{log.path} line {log.lines.get(key, '?')}"
         if record.privileged != privileged:
-            raise LogMismatch(f"{where}: the episode was played {'with' if record.privileged else 'without'} the privileged "
-                              f"info, this run's agent is {'' if privileged else 'not '}privileged")
+            raise LogMismatch(
+                f"{where}: the episode was played {'with' if record.privileged else 'without'} the privileged "
+                f"info, this run's agent is {'' if privileged else 'not '}privileged"
+            )
         problem = replay_episode(env, episode_dict(record))
         if problem is not None:
             problem = problem.replace("bundle", "log")  # what replay_episode compares with is the log's record here
-            raise LogMismatch(f"{where} (task {record.task_id!r}, seed {record.seed}) does not replay in the env: {problem} "
-                              f"(the log was edited or is another env's; without --resume a new run starts and keeps it as "
-                              f"{log.path.name}.prev)")
+            raise LogMismatch(
+                f"{where} (task {record.task_id!r}, seed {record.seed}) does not replay in the env: {problem} "
+                f"(the log was edited or is another env's; without --resume a new run starts and keeps it as "
+                f"{log.path.name}.prev)"
+            )
 
 
 def _resume_hint(log: Any, total: int) -> str:
@@ -149,8 +178,17 @@ def _play(agent: Any, envs: list, jobs: list, log: Any, label: str) -> list:
         progress.close()
 
 
-def _outputs(args: argparse.Namespace, records: list, agent: Any, split: str, mode: Any, seeds: list[int], spec: tuple,
-             batch: int, created: str | None) -> None:
+def _outputs(
+    args: argparse.Namespace,
+    records: list,
+    agent: Any,
+    split: str,
+    mode: Any,
+    seeds: list[int],
+    spec: tuple,
+    batch: int,
+    created: str | None,
+) -> None:
     from agents.isolated import agent_process
     from sapo_gym.accounting import format_usage, usage_totals
     from sapo_gym.evaluation import format_table, summarize
@@ -159,27 +197,54 @@ def _outputs(args: argparse.Namespace, records: list, agent: Any, split: str, mo
     spec_fields, spec_hash = spec
     summary = summarize(records)
     usage = usage_totals(records, args.price_prompt, args.price_completion)
-    title = (f"{args.env} · split={split} · mode={mode.describe()} · dataset={spec_fields['dataset']} · agent={args.agent} "
-             f"· seeds={seeds}")
+    title = (
+        f"{args.env} · split={split} · mode={mode.describe()} · dataset={spec_fields['dataset']} · agent={args.agent} "
+        f"· seeds={seeds}"
+    )
     print(format_table(summary, title=title))
     print(format_usage(usage))
     if args.json_out:
-        write_atomic(args.json_out, json.dumps({"split": split, "mode": mode.record(), "summary": summary, "usage": usage,
-                                                "episodes": [r.to_dict() for r in records]}).encode(), "--json file")
+        write_atomic(
+            args.json_out,
+            json.dumps(
+                {
+                    "split": split,
+                    "mode": mode.record(),
+                    "summary": summary,
+                    "usage": usage,
+                    "episodes": [r.to_dict() for r in records],
+                }
+            ).encode(),
+            "--json file",
+        )
     if args.bundle_out:
         from leaderboard.agent_args import agent_info_from_args
         from sapo_gym.bundle import build_bundle
 
         info = agent_info_from_args(args, args.agent)
-        if info.decoding is None and isinstance(getattr(agent, "constrain", None), str):  # an LLM agent says how it decoded
+        if info.decoding is None and isinstance(
+            getattr(agent, "constrain", None), str
+        ):  # an LLM agent says how it decoded
             info.decoding = agent.constrain
         if isinstance(getattr(agent, "generation", None), dict):
             info.generation = dict(agent.generation)
-        bundle = build_bundle(records, spec_fields, spec_hash, info, seeds, batch, recorded_command(sys.argv), mode=mode,
-                              agent_process=agent_process(agent), created=created)
+        bundle = build_bundle(
+            records,
+            spec_fields,
+            spec_hash,
+            info,
+            seeds,
+            batch,
+            recorded_command(sys.argv),
+            mode=mode,
+            agent_process=agent_process(agent),
+            created=created,
+        )
         write_atomic(args.bundle_out, json.dumps(bundle, allow_nan=False).encode(), "bundle")
-        print(f"wrote result bundle {args.bundle_out} ({len(records)} episodes, spec {spec_hash}); submit it with: "
-              f"sapo-gym submit {args.bundle_out}")
+        print(
+            f"wrote result bundle {args.bundle_out} ({len(records)} episodes, spec {spec_hash}); submit it with: "
+            f"sapo-gym submit {args.bundle_out}"
+        )
 
 
 def _check_config(spec: str, config: AgentConfig) -> None:
@@ -227,12 +292,18 @@ def run_evaluation(args: argparse.Namespace, env_kwargs: dict[str, Any]) -> int:
         agent = load_for_harness(args.agent, seed=seeds[0] if seeds else 0, process=args.agent_process, config=config)
         lockstep = None if isinstance(agent, TurnResponder) else width
         jobs = plan(ids, seeds, mode)
-        log = _open_log(args, run_identity(args, env_kwargs, config, spec_fields, spec_hash, ids, seeds, mode, lockstep), jobs)
+        log = _open_log(
+            args, run_identity(args, env_kwargs, config, spec_fields, spec_hash, ids, seeds, mode, lockstep), jobs
+        )
         if log is not None and log.done:
             _verify_done(log, envs[0], agent)
         records = _play(agent, envs, jobs, log, f"evaluate {args.env}")
         created = log.created if log is not None else run_created()
-        _write_outputs(args, log, (args, records, agent, spec_fields["split"], mode, seeds, (spec_fields, spec_hash), width, created))
+        _write_outputs(
+            args,
+            log,
+            (args, records, agent, spec_fields["split"], mode, seeds, (spec_fields, spec_hash), width, created),
+        )
     finally:  # the log (and its lock) is held until the outputs are written
         for env in envs:
             env.close()

@@ -16,16 +16,28 @@ import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help=__doc__.splitlines()[0].partition(": ")[2], description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "export",
+        help=__doc__.splitlines()[0].partition(": ")[2],
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("source", metavar="SOURCE", help="an episodes log (JSONL) or a result bundle (JSON)")
     p.add_argument("out", metavar="OUT", help="the dataset folder to write (refused if it exists, unless --overwrite)")
-    p.add_argument("--view", default="chat", choices=("chat", "prompt"),
-                   help="chat (default): the env's info['messages'] then the reply as assistant | prompt: the env's prompt "
-                        "string as one user message then the reply (what the project's LLMAgent sees)")
-    p.add_argument("--tokenizer", default=None, metavar="PATH",
-                   help="a tokenizer folder or tokenizer.json (e.g. agents/assets/sapo-tiny-tokenizer.json): adds input_ids "
-                        "and assistant_masks through its chat template")
+    p.add_argument(
+        "--view",
+        default="chat",
+        choices=("chat", "prompt"),
+        help="chat (default): the env's info['messages'] then the reply as assistant | prompt: the env's prompt "
+        "string as one user message then the reply (what the project's LLMAgent sees)",
+    )
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="PATH",
+        help="a tokenizer folder or tokenizer.json (e.g. agents/assets/sapo-tiny-tokenizer.json): adds input_ids "
+        "and assistant_masks through its chat template",
+    )
     p.add_argument("--successful-only", action="store_true", help="only the episodes that succeeded")
     p.add_argument("--data-dir", default=None, help="the env's dataset folder, when it needs one to be built here")
     p.add_argument("--overwrite", action="store_true", help="replace OUT when it exists (once the new one is whole)")
@@ -54,8 +66,11 @@ def run(args: argparse.Namespace) -> int:
         for row in rows:
             row.update(tokenize_row(tokenizer, row["messages"], tools if args.view == "chat" else None))
     write_export(rows, metadata, out, overwrite=args.overwrite)
-    print(f"wrote {out}: {metadata['turns']} turns of {metadata['episodes']} episodes ({source.env_id}, spec "
-          f"{source.spec_hash}, view {args.view}{', tokenized' if tokenizer is not None else ''})", file=sys.stderr)
+    print(
+        f"wrote {out}: {metadata['turns']} turns of {metadata['episodes']} episodes ({source.env_id}, spec "
+        f"{source.spec_hash}, view {args.view}{', tokenized' if tokenizer is not None else ''})",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -31,8 +31,17 @@ from typing import Any
 
 from sapo_cli.export_read import ExportError, Source
 
-__all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "VIEWS", "replay_rows", "load_tokenizer_for_export", "tokenize_row",
-           "export_metadata", "write_export", "load_export"]
+__all__ = [
+    "EXPORT_FORMAT",
+    "EXPORT_VERSION",
+    "VIEWS",
+    "replay_rows",
+    "load_tokenizer_for_export",
+    "tokenize_row",
+    "export_metadata",
+    "write_export",
+    "load_export",
+]
 
 EXPORT_FORMAT = "sapo-gym-export"
 EXPORT_VERSION = 1
@@ -68,7 +77,9 @@ def _reply(output: str, action_format: str) -> dict[str, Any]:
     return {"role": "assistant", "content": output}
 
 
-def _messages(view: str, prompt: str, info: dict[str, Any], output: str, action_format: str, where: str) -> list[dict[str, Any]]:
+def _messages(
+    view: str, prompt: str, info: dict[str, Any], output: str, action_format: str, where: str
+) -> list[dict[str, Any]]:
     if view == "prompt":
         shown = [{"role": "user", "content": prompt}]
     elif isinstance(info.get("messages"), list):
@@ -79,7 +90,9 @@ def _messages(view: str, prompt: str, info: dict[str, Any], output: str, action_
     return [{k: m.get(k) for k in _MESSAGE_KEYS} for m in full]
 
 
-def _episode_rows(env: Any, slot: int | None, episode: dict[str, Any], view: str, action_format: str, where: str) -> list[dict[str, Any]]:
+def _episode_rows(
+    env: Any, slot: int | None, episode: dict[str, Any], view: str, action_format: str, where: str
+) -> list[dict[str, Any]]:
     from leaderboard.replay import replay_episode
 
     recorder = _Recorder(env)
@@ -92,13 +105,26 @@ def _episode_rows(env: Any, slot: int | None, episode: dict[str, Any], view: str
     turns, rows, to_go = episode["turns"], [], sum(float(t["reward"]) for t in episode["turns"])
     for k, turn in enumerate(turns):
         prompt, info = recorder.seen[k]
-        rows.append({
-            "task_id": episode["task_id"], "task_type": episode["task_type"], "seed": episode["seed"], "slot": slot, "turn": k,
-            "messages": _messages(view, prompt, info, turn["output"], action_format, where), "prompt": prompt,
-            "completion": turn["output"], "action": turn["action"], "valid": turn["valid"], "reward": float(turn["reward"]),
-            "return_to_go": to_go, "last_turn": k == len(turns) - 1, "episode_success": episode["success"],
-            "episode_score": episode["score"], "episode_return": episode["return"],
-        })
+        rows.append(
+            {
+                "task_id": episode["task_id"],
+                "task_type": episode["task_type"],
+                "seed": episode["seed"],
+                "slot": slot,
+                "turn": k,
+                "messages": _messages(view, prompt, info, turn["output"], action_format, where),
+                "prompt": prompt,
+                "completion": turn["output"],
+                "action": turn["action"],
+                "valid": turn["valid"],
+                "reward": float(turn["reward"]),
+                "return_to_go": to_go,
+                "last_turn": k == len(turns) - 1,
+                "episode_success": episode["success"],
+                "episode_score": episode["score"],
+                "episode_return": episode["return"],
+            }
+        )
         to_go -= float(turn["reward"])
     return rows
 
@@ -115,7 +141,9 @@ def replay_rows(source: Source, env: Any, view: str = "chat", successful_only: b
         where = f"{source.path}: episode {i} (task {episode['task_id']!r}, seed {episode['seed']})"
         rows.extend(_episode_rows(env, slot, episode, view, action_format, where))
     if not rows:
-        raise ExportError(f"{source.path} holds no {'successful ' if successful_only else ''}finished episode to export")
+        raise ExportError(
+            f"{source.path} holds no {'successful ' if successful_only else ''}finished episode to export"
+        )
     return rows
 
 
@@ -139,13 +167,17 @@ def load_tokenizer_for_export(path: str | Path) -> Any:
 
             tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(where))
     except Exception as exc:  # not a tokenizer: transformers raises many kinds
-        raise ExportError(f"--tokenizer {path}: cannot load a tokenizer from it ({type(exc).__name__}: {exc})") from None
+        raise ExportError(
+            f"--tokenizer {path}: cannot load a tokenizer from it ({type(exc).__name__}: {exc})"
+        ) from None
     if tokenizer.chat_template is None:
         tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer
 
 
-def tokenize_row(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> dict[str, list[int]]:
+def tokenize_row(
+    tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+) -> dict[str, list[int]]:
     """``input_ids`` of the conversation and ``assistant_masks``: 1 on the tokens that start inside the last (assistant)
     message's rendering, the prompt being the rest rendered with the generation prompt."""
     clean = [{k: v for k, v in m.items() if v is not None} for m in messages]
@@ -155,23 +187,48 @@ def tokenize_row(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dic
     except Exception as exc:  # a template that cannot render these messages (jinja raises its own kinds)
         raise ExportError(f"the tokenizer's chat template cannot render a turn: {type(exc).__name__}: {exc}") from None
     if not full.startswith(prompt):
-        raise ExportError("the tokenizer's chat template does not render a turn's prompt as the start of the whole "
-                          "conversation: the assistant's tokens cannot be told apart")
+        raise ExportError(
+            "the tokenizer's chat template does not render a turn's prompt as the start of the whole "
+            "conversation: the assistant's tokens cannot be told apart"
+        )
     encoded = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
     cut = len(prompt)
-    return {"input_ids": list(encoded["input_ids"]), "assistant_masks": [int(start >= cut) for start, _ in encoded["offset_mapping"]]}
+    return {
+        "input_ids": list(encoded["input_ids"]),
+        "assistant_masks": [int(start >= cut) for start, _ in encoded["offset_mapping"]],
+    }
 
 
-def export_metadata(source: Source, env: Any, view: str, rows: list[dict[str, Any]], tokenizer: str | None,
-                    successful_only: bool, tools: Any) -> dict[str, Any]:
+def export_metadata(
+    source: Source,
+    env: Any,
+    view: str,
+    rows: list[dict[str, Any]],
+    tokenizer: str | None,
+    successful_only: bool,
+    tools: Any,
+) -> dict[str, Any]:
     """What ``metadata.json`` (and the dataset's description) records."""
     fields = env.unwrapped.spec_fields()
     return {
-        "format": EXPORT_FORMAT, "version": EXPORT_VERSION, "source": {"kind": source.kind, "path": str(source.path), "agent": source.agent},
-        "env": {"id": source.env_id, "spec_hash": source.spec_hash, "protocol": source.protocol, "prompt": fields.get("prompt"),
-                "split": source.split, "dataset": source.dataset, "horizon": fields.get("horizon")},
-        "view": view, "successful_only": successful_only, "tokenizer": tokenizer, "tools": tools,
-        "episodes": len({(r["seed"], r["slot"], r["task_id"]) for r in rows}), "turns": len(rows),
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "source": {"kind": source.kind, "path": str(source.path), "agent": source.agent},
+        "env": {
+            "id": source.env_id,
+            "spec_hash": source.spec_hash,
+            "protocol": source.protocol,
+            "prompt": fields.get("prompt"),
+            "split": source.split,
+            "dataset": source.dataset,
+            "horizon": fields.get("horizon"),
+        },
+        "view": view,
+        "successful_only": successful_only,
+        "tokenizer": tokenizer,
+        "tools": tools,
+        "episodes": len({(r["seed"], r["slot"], r["task_id"]) for r in rows}),
+        "turns": len(rows),
         "skipped_error_episodes": source.skipped_errors,
     }
 
@@ -187,7 +244,9 @@ def _replace(tmp: Path, out: Path) -> None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
-def write_export(rows: list[dict[str, Any]], metadata: dict[str, Any], out: str | Path, overwrite: bool = False) -> Path:
+def write_export(
+    rows: list[dict[str, Any]], metadata: dict[str, Any], out: str | Path, overwrite: bool = False
+) -> Path:
     """The folder ``out``: ``train.parquet`` and ``metadata.json``, written in a temporary folder beside it and
     renamed at the end (nothing half-written is left at ``out``)."""
     from datasets import Dataset, DatasetInfo

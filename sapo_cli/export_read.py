@@ -80,7 +80,9 @@ def _log_episode(entry: Any, where: str, run_id: Any) -> tuple[tuple[int, int] |
     if not isinstance(entry, dict) or entry.get("status") not in ("done", "error"):
         raise ExportError(f"{where} is not an episode line (status 'done' or 'error')")
     if run_id is not None and entry.get("run_id") != run_id:
-        raise ExportError(f"{where} belongs to another run (run_id {str(entry.get('run_id'))[:40]!r}, the header's {run_id!r})")
+        raise ExportError(
+            f"{where} belongs to another run (run_id {str(entry.get('run_id'))[:40]!r}, the header's {run_id!r})"
+        )
     if entry["status"] == "error":
         return None, None
     try:
@@ -102,15 +104,27 @@ def _read_log(path: str, data: bytes) -> Source:
     except LogMismatch as exc:
         raise ExportError(f"{path} is not a readable episodes log: {exc}") from None
     if data[good:].strip():
-        raise ExportError(f"{path} line {len(entries) + 2} is truncated or not JSON (a run still going or killed mid-write: "
-                          "finish it with sapo-gym evaluate ... --resume, then export)")
+        raise ExportError(
+            f"{path} line {len(entries) + 2} is truncated or not JSON (a run still going or killed mid-write: "
+            "finish it with sapo-gym evaluate ... --resume, then export)"
+        )
     run = head.get("run")
     missing = [k for k in ("env_id", "spec_hash", "protocol") if not isinstance((run or {}).get(k), str)]
     if missing:
         raise ExportError(f"{path}: the header's run lacks {', '.join(missing)}")
     kwargs = run.get("env_kwargs") if isinstance(run.get("env_kwargs"), dict) else {}
-    source = Source("episodes-log", path, run["env_id"], run["spec_hash"], run["protocol"], run.get("prompt"), run.get("split"),
-                    run.get("dataset"), dict(kwargs), run.get("agent") if isinstance(run.get("agent"), str) else None)
+    source = Source(
+        "episodes-log",
+        path,
+        run["env_id"],
+        run["spec_hash"],
+        run["protocol"],
+        run.get("prompt"),
+        run.get("split"),
+        run.get("dataset"),
+        dict(kwargs),
+        run.get("agent") if isinstance(run.get("agent"), str) else None,
+    )
     seen: dict[tuple[int, int], int] = {}
     for number, entry in enumerate(entries, start=2):
         key, episode = _log_episode(entry, f"{path} line {number}", head.get("run_id"))
@@ -121,8 +135,11 @@ def _read_log(path: str, data: bytes) -> Source:
         seen[key] = number
         source.episodes.append((key[1], episode))
     done = set(seen)
-    source.skipped_errors = sum(1 for e in entries if isinstance(e, dict) and e.get("status") == "error"
-                                and (e.get("seed"), e.get("slot")) not in done)
+    source.skipped_errors = sum(
+        1
+        for e in entries
+        if isinstance(e, dict) and e.get("status") == "error" and (e.get("seed"), e.get("slot")) not in done
+    )
     return source
 
 
@@ -140,9 +157,19 @@ def _read_bundle(path: str, data: bytes) -> Source:
     entry = ENVS.get(env["id"])
     if entry is None or env["protocol"] != entry.protocol:
         kwargs["protocol"] = env["protocol"]
-    return Source("bundle", path, env["id"], env["spec_hash"], env["protocol"], env.get("prompt"), env.get("split"),
-                  env.get("dataset"), kwargs, bundle["agent"].get("spec") or bundle["agent"].get("name"),
-                  [(None, ep) for ep in bundle["episodes"]])
+    return Source(
+        "bundle",
+        path,
+        env["id"],
+        env["spec_hash"],
+        env["protocol"],
+        env.get("prompt"),
+        env.get("split"),
+        env.get("dataset"),
+        kwargs,
+        bundle["agent"].get("spec") or bundle["agent"].get("name"),
+        [(None, ep) for ep in bundle["episodes"]],
+    )
 
 
 def _make(env_id: str, kwargs: dict[str, Any]) -> Any:
@@ -153,7 +180,9 @@ def _make(env_id: str, kwargs: dict[str, Any]) -> Any:
     try:
         return gym.make(env_id, **kwargs)
     except Exception as exc:  # an unknown id, a backend or its data missing here, a bad argument
-        raise ExportError(f"cannot build {env_id} with {kwargs} to replay the episodes: {type(exc).__name__}: {exc}") from None
+        raise ExportError(
+            f"cannot build {env_id} with {kwargs} to replay the episodes: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def build_env(source: Source, data_dir: str | None = None) -> Any:
@@ -169,6 +198,8 @@ def build_env(source: Source, data_dir: str | None = None) -> Any:
     here = env.unwrapped.spec_hash()
     if here != source.spec_hash:
         env.close()
-        raise ExportError(f"{source.path} claims {source.env_id} with spec hash {source.spec_hash}, but that env built here "
-                          f"has {here}: the file is another env's or another version's (or its data needs --data-dir)")
+        raise ExportError(
+            f"{source.path} claims {source.env_id} with spec hash {source.spec_hash}, but that env built here "
+            f"has {here}: the file is another env's or another version's (or its data needs --data-dir)"
+        )
     return env

@@ -18,10 +18,19 @@ def _db_url(value: str) -> str:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("leaderboard", help="run and administer a leaderboard server")
-    p.add_argument("--db", type=_db_url, default=DEFAULT_DB,
-                   help="database: SQLAlchemy URL (postgresql://...) or SQLite file (default: $SAPO_GYM_LEADERBOARD_DB or ./leaderboard.db)")
-    p.add_argument("--board", action="append", default=None, metavar="ENV_ID:SPLIT",
-                   help="host only these boards (repeatable; ENV_ID alone: each of its evaluation splits; default: every registered env, see leaderboard.boards)")
+    p.add_argument(
+        "--db",
+        type=_db_url,
+        default=DEFAULT_DB,
+        help="database: SQLAlchemy URL (postgresql://...) or SQLite file (default: $SAPO_GYM_LEADERBOARD_DB or ./leaderboard.db)",
+    )
+    p.add_argument(
+        "--board",
+        action="append",
+        default=None,
+        metavar="ENV_ID:SPLIT",
+        help="host only these boards (repeatable; ENV_ID alone: each of its evaluation splits; default: every registered env, see leaderboard.boards)",
+    )
     cmds = p.add_subparsers(dest="leaderboard_command", required=True, metavar="ACTION")
 
     register_serve(cmds)
@@ -32,8 +41,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.set_defaults(func=_token)
 
     d = cmds.add_parser("seed", help="add the expert and random baselines to every board")
-    d.add_argument("--agents", default="expert,random,search",
-                   help="comma-separated built-in agents (search plays ALFWorld boards only)")
+    d.add_argument(
+        "--agents",
+        default="expert,random,search",
+        help="comma-separated built-in agents (search plays ALFWorld boards only)",
+    )
     d.add_argument("--verify", action="store_true", help="replay-verify them right away")
     d.set_defaults(func=_seed)
 
@@ -68,7 +80,9 @@ def _token(args: argparse.Namespace) -> int:
         print(f"token {token_id} for {args.value} (shown once, store it now):\n{token}")
     elif args.token_action == "list":
         for row in store.tokens():
-            print(f"{row.id:>4}  {row.name:<30} created {row.created_at:%Y-%m-%d %H:%M}{'  REVOKED' if row.revoked else ''}")
+            print(
+                f"{row.id:>4}  {row.name:<30} created {row.created_at:%Y-%m-%d %H:%M}{'  REVOKED' if row.revoked else ''}"
+            )
     else:
         if not args.value or not args.value.isdigit():
             raise ValueError("token revoke needs a token id (see 'token list')")

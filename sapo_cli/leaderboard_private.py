@@ -16,13 +16,27 @@ __all__ = ["add_seed_options", "activate_from_args", "register_private"]
 
 def add_seed_options(p: argparse.ArgumentParser) -> None:
     """``--private-seed-file``, ``--private-env`` and ``--private-tasks`` (serve, verify)."""
-    p.add_argument("--private-seed-file", default=None, metavar="PATH",
-                   help="host private boards generated from the secret in PATH (created, mode 0600, when absent); "
-                        "never served or logged (see docs/leaderboard.md, 'Private split')")
-    p.add_argument("--private-env", action="append", default=None, metavar="ENV_ID",
-                   help="envs given a private board (repeatable; default: sapo/ALFWorld-Mini-v0 and sapo/WebShop-v0)")
-    p.add_argument("--private-tasks", type=int, default=None, metavar="N",
-                   help="tasks per private split (default: 24 ALFWorld-Mini games, 100 WebShop goals)")
+    p.add_argument(
+        "--private-seed-file",
+        default=None,
+        metavar="PATH",
+        help="host private boards generated from the secret in PATH (created, mode 0600, when absent); "
+        "never served or logged (see docs/leaderboard.md, 'Private split')",
+    )
+    p.add_argument(
+        "--private-env",
+        action="append",
+        default=None,
+        metavar="ENV_ID",
+        help="envs given a private board (repeatable; default: sapo/ALFWorld-Mini-v0 and sapo/WebShop-v0)",
+    )
+    p.add_argument(
+        "--private-tasks",
+        type=int,
+        default=None,
+        metavar="N",
+        help="tasks per private split (default: 24 ALFWorld-Mini games, 100 WebShop goals)",
+    )
 
 
 def activate_from_args(args: argparse.Namespace) -> str | None:
@@ -55,8 +69,11 @@ def _reveal(args: argparse.Namespace) -> int:
     from leaderboard import private
 
     seed = private.read_seed_file(args.private_seed_file, create=False)
-    print("revealing the private split's seed: retire its boards (serve without --private-seed-file) "
-          "before publishing it", file=sys.stderr)
+    print(
+        "revealing the private split's seed: retire its boards (serve without --private-seed-file) "
+        "before publishing it",
+        file=sys.stderr,
+    )
     print(f"seed {seed}\ncommitment {private.commitment(seed)}")
     return 0
 
@@ -84,8 +101,10 @@ def _check(args: argparse.Namespace) -> int:
         env = gym.make(env_id, prompt=None, split=private.PRIVATE_SPLIT, private_seed=args.seed, **count)
         try:
             base = env.unwrapped
-            print(f"{env_id:<24} {private.PRIVATE_SPLIT} {len(base.task_ids):>4} tasks  spec {base.spec_hash()}  "
-                  f"dataset {base.spec_fields()['dataset']}")
+            print(
+                f"{env_id:<24} {private.PRIVATE_SPLIT} {len(base.task_ids):>4} tasks  spec {base.spec_hash()}  "
+                f"dataset {base.spec_fields()['dataset']}"
+            )
         finally:
             env.close()
     return 0

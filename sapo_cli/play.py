@@ -29,7 +29,10 @@ def run(args: argparse.Namespace) -> int:
     total = 0.0
     while True:
         print(obs)
-        print("(type an action, 'quit' to stop)" + ("" if args.raw else " — it is wrapped in <think></think><action></action>"))
+        print(
+            "(type an action, 'quit' to stop)"
+            + ("" if args.raw else " — it is wrapped in <think></think><action></action>")
+        )
         line = sys.stdin.readline()
         if not line or line.strip() == "quit":
             print("bye")
@@ -37,8 +40,10 @@ def run(args: argparse.Namespace) -> int:
         action = line.rstrip("\n") if args.raw else format_action(line.strip(), info=info)
         obs, reward, terminated, truncated, info = env.step(action)
         total += reward
-        print(f"\n>>> {info['action']!r}: reward={reward:g} valid={info['is_action_valid']} "
-              f"admissible={info['is_action_admissible']} won={info['won']}\n")
+        print(
+            f"\n>>> {info['action']!r}: reward={reward:g} valid={info['is_action_valid']} "
+            f"admissible={info['is_action_admissible']} won={info['won']}\n"
+        )
         if terminated or truncated:
             print(info["raw_observation"])
             print(f"episode over: {'won' if info['won'] else 'not won'}, return {total:g}, steps {info['step']}")

@@ -40,13 +40,20 @@ def run(args: argparse.Namespace) -> int:
     played = [row for row in rows if "rollout/success" in row]  # not an iteration whose episodes were all lost
     if played:
         last = played[-1]
-        print(f"{cfg.algo}: {len(rows)} iterations, last rollout success {last['rollout/success']:.2f}, "
-              f"{last['time/iteration']:.2f} s/iteration; metrics: {trainer.out_dir / 'metrics.jsonl'}")
+        print(
+            f"{cfg.algo}: {len(rows)} iterations, last rollout success {last['rollout/success']:.2f}, "
+            f"{last['time/iteration']:.2f} s/iteration; metrics: {trainer.out_dir / 'metrics.jsonl'}"
+        )
     if args.eval_split:
         # Said before it starts: on WebShop-v0 an untrained model plays 500 goals x 15 turns of up to
         # --max-response-tokens each here, minutes that read as a slow iteration otherwise
-        print(f"{cfg.algo}: evaluating every task of split {args.eval_split!r} once (--eval-split '' skips it)", flush=True)
+        print(
+            f"{cfg.algo}: evaluating every task of split {args.eval_split!r} once (--eval-split '' skips it)",
+            flush=True,
+        )
         summary = evaluate(trainer, split=args.eval_split)
-        print(format_table(summary, title=f"{cfg.env} · split={args.eval_split} · {cfg.algo} · T={cfg.eval_temperature}"))
+        print(
+            format_table(summary, title=f"{cfg.env} · split={args.eval_split} · {cfg.algo} · T={cfg.eval_temperature}")
+        )
         (trainer.out_dir / "eval.json").write_text(json.dumps(summary, indent=1))
     return 0

@@ -11,6 +11,17 @@ from sapo_gym.registration import ENVS, register_all
 from sapo_gym.vector import make_vec
 
 __version__ = "0.1.0"
-__all__ = ["TextEnv", "Turn", "PRIVILEGED_INFO_KEYS", "public_info", "ParsedAction", "parse_action", "PROTOCOLS", "ENVS", "make_vec", "__version__"]
+__all__ = [
+    "TextEnv",
+    "Turn",
+    "PRIVILEGED_INFO_KEYS",
+    "public_info",
+    "ParsedAction",
+    "parse_action",
+    "PROTOCOLS",
+    "ENVS",
+    "make_vec",
+    "__version__",
+]
 
 register_all()

@@ -17,7 +17,9 @@ from typing import Any, TextIO
 __all__ = ["usage_totals", "format_usage", "eta_seconds", "Progress"]
 
 
-def usage_totals(records: Sequence[Any], price_prompt: float | None = None, price_completion: float | None = None) -> dict[str, Any]:
+def usage_totals(
+    records: Sequence[Any], price_prompt: float | None = None, price_completion: float | None = None
+) -> dict[str, Any]:
     """Turns, prompt and completion tokens (and how many turns reported them), latency, finish reasons and,
     given prices in USD per million tokens, ``cost_usd`` (None without prices)."""
     turns = [t for r in records for t in r.turns]
@@ -29,20 +31,27 @@ def usage_totals(records: Sequence[Any], price_prompt: float | None = None, pric
     if price_prompt is not None or price_completion is not None:
         cost = (sum(prompt) * (price_prompt or 0.0) + sum(completion) * (price_completion or 0.0)) / 1e6
     return {
-        "episodes": len(records), "turns": len(turns),
-        "prompt_tokens": sum(prompt), "completion_tokens": sum(completion),
+        "episodes": len(records),
+        "turns": len(turns),
+        "prompt_tokens": sum(prompt),
+        "completion_tokens": sum(completion),
         "turns_with_usage": min(len(prompt), len(completion)),
-        "latency_s_total": sum(latencies), "latency_s_mean": sum(latencies) / len(latencies) if latencies else None,
+        "latency_s_total": sum(latencies),
+        "latency_s_mean": sum(latencies) / len(latencies) if latencies else None,
         "finish_reasons": dict(sorted(reasons.items())),
         "truncated_turns": reasons.get("length", 0),
-        "price_prompt_per_m": price_prompt, "price_completion_per_m": price_completion, "cost_usd": cost,
+        "price_prompt_per_m": price_prompt,
+        "price_completion_per_m": price_completion,
+        "cost_usd": cost,
     }
 
 
 def format_usage(totals: dict[str, Any]) -> str:
     """One line of :func:`usage_totals` for the terminal."""
-    line = (f"usage: {totals['turns']} turns, {totals['prompt_tokens']:,} prompt + {totals['completion_tokens']:,} completion "
-            f"tokens ({totals['turns_with_usage']} turns reported usage)")
+    line = (
+        f"usage: {totals['turns']} turns, {totals['prompt_tokens']:,} prompt + {totals['completion_tokens']:,} completion "
+        f"tokens ({totals['turns_with_usage']} turns reported usage)"
+    )
     if totals["finish_reasons"]:
         line += ", finish " + ", ".join(f"{k} {v}" for k, v in totals["finish_reasons"].items())
     if totals["latency_s_mean"] is not None:
@@ -52,7 +61,9 @@ def format_usage(totals: dict[str, Any]) -> str:
     return line
 
 
-def eta_seconds(turns: int, finished: int, finished_turns: int, open_turns: int, remaining: int, elapsed: float) -> float | None:
+def eta_seconds(
+    turns: int, finished: int, finished_turns: int, open_turns: int, remaining: int, elapsed: float
+) -> float | None:
     """Seconds left, from this run's turn rate: ``remaining`` episodes not finished (those in flight included)
     need ``remaining · m - open_turns`` more turns, ``m`` the mean turns of the ``finished`` episodes
     (``finished_turns`` in all) and ``open_turns`` the turns already taken by the episodes in flight.
@@ -75,8 +86,15 @@ class Progress:
     """Turn-level progress: ``turn()`` per env step, ``episode(turns)`` per finished episode, ``in_flight`` set by
     the runner; a status line (``\\r``-rewritten on a terminal, a line per ``interval`` otherwise)."""
 
-    def __init__(self, total: int, already: int = 0, label: str = "evaluate", stream: TextIO | None = None,
-                 clock: Callable[[], float] = time.monotonic, interval: float = 1.0):
+    def __init__(
+        self,
+        total: int,
+        already: int = 0,
+        label: str = "evaluate",
+        stream: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        interval: float = 1.0,
+    ):
         self.total, self.done, self.label = total, already, label
         self.stream = stream if stream is not None else sys.stderr
         self.clock, self.interval = clock, interval
@@ -95,14 +113,22 @@ class Progress:
 
     def eta(self) -> float | None:
         open_turns = self.turns - self.finished_turns
-        return eta_seconds(self.turns, self.finished, self.finished_turns, open_turns, self.total - self.done,
-                           self.clock() - self.start)
+        return eta_seconds(
+            self.turns,
+            self.finished,
+            self.finished_turns,
+            open_turns,
+            self.total - self.done,
+            self.clock() - self.start,
+        )
 
     def line(self) -> str:
         elapsed = self.clock() - self.start
         rate = self.turns / elapsed * 60 if elapsed > 0 else 0.0
-        return (f"{self.label}: {self.done}/{self.total} episodes, {self.turns} turns ({rate:.0f}/min), "
-                f"{self.in_flight} in flight, ETA {_clock_text(self.eta())}")
+        return (
+            f"{self.label}: {self.done}/{self.total} episodes, {self.turns} turns ({rate:.0f}/min), "
+            f"{self.in_flight} in flight, ETA {_clock_text(self.eta())}"
+        )
 
     def _maybe_show(self, force: bool = False) -> None:
         now = self.clock()

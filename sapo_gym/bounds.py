@@ -19,8 +19,18 @@ from typing import Any
 
 from sapo_gym.core import ACTION_MAX_LENGTH
 
-__all__ = ["MAX_TOKEN_COUNT", "MAX_LATENCY_S", "MAX_FINISH_REASON", "OutputError", "bound_output", "token_count",
-           "latency", "finish_reason", "clean_usage", "warn_once"]
+__all__ = [
+    "MAX_TOKEN_COUNT",
+    "MAX_LATENCY_S",
+    "MAX_FINISH_REASON",
+    "OutputError",
+    "bound_output",
+    "token_count",
+    "latency",
+    "finish_reason",
+    "clean_usage",
+    "warn_once",
+]
 
 MAX_TOKEN_COUNT = 1 << 31
 """The largest token count one request may report (no context window is near it; a count above it is unknown)."""
@@ -51,13 +61,18 @@ def bound_output(output: Any) -> str:
     if not isinstance(output, str):
         raise OutputError(f"the agent's output is {type(output).__name__}, not a string")
     if len(output) > ACTION_MAX_LENGTH:
-        warn_once("output", f"an agent output of {len(output):,} characters was cut to the action bound of "
-                  f"{ACTION_MAX_LENGTH:,} (what the env steps and what the log and bundle record)")
+        warn_once(
+            "output",
+            f"an agent output of {len(output):,} characters was cut to the action bound of "
+            f"{ACTION_MAX_LENGTH:,} (what the env steps and what the log and bundle record)",
+        )
         output = output[:ACTION_MAX_LENGTH]
     try:
         output.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise OutputError(f"the agent's output cannot be encoded as UTF-8 (a lone surrogate at character {exc.start})") from None
+        raise OutputError(
+            f"the agent's output cannot be encoded as UTF-8 (a lone surrogate at character {exc.start})"
+        ) from None
     return output
 
 
@@ -67,7 +82,9 @@ def token_count(value: Any, name: str = "token count") -> int | None:
         return None
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT:
         return value
-    warn_once(name, f"a {name} that is not an integer in [0, {MAX_TOKEN_COUNT}] was recorded as unknown: {_show(value)}")
+    warn_once(
+        name, f"a {name} that is not an integer in [0, {MAX_TOKEN_COUNT}] was recorded as unknown: {_show(value)}"
+    )
     return None
 
 
@@ -75,10 +92,17 @@ def latency(value: Any) -> float | None:
     """A latency in seconds: a finite number in ``[0, MAX_LATENCY_S]``, else None (with a warning unless it was None)."""
     if value is None:
         return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0 <= value <= MAX_LATENCY_S:
+    if (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 <= value <= MAX_LATENCY_S
+    ):
         return float(value)
-    warn_once("latency_s", f"a latency that is not a number of seconds in [0, {MAX_LATENCY_S:g}] was recorded as unknown: "
-              f"{_show(value)}")
+    warn_once(
+        "latency_s",
+        f"a latency that is not a number of seconds in [0, {MAX_LATENCY_S:g}] was recorded as unknown: {_show(value)}",
+    )
     return None
 
 
@@ -98,9 +122,12 @@ def finish_reason(value: Any) -> str | None:
 
 def clean_usage(reply: dict[str, Any]) -> dict[str, Any]:
     """The accounting of one turn (``prompt_tokens``, ``completion_tokens``, ``latency_s``, ``finish_reason``), bounded."""
-    return {"prompt_tokens": token_count(reply.get("prompt_tokens"), "prompt_tokens"),
-            "completion_tokens": token_count(reply.get("completion_tokens"), "completion_tokens"),
-            "latency_s": latency(reply.get("latency_s")), "finish_reason": finish_reason(reply.get("finish_reason"))}
+    return {
+        "prompt_tokens": token_count(reply.get("prompt_tokens"), "prompt_tokens"),
+        "completion_tokens": token_count(reply.get("completion_tokens"), "completion_tokens"),
+        "latency_s": latency(reply.get("latency_s")),
+        "finish_reason": finish_reason(reply.get("finish_reason")),
+    }
 
 
 def _show(value: Any) -> str:

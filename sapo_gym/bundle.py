@@ -24,8 +24,19 @@ from sapo_gym.bundle_validation import BundleError, check_unicode, finite_float,
 from sapo_gym.intervals import clustered_mean_interval, clustered_rate_interval, per_seed_range
 from sapo_gym.records import EVERY_TASK, EpisodeRecord, harness_record
 
-__all__ = ["BUNDLE_FORMAT", "BUNDLE_VERSION", "AgentInfo", "BundleError", "build_bundle", "aggregate", "parse_bundle", "check_bundle", "load_schema",
-           "evaluation_mode_name", "episode_dict"]
+__all__ = [
+    "BUNDLE_FORMAT",
+    "BUNDLE_VERSION",
+    "AgentInfo",
+    "BundleError",
+    "build_bundle",
+    "aggregate",
+    "parse_bundle",
+    "check_bundle",
+    "load_schema",
+    "evaluation_mode_name",
+    "episode_dict",
+]
 
 BUNDLE_FORMAT = "sapo-gym-bundle"
 BUNDLE_VERSION = 1
@@ -71,12 +82,21 @@ def episode_dict(record: Any) -> dict[str, Any]:
     """A bundle episode from an :class:`sapo_gym.records.EpisodeRecord` (or its ``to_dict()``): the outcome and
     the turns' outputs, without the accounting."""
     rec = record.to_dict() if isinstance(record, EpisodeRecord) else dict(record)
-    turns = [{k: t[k] for k in ("output", "action", "think", "valid", "admissible", "observation", "reward")} for t in rec["turns"]]
+    turns = [
+        {k: t[k] for k in ("output", "action", "think", "valid", "admissible", "observation", "reward")}
+        for t in rec["turns"]
+    ]
     return {
-        "task_id": rec["task_id"], "task_type": rec["task_type"], "seed": int(rec["seed"]),
-        "success": bool(rec["success"]), "score": float(rec["score"]), "steps": int(rec["steps"]),
-        "invalid_actions": int(rec["invalid_actions"]), "return": float(rec["episode_return"]),
-        "initial_observation": rec["initial_observation"], "turns": turns,
+        "task_id": rec["task_id"],
+        "task_type": rec["task_type"],
+        "seed": int(rec["seed"]),
+        "success": bool(rec["success"]),
+        "score": float(rec["score"]),
+        "steps": int(rec["steps"]),
+        "invalid_actions": int(rec["invalid_actions"]),
+        "return": float(rec["episode_return"]),
+        "initial_observation": rec["initial_observation"],
+        "turns": turns,
     }
 
 
@@ -114,8 +134,14 @@ def build_bundle(
         "created": created or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "agent": agent_dict,
         "env": env,
-        "evaluation": {"seeds": [int(s) for s in seeds], "batch_size": batch_size, "sapo_gym_version": sapo_gym.__version__, "command": command,
-                       "harness": harness_record(privileged, agent_process), "mode": (mode or EVERY_TASK).record()},
+        "evaluation": {
+            "seeds": [int(s) for s in seeds],
+            "batch_size": batch_size,
+            "sapo_gym_version": sapo_gym.__version__,
+            "command": command,
+            "harness": harness_record(privileged, agent_process),
+            "mode": (mode or EVERY_TASK).record(),
+        },
         "episodes": episodes,
         "aggregates": aggregate(episodes),
     }
@@ -193,7 +219,9 @@ def _check_schema(bundle: Mapping[str, Any]) -> None:
     if bundle.get("format") != BUNDLE_FORMAT:
         raise BundleError(f"not a sapo-gym bundle: 'format' must be {BUNDLE_FORMAT!r}, got {bundle.get('format')!r}")
     if bundle.get("version") != BUNDLE_VERSION:
-        raise BundleError(f"unsupported bundle version {bundle.get('version')!r}; this server accepts version {BUNDLE_VERSION}")
+        raise BundleError(
+            f"unsupported bundle version {bundle.get('version')!r}; this server accepts version {BUNDLE_VERSION}"
+        )
     error = jsonschema.exceptions.best_match(_validator().iter_errors(bundle))
     if error is not None:
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path) or "(top level)"
@@ -217,11 +245,15 @@ def _check_aggregates(bundle: Mapping[str, Any]) -> None:
     expected = aggregate(bundle["episodes"])
     claimed = bundle["aggregates"]
     if set(claimed) != set(expected):
-        raise BundleError(f"aggregates: categories {sorted(claimed)} do not match the episodes' task types {sorted(expected)}")
+        raise BundleError(
+            f"aggregates: categories {sorted(claimed)} do not match the episodes' task types {sorted(expected)}"
+        )
     for cat, row in expected.items():
         for key, value in row.items():
             if not math.isclose(claimed[cat][key], value, rel_tol=1e-9, abs_tol=1e-9):
-                raise BundleError(f"aggregates[{cat!r}].{key} = {claimed[cat][key]} does not match the episodes ({value}): forged or stale aggregates")
+                raise BundleError(
+                    f"aggregates[{cat!r}].{key} = {claimed[cat][key]} does not match the episodes ({value}): forged or stale aggregates"
+                )
 
 
 def evaluation_mode_name(bundle: Mapping[str, Any]) -> str:
@@ -239,7 +271,9 @@ def _check_mode(bundle: Mapping[str, Any]) -> None:
     per_seed = Counter(ep["seed"] for ep in bundle["episodes"])
     for seed in bundle["evaluation"]["seeds"]:
         if per_seed[seed] != mode["workers"]:
-            raise BundleError(f"seed {seed}: {per_seed[seed]} episodes, but the verl-agent mode plays one per worker ({mode['workers']})")
+            raise BundleError(
+                f"seed {seed}: {per_seed[seed]} episodes, but the verl-agent mode plays one per worker ({mode['workers']})"
+            )
 
 
 def check_bundle(bundle: Mapping[str, Any]) -> None:

@@ -25,8 +25,16 @@ from typing import Any
 from sapo_gym.remote import strict_json
 from sapo_gym.remote.strict_json import MAX_INT_DIGITS
 
-__all__ = ["BundleError", "MAX_INT_DIGITS", "strict_int", "finite_float", "no_constant", "check_unicode", "is_rfc3339",
-           "make_validator"]
+__all__ = [
+    "BundleError",
+    "MAX_INT_DIGITS",
+    "strict_int",
+    "finite_float",
+    "no_constant",
+    "check_unicode",
+    "is_rfc3339",
+    "make_validator",
+]
 
 _RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|([+-])(\d{2}):(\d{2}))")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")

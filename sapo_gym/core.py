@@ -55,8 +55,19 @@ import numpy as np
 from sapo_gym.parsing import Protocol, get_protocol
 from sapo_gym.spaces import UnicodeText
 
-__all__ = ["Turn", "TextEnv", "ENV_REVISION", "UNHASHED_SPEC_FIELDS", "OBSERVATION_MAX_LENGTH", "ACTION_MAX_LENGTH", "PRIVILEGED_INFO_KEYS",
-           "INFO_KEYS", "STEP_INFO_KEYS", "public_info", "to_jsonable"]
+__all__ = [
+    "Turn",
+    "TextEnv",
+    "ENV_REVISION",
+    "UNHASHED_SPEC_FIELDS",
+    "OBSERVATION_MAX_LENGTH",
+    "ACTION_MAX_LENGTH",
+    "PRIVILEGED_INFO_KEYS",
+    "INFO_KEYS",
+    "STEP_INFO_KEYS",
+    "public_info",
+    "to_jsonable",
+]
 
 ENV_REVISION = 2
 """Behaviour revision of every env id (``spec_fields()["revision"]``). 1: unrecorded (bundles before it
@@ -73,7 +84,15 @@ PRIVILEGED_INFO_KEYS: frozenset[str] = frozenset({"expert_action", "pddl_params"
 and ALFWorld's PDDL goal parameters (the game's hidden problem file; the task sentence states the goal
 in words). Every other documented key is public."""
 INFO_KEYS: tuple[str, ...] = (
-    "raw_observation", "task", "task_id", "task_type", "dataset", "admissible_actions", "action_mask", "step", "won",
+    "raw_observation",
+    "task",
+    "task_id",
+    "task_type",
+    "dataset",
+    "admissible_actions",
+    "action_mask",
+    "step",
+    "won",
     "score",
 )
 """The stable ``info`` keys of every reset and step, in the order :class:`TextEnv` writes them (backend extras and

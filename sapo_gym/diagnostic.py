@@ -51,7 +51,9 @@ class VaultEnv(TextEnv):
         self.code_length, self.show_hints, self.success_reward = code_length, show_hints, success_reward
         self.buttons = list(COLOURS[:num_buttons])
         rng = np.random.default_rng([task_seed, 0 if split == "train" else 1])
-        self.codes = [tuple(self.buttons[i] for i in rng.integers(num_buttons, size=code_length)) for _ in range(num_tasks)]
+        self.codes = [
+            tuple(self.buttons[i] for i in rng.integers(num_buttons, size=code_length)) for _ in range(num_tasks)
+        ]
         self._ids = [f"vault-{split}-{i:03d}" for i in range(num_tasks)]
         self._code: tuple[str, ...] = ()
         self._pressed = 0

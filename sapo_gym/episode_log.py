@@ -35,8 +35,19 @@ from sapo_gym.files import refuse_symlink
 from sapo_gym.log_check import LOG_FORMAT, LOG_VERSION, LogMismatch, check_entry, check_header
 from sapo_gym.records import EpisodeRecord
 
-__all__ = ["LOG_FORMAT", "LOG_VERSION", "EpisodeLog", "LogMismatch", "LogLocked", "LogWriteError", "header", "parse_log",
-           "header_differences", "default_log_path", "run_created"]
+__all__ = [
+    "LOG_FORMAT",
+    "LOG_VERSION",
+    "EpisodeLog",
+    "LogMismatch",
+    "LogLocked",
+    "LogWriteError",
+    "header",
+    "parse_log",
+    "header_differences",
+    "default_log_path",
+    "run_created",
+]
 
 Key = tuple[int, int]
 """(seed, slot): one episode of the plan."""
@@ -60,8 +71,13 @@ def run_created(environ: dict[str, str] | None = None) -> str:
 
 def header(run: dict[str, Any], created: str | None = None, run_id: str | None = None) -> dict[str, Any]:
     """The header line: ``run`` is what identifies the run (JSON values only); ``run_id`` tags its episode lines."""
-    return {"format": LOG_FORMAT, "version": LOG_VERSION, "created": created or run_created(),
-            "run_id": run_id or secrets.token_hex(8), "run": run}
+    return {
+        "format": LOG_FORMAT,
+        "version": LOG_VERSION,
+        "created": created or run_created(),
+        "run_id": run_id or secrets.token_hex(8),
+        "run": run,
+    }
 
 
 def default_log_path(bundle_out: str | None, json_out: str | None) -> str | None:
@@ -95,8 +111,10 @@ def parse_log(data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
         try:
             lines.append(json.loads(data[offset:end].decode("utf-8"), parse_constant=_no_constant))
         except (ValueError, RecursionError):
-            if data[end + 1:].strip():
-                raise LogMismatch(f"line {len(lines) + 1} of the log is damaged (not JSON) and is not the last one") from None
+            if data[end + 1 :].strip():
+                raise LogMismatch(
+                    f"line {len(lines) + 1} of the log is damaged (not JSON) and is not the last one"
+                ) from None
             break
         offset = good = end + 1
     if not lines:
@@ -120,8 +138,10 @@ def _lock(fd: int, path: Path) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise LogLocked(f"the episodes log {path} is in use by another sapo-gym evaluate (it holds the log's lock); "
-                        "wait for it to end, or give this run another --episodes-log") from None
+        raise LogLocked(
+            f"the episodes log {path} is in use by another sapo-gym evaluate (it holds the log's lock); "
+            "wait for it to end, or give this run another --episodes-log"
+        ) from None
 
 
 def _open_locked(path: Path, flags: int) -> int:
@@ -154,7 +174,9 @@ class EpisodeLog:
     _good: int = 0
 
     @classmethod
-    def open(cls, path: str | os.PathLike, run: dict[str, Any], resume: bool, plan: Mapping[Key, str] | None = None) -> EpisodeLog:
+    def open(
+        cls, path: str | os.PathLike, run: dict[str, Any], resume: bool, plan: Mapping[Key, str] | None = None
+    ) -> EpisodeLog:
         """Start a log or resume one (``resume``; a missing log starts afresh), locked until :meth:`close`. Without
         ``resume`` an existing log is kept as ``<path>.prev`` (one earlier run; the one before it is dropped) and a
         fresh one started. ``plan``: this run's ``(seed, slot) -> task_id``; every line of a resumed log must match it.
@@ -173,8 +195,10 @@ class EpisodeLog:
         except LogLocked:
             raise
         except LogMismatch as exc:
-            raise LogMismatch(f"{exc} (this log cannot be resumed; without --resume a new run starts and keeps it as "
-                              f"{path.name}.prev)") from None
+            raise LogMismatch(
+                f"{exc} (this log cannot be resumed; without --resume a new run starts and keeps it as "
+                f"{path.name}.prev)"
+            ) from None
 
     @classmethod
     def _start(cls, path: Path, run: dict[str, Any]) -> EpisodeLog:
@@ -187,7 +211,9 @@ class EpisodeLog:
             if old is not None:
                 previous = path.with_name(path.name + ".prev")
                 os.replace(path, previous)
-                sys.stderr.write(f"note: started a new episodes log {path}; the earlier one is now {previous} (--resume continues a log)\n")
+                sys.stderr.write(
+                    f"note: started a new episodes log {path}; the earlier one is now {previous} (--resume continues a log)\n"
+                )
             try:
                 fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
             except FileExistsError:
@@ -213,8 +239,10 @@ class EpisodeLog:
             log = cls._read(path, data, run, plan)
             if len(data) > log._good:  # a torn last line: cut it off before appending
                 os.ftruncate(fd, log._good)
-                sys.stderr.write(f"note: the last line of {path} was torn (a run killed while writing it): {len(data) - log._good} "
-                                 "bytes cut off; its episode is played again\n")
+                sys.stderr.write(
+                    f"note: the last line of {path} was torn (a run killed while writing it): {len(data) - log._good} "
+                    "bytes cut off; its episode is played again\n"
+                )
         except BaseException:
             os.close(fd)
             raise
@@ -229,8 +257,10 @@ class EpisodeLog:
             raise LogMismatch(f"the episodes log {path} cannot be resumed: {exc}") from None
         diff = header_differences(head["run"], run)
         if diff:
-            raise LogMismatch(f"{path} is the log of another run; --resume needs the same settings. Differences:\n  "
-                              + "\n  ".join(diff))
+            raise LogMismatch(
+                f"{path} is the log of another run; --resume needs the same settings. Differences:\n  "
+                + "\n  ".join(diff)
+            )
         log = cls(path, head["created"], run_id=head.get("run_id"))
         log._good = good
         for number, entry in enumerate(entries, start=2):
@@ -251,13 +281,15 @@ class EpisodeLog:
         try:
             line = (json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n").encode()
         except (ValueError, TypeError) as exc:  # UnicodeEncodeError included
-            raise LogWriteError(f"cannot write to the episodes log {self.path}: a line cannot be encoded: {exc}") from None
+            raise LogWriteError(
+                f"cannot write to the episodes log {self.path}: a line cannot be encoded: {exc}"
+            ) from None
         size = -1
         try:
             size = os.fstat(self._fd).st_size
             view = memoryview(line)
             while view:
-                view = view[os.write(self._fd, view):]
+                view = view[os.write(self._fd, view) :]
             os.fsync(self._fd)
         except OSError as exc:
             if size >= 0:
@@ -272,14 +304,19 @@ class EpisodeLog:
 
     def episode(self, seed: int, slot: int, task_id: str, record: EpisodeRecord) -> None:
         """Append a finished episode (durable when this returns)."""
-        self._append(self._tagged({"seed": int(seed), "slot": int(slot), "task_id": task_id, "status": "done",
-                                   "record": record.to_dict()}))
+        self._append(
+            self._tagged(
+                {"seed": int(seed), "slot": int(slot), "task_id": task_id, "status": "done", "record": record.to_dict()}
+            )
+        )
         self.done[(int(seed), int(slot))] = record
 
     def error(self, seed: int, slot: int, task_id: str, message: str) -> None:
         """Append an episode that failed (it is played again on resume)."""
         text = message[:4000].encode("utf-8", "backslashreplace").decode("utf-8")
-        self._append(self._tagged({"seed": int(seed), "slot": int(slot), "task_id": task_id, "status": "error", "error": text}))
+        self._append(
+            self._tagged({"seed": int(seed), "slot": int(slot), "task_id": task_id, "status": "error", "error": text})
+        )
         self.errors[(int(seed), int(slot))] = message
 
     def close(self) -> None:

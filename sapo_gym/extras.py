@@ -35,7 +35,13 @@ EXTRAS: dict[str, tuple[str, ...]] = {
 """Extra -> the top-level modules it installs, as imported (``tests/sapo_gym/test_extras.py`` checks them
 against ``pyproject.toml``). ``openenv`` goes in beside the serve extra (see :func:`install_command`)."""
 
-_PULLED_IN = {"werkzeug": "flask", "jinja2": "flask", "itsdangerous": "flask", "starlette": "fastapi", "pydantic": "fastapi"}
+_PULLED_IN = {
+    "werkzeug": "flask",
+    "jinja2": "flask",
+    "itsdangerous": "flask",
+    "starlette": "fastapi",
+    "pydantic": "fastapi",
+}
 """Modules an extra installs through one of its own requirements (werkzeug comes with flask)."""
 
 _AFTER = {
@@ -70,7 +76,9 @@ def naming_extra(exc: ImportError, what: str, needs: tuple[str, ...] = ()) -> Im
     if isinstance(exc, MissingExtra) or extra is None:
         return exc
     extras = needs if extra in needs else (extra,)
-    err = MissingExtra(f"{what} needs the {extra} extra (no module named {module!r}): {install_command(*extras)}", name=module)
+    err = MissingExtra(
+        f"{what} needs the {extra} extra (no module named {module!r}): {install_command(*extras)}", name=module
+    )
     err.__cause__ = exc
     return err
 

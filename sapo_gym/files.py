@@ -23,8 +23,10 @@ def refuse_symlink(path: str | os.PathLike, what: str = "output file") -> Path:
     """``path`` as a Path; :class:`OutputFileError` when it is a symbolic link."""
     path = Path(path)
     if path.is_symlink():
-        raise OutputFileError(f"the {what} {path} is a symbolic link (to {os.readlink(path)!r}); it is not followed: "
-                              "give the path of a regular file")
+        raise OutputFileError(
+            f"the {what} {path} is a symbolic link (to {os.readlink(path)!r}); it is not followed: "
+            "give the path of a regular file"
+        )
     return path
 
 
@@ -52,7 +54,7 @@ def write_atomic(path: str | os.PathLike, data: bytes, what: str = "output file"
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -62,5 +64,7 @@ def write_atomic(path: str | os.PathLike, data: bytes, what: str = "output file"
             os.unlink(temporary)
         except OSError:
             pass
-        raise OutputFileError(f"cannot write the {what} {path}: {exc.strerror or exc}; the previous file (if any) is unchanged") from None
+        raise OutputFileError(
+            f"cannot write the {what} {path}: {exc.strerror or exc}; the previous file (if any) is unchanged"
+        ) from None
     _fsync_dir(folder)

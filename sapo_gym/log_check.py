@@ -22,8 +22,16 @@ from sapo_gym.bounds import clean_usage
 from sapo_gym.core import ACTION_MAX_LENGTH
 from sapo_gym.records import EpisodeRecord, StepRecord
 
-__all__ = ["LogMismatch", "LOG_FORMAT", "LOG_VERSION", "READABLE_VERSIONS", "check_header", "check_entry", "record_from_dict",
-           "check_created"]
+__all__ = [
+    "LogMismatch",
+    "LOG_FORMAT",
+    "LOG_VERSION",
+    "READABLE_VERSIONS",
+    "check_header",
+    "check_entry",
+    "record_from_dict",
+    "check_created",
+]
 
 LOG_FORMAT = "sapo-gym-episodes"
 LOG_VERSION = 2
@@ -68,7 +76,9 @@ def check_created(created: Any, environ: Mapping[str, str] | None = None, now: d
     except ValueError:
         when = None
     if when is None or when.utcoffset() != dt.timedelta(0) or when.isoformat(timespec="seconds") != created:
-        raise LogMismatch(f"its header's created is {str(created)[:80]!r}, not a UTC time to the second (2026-01-01T00:00:00+00:00)")
+        raise LogMismatch(
+            f"its header's created is {str(created)[:80]!r}, not a UTC time to the second (2026-01-01T00:00:00+00:00)"
+        )
     latest = (now or dt.datetime.now(dt.timezone.utc)) + dt.timedelta(seconds=FUTURE_SLACK_S)
     epoch = (os.environ if environ is None else environ).get("SOURCE_DATE_EPOCH")
     if epoch and epoch.strip().isdigit() and int(epoch) < 1 << 40:
@@ -81,10 +91,14 @@ def check_created(created: Any, environ: Mapping[str, str] | None = None, now: d
 def check_header(head: Any) -> tuple[dict[str, Any], str | None]:
     """``(run, run_id)`` of a header line (``run_id`` None in a version 1 log); :class:`LogMismatch` when it is not one."""
     if not isinstance(head, dict) or head.get("format") != LOG_FORMAT or head.get("version") not in READABLE_VERSIONS:
-        raise LogMismatch(f"it is not a {LOG_FORMAT} log of version {' or '.join(map(str, READABLE_VERSIONS))} (header {str(head)[:200]})")
+        raise LogMismatch(
+            f"it is not a {LOG_FORMAT} log of version {' or '.join(map(str, READABLE_VERSIONS))} (header {str(head)[:200]})"
+        )
     expected = {"format", "version", "created", "run"} | ({"run_id"} if head["version"] >= 2 else set())
     if set(head) != expected:
-        raise LogMismatch(f"its header has the keys {sorted(head)}, a version {head['version']} header has {sorted(expected)}")
+        raise LogMismatch(
+            f"its header has the keys {sorted(head)}, a version {head['version']} header has {sorted(expected)}"
+        )
     check_created(head["created"])
     if not isinstance(head["run"], dict):
         raise LogMismatch("its header's run is not an object")
@@ -97,25 +111,42 @@ def check_header(head: Any) -> tuple[dict[str, Any], str | None]:
 def _turn(data: Any, where: str) -> StepRecord:
     if not isinstance(data, dict) or set(data) != _TURN_KEYS:
         raise LogMismatch(f"{where}: a turn is an object with the keys {sorted(_TURN_KEYS)}, got {str(data)[:200]}")
-    checks = {"output": _text(data["output"], ACTION_MAX_LENGTH), "action": _text(data["action"]),
-              "think": data["think"] is None or _text(data["think"]), "valid": isinstance(data["valid"], bool),
-              "admissible": isinstance(data["admissible"], bool), "observation": _text(data["observation"]),
-              "reward": _float(data["reward"])}
+    checks = {
+        "output": _text(data["output"], ACTION_MAX_LENGTH),
+        "action": _text(data["action"]),
+        "think": data["think"] is None or _text(data["think"]),
+        "valid": isinstance(data["valid"], bool),
+        "admissible": isinstance(data["admissible"], bool),
+        "observation": _text(data["observation"]),
+        "reward": _float(data["reward"]),
+    }
     bad = [name for name, ok in checks.items() if not ok]
     if bad:
-        raise LogMismatch(f"{where}: a turn's {', '.join(bad)} has the wrong type or range ({str({k: data[k] for k in bad})[:200]})")
+        raise LogMismatch(
+            f"{where}: a turn's {', '.join(bad)} has the wrong type or range ({str({k: data[k] for k in bad})[:200]})"
+        )
     return StepRecord(**{k: data[k] for k in checks}, **clean_usage({k: data[k] for k in _ACCOUNTING}))
 
 
 def record_from_dict(data: Any, where: str) -> EpisodeRecord:
     """An :class:`EpisodeRecord` from a log line's ``record``, every field checked (see the module docstring)."""
     if not isinstance(data, dict) or set(data) != _RECORD_KEYS:
-        raise LogMismatch(f"{where}: the record is an object with the keys {sorted(_RECORD_KEYS)}, got {str(data)[:200]}")
-    checks = {"task_id": _text(data["task_id"]), "task_type": _text(data["task_type"]), "seed": _int(data["seed"]),
-              "success": isinstance(data["success"], bool), "score": _float(data["score"]),
-              "steps": _int(data["steps"]) and data["steps"] >= 0, "invalid_actions": _int(data["invalid_actions"]),
-              "episode_return": _float(data["episode_return"]), "initial_observation": _text(data["initial_observation"]),
-              "turns": isinstance(data["turns"], list), "privileged": isinstance(data["privileged"], bool)}
+        raise LogMismatch(
+            f"{where}: the record is an object with the keys {sorted(_RECORD_KEYS)}, got {str(data)[:200]}"
+        )
+    checks = {
+        "task_id": _text(data["task_id"]),
+        "task_type": _text(data["task_type"]),
+        "seed": _int(data["seed"]),
+        "success": isinstance(data["success"], bool),
+        "score": _float(data["score"]),
+        "steps": _int(data["steps"]) and data["steps"] >= 0,
+        "invalid_actions": _int(data["invalid_actions"]),
+        "episode_return": _float(data["episode_return"]),
+        "initial_observation": _text(data["initial_observation"]),
+        "turns": isinstance(data["turns"], list),
+        "privileged": isinstance(data["privileged"], bool),
+    }
     bad = [name for name, ok in checks.items() if not ok]
     if bad:
         raise LogMismatch(f"{where}: the record's {', '.join(bad)} has the wrong type or range")
@@ -136,21 +167,29 @@ def check_entry(entry: Any, where: str, run_id: str | None, plan: Mapping[Key, s
     status = entry.get("status") if isinstance(entry, dict) else None
     payload = {"done": "record", "error": "error"}.get(status) if isinstance(status, str) else None
     if payload is None or set(entry) != base | {payload}:
-        raise LogMismatch(f"{where}: not an episode line (the keys {sorted(base)} and 'record' or 'error'): {str(entry)[:200]}")
+        raise LogMismatch(
+            f"{where}: not an episode line (the keys {sorted(base)} and 'record' or 'error'): {str(entry)[:200]}"
+        )
     if run_id is not None and entry["run_id"] != run_id:
-        raise LogMismatch(f"{where}: the line is from another run (run_id {str(entry['run_id'])[:40]!r}, the header's {run_id!r})")
+        raise LogMismatch(
+            f"{where}: the line is from another run (run_id {str(entry['run_id'])[:40]!r}, the header's {run_id!r})"
+        )
     if not (_int(entry["seed"]) and _int(entry["slot"]) and _text(entry["task_id"])):
         raise LogMismatch(f"{where}: seed, slot and task_id must be two integers and a string")
     key = (entry["seed"], entry["slot"])
     if plan is not None and plan.get(key) != entry["task_id"]:
         expected = "no such episode" if key not in plan else f"the task {plan[key]!r}"
-        raise LogMismatch(f"{where}: seed {key[0]} slot {key[1]} is task {entry['task_id']!r}, but this run has {expected} there")
+        raise LogMismatch(
+            f"{where}: seed {key[0]} slot {key[1]} is task {entry['task_id']!r}, but this run has {expected} there"
+        )
     if status == "error":
         if not _text(entry["error"]):
             raise LogMismatch(f"{where}: the error message is not a string")
         return key, status, entry["error"]
     record = record_from_dict(entry["record"], where)
     if record.task_id != entry["task_id"] or record.seed != entry["seed"]:
-        raise LogMismatch(f"{where}: the record is of task {record.task_id!r} seed {record.seed}, the line of "
-                          f"{entry['task_id']!r} seed {entry['seed']}")
+        raise LogMismatch(
+            f"{where}: the record is of task {record.task_id!r} seed {record.seed}, the line of "
+            f"{entry['task_id']!r} seed {entry['seed']}"
+        )
     return key, status, record

@@ -63,8 +63,9 @@ class MemberResult:
     lost (obs, info and reward are empty) and a replacement worker already holds the member for its next reset."""
 
 
-def make_member(env_id: str, worker: int, group_size: int, num_groups: int, schedule_seed: int,
-                kwargs: dict[str, Any]) -> TaskSchedule:
+def make_member(
+    env_id: str, worker: int, group_size: int, num_groups: int, schedule_seed: int, kwargs: dict[str, Any]
+) -> TaskSchedule:
     """Member ``worker`` of a vector env: ``gym.make(env_id, **kwargs)`` on the task schedule of its group.
 
     The ids are registered first: a fresh process (an async member, a Ray worker) may hold nothing else of sapo_gym.

@@ -88,7 +88,9 @@ def _observer(previous: dict[str, Any] | None, content: str) -> dict[str, Any]:
 
 def chat_messages(turn: ChatTurn) -> list[dict[str, Any]]:
     """The OpenAI chat messages of one turn (see the module docstring for the layout)."""
-    messages: list[dict[str, Any]] = [{"role": "system", "content": FRAMING[turn.action_format] + TASK_MARK + turn.task}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": FRAMING[turn.action_format] + TASK_MARK + turn.task}
+    ]
     first = turn.steps - len(turn.history) + 1
     previous: dict[str, Any] | None = None
     for i, (observation, action) in enumerate(turn.history):
@@ -100,7 +102,11 @@ def chat_messages(turn: ChatTurn) -> list[dict[str, Any]]:
 
 
 def _current_text(step: int, observation: str, admissible_actions: Sequence[str]) -> str:
-    return _observation_text(step, observation) + ADMISSIBLE_MARK + json.dumps(list(admissible_actions), ensure_ascii=False)
+    return (
+        _observation_text(step, observation)
+        + ADMISSIBLE_MARK
+        + json.dumps(list(admissible_actions), ensure_ascii=False)
+    )
 
 
 def tool_result(info: dict[str, Any]) -> str:
@@ -117,7 +123,7 @@ def tool_result(info: dict[str, Any]) -> str:
 def _read_observation(content: str) -> tuple[int, str]:
     if not content.startswith(_OBSERVATION):
         raise ValueError(f"not an observation message: {content[:80]!r}")
-    number, sep, observation = content[len(_OBSERVATION):].partition(": ")
+    number, sep, observation = content[len(_OBSERVATION) :].partition(": ")
     if not sep or not number.isdigit():
         raise ValueError(f"no step number in {content[:80]!r}")
     return int(number), observation
@@ -167,8 +173,14 @@ def render_prompt(messages: Sequence[dict[str, Any]], template: PromptTemplate) 
     return render(template, info, list(turn.history), turn.steps, len(turn.history))
 
 
-def attach_chat(info: dict[str, Any], prompt: str, template: PromptTemplate, history: Sequence[tuple[str, str]], steps: int,
-                env: Any) -> None:
+def attach_chat(
+    info: dict[str, Any],
+    prompt: str,
+    template: PromptTemplate,
+    history: Sequence[tuple[str, str]],
+    steps: int,
+    env: Any,
+) -> None:
     """Add ``messages`` (and ``tools`` under a tool-call protocol) to ``info``: the ``chat`` hook (:data:`sapo_gym.prompts.ChatHook`)
     registration hands to HistoryPrompt.
 
@@ -177,7 +189,9 @@ def attach_chat(info: dict[str, Any], prompt: str, template: PromptTemplate, his
     the messages show none either.
     """
     action_format = getattr(getattr(env, "protocol", None), "action_format", "text")
-    turn = ChatTurn(info["task"], steps, tuple(history), info["raw_observation"], tuple(info["admissible_actions"]), action_format)
+    turn = ChatTurn(
+        info["task"], steps, tuple(history), info["raw_observation"], tuple(info["admissible_actions"]), action_format
+    )
     # the prompt does not show the history: nor do the messages
     if turn.history and render(template, info, [], steps, 0) == prompt:
         turn = replace(turn, history=())

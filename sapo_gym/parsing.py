@@ -43,10 +43,20 @@ __all__ = ["ParsedAction", "Protocol", "PROTOCOLS", "parse_action", "parse_tool_
 _CJK = re.compile("[\u4e00-\u9fff]")
 
 Reason = Literal[
-    "ok", "missing_action_tags", "missing_think_tags", "cjk_characters", "inadmissible",
+    "ok",
+    "missing_action_tags",
+    "missing_think_tags",
+    "cjk_characters",
+    "inadmissible",
     # tool-call-v1
-    "bad_json", "not_a_tool_call", "no_tool_call", "multiple_tool_calls", "wrong_tool_name",
-    "bad_arguments", "missing_argument", "extra_arguments",
+    "bad_json",
+    "not_a_tool_call",
+    "no_tool_call",
+    "multiple_tool_calls",
+    "wrong_tool_name",
+    "bad_arguments",
+    "missing_argument",
+    "extra_arguments",
 ]
 
 
@@ -130,7 +140,9 @@ def parse_action(text: str, fallback_chars: int = 30) -> ParsedAction:
     inner = _between(lowered, "<action>", "</action>")
     think = _between(text, "<think>", "</think>")
     if inner is None:
-        return ParsedAction(lowered[-fallback_chars:] if fallback_chars > 0 else "", think, False, "missing_action_tags")
+        return ParsedAction(
+            lowered[-fallback_chars:] if fallback_chars > 0 else "", think, False, "missing_action_tags"
+        )
     action = inner.strip()
     if think is None:
         return ParsedAction(action, None, False, "missing_think_tags")
@@ -185,7 +197,9 @@ def parse_tool_call(text: str) -> ParsedAction:
         return ParsedAction("", None, False, "bad_json")
     functions, think = _calls_of(value)
     if functions is None or len(functions) != 1:
-        reason: Reason = "not_a_tool_call" if functions is None else "multiple_tool_calls" if functions else "no_tool_call"
+        reason: Reason = (
+            "not_a_tool_call" if functions is None else "multiple_tool_calls" if functions else "no_tool_call"
+        )
         return ParsedAction("", think, False, reason)
     if functions[0].get("name") != TOOL_NAME:
         return ParsedAction("", think, False, "wrong_tool_name")

@@ -42,8 +42,18 @@ from sapo_gym.core import public_info
 from sapo_gym.interfaces import BatchActor, EpisodeProgress, TurnResponder
 from sapo_gym.records import EVERY_TASK, EpisodeRecord, EvaluationMode, is_privileged, new_record, record_step
 
-__all__ = ["Job", "plan", "turn_seed", "as_reply", "run_pool", "run_batch", "batches", "run_lockstep",
-           "run_episodes", "EvaluationAborted"]
+__all__ = [
+    "Job",
+    "plan",
+    "turn_seed",
+    "as_reply",
+    "run_pool",
+    "run_batch",
+    "batches",
+    "run_lockstep",
+    "run_episodes",
+    "EvaluationAborted",
+]
 
 
 @dataclass(frozen=True)
@@ -69,7 +79,9 @@ class EvaluationAborted(RuntimeError):
 
 def plan(task_ids: Sequence[str], seeds: Iterable[int], mode: EvaluationMode = EVERY_TASK) -> list[Job]:
     """Every episode, in (seed, slot) order."""
-    return [Job(int(seed), slot, task) for seed in seeds for slot, task in enumerate(mode.task_ids(task_ids, int(seed)))]
+    return [
+        Job(int(seed), slot, task) for seed in seeds for slot, task in enumerate(mode.task_ids(task_ids, int(seed)))
+    ]
 
 
 def turn_seed(job: Job, turn: int) -> int:
@@ -111,14 +123,22 @@ def _next_result(results: queue.Queue) -> tuple[int, Any, BaseException | None]:
             continue
 
 
-def run_pool(agent: TurnResponder, envs: Sequence[gym.Env], jobs: Sequence[Job],
-             on_end: Callable[[Job, EpisodeRecord], None] | None = None, progress: EpisodeProgress | None = None, clock: Callable[[], float] = time.monotonic) -> dict[tuple[int, int], EpisodeRecord]:
+def run_pool(
+    agent: TurnResponder,
+    envs: Sequence[gym.Env],
+    jobs: Sequence[Job],
+    on_end: Callable[[Job, EpisodeRecord], None] | None = None,
+    progress: EpisodeProgress | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[tuple[int, int], EpisodeRecord]:
     """Play ``jobs`` with up to ``len(envs)`` requests in flight (see the module docstring)."""
     shown = (lambda info: info) if is_privileged(agent) else public_info
     work: queue.Queue = queue.Queue()
     results: queue.Queue = queue.Queue()
-    threads = [threading.Thread(target=_worker, args=(agent, work, results, clock), daemon=True, name=f"pool-{i}")
-               for i in range(min(len(envs), len(jobs)))]
+    threads = [
+        threading.Thread(target=_worker, args=(agent, work, results, clock), daemon=True, name=f"pool-{i}")
+        for i in range(min(len(envs), len(jobs)))
+    ]
     for thread in threads:
         thread.start()
     waiting, free = deque(jobs), list(range(len(threads)))[::-1]
@@ -165,10 +185,15 @@ class _ReportFailed(Exception):
         self.cause = cause
 
 
-def run_batch(agent: BatchActor, envs: Sequence[gym.Env], task_ids: Sequence[str], seed: int,
-              progress: EpisodeProgress | None = None,
-              on_end: Callable[[int, EpisodeRecord], None] | None = None,
-              clock: Callable[[], float] | None = None) -> list[EpisodeRecord]:
+def run_batch(
+    agent: BatchActor,
+    envs: Sequence[gym.Env],
+    task_ids: Sequence[str],
+    seed: int,
+    progress: EpisodeProgress | None = None,
+    on_end: Callable[[int, EpisodeRecord], None] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> list[EpisodeRecord]:
     """Play one episode of each of ``task_ids`` (seeded ``seed``) in lockstep on ``envs``: the agent acts on the
     active envs together. ``on_end(i, record)`` is called as episode ``i`` ends, then ``progress`` hears of it;
     with a ``clock`` each turn's ``latency_s`` is its batch call's (without one, none is recorded: the records
@@ -222,21 +247,27 @@ def batches(task_ids: Sequence[str], size: int) -> Iterable[list[str]]:
         yield batch
 
 
-
 def _chunks(jobs: Sequence[Job], size: int) -> Iterable[list[Job]]:
     """Consecutive batches of one seed, as :func:`batches` cuts that seed's tasks."""
     for _, group in itertools.groupby(jobs, key=lambda job: job.seed):
         rest = list(group)
         for batch in batches([job.task_id for job in rest], size):
-            chunk, rest = rest[: len(batch)], rest[len(batch):]
+            chunk, rest = rest[: len(batch)], rest[len(batch) :]
             yield chunk
 
 
-def run_lockstep(agent: BatchActor, envs: Sequence[gym.Env], jobs: Sequence[Job],
-                 on_end: Callable[[Job, EpisodeRecord], None] | None = None, progress: EpisodeProgress | None = None, clock: Callable[[], float] | None = time.monotonic) -> dict[tuple[int, int], EpisodeRecord]:
+def run_lockstep(
+    agent: BatchActor,
+    envs: Sequence[gym.Env],
+    jobs: Sequence[Job],
+    on_end: Callable[[Job, EpisodeRecord], None] | None = None,
+    progress: EpisodeProgress | None = None,
+    clock: Callable[[], float] | None = time.monotonic,
+) -> dict[tuple[int, int], EpisodeRecord]:
     """Play ``jobs`` in lockstep batches of ``len(envs)`` (batch agents); ``clock`` None times no request."""
     done: dict[tuple[int, int], EpisodeRecord] = {}
     for chunk in _chunks(jobs, len(envs)):
+
         def ended(i: int, rec: EpisodeRecord, chunk: list[Job] = chunk) -> None:
             done[chunk[i].key] = rec
             try:
@@ -248,8 +279,15 @@ def run_lockstep(agent: BatchActor, envs: Sequence[gym.Env], jobs: Sequence[Job]
         if progress is not None:
             progress.in_flight = len(chunk)
         try:
-            run_batch(agent, envs[: len(chunk)], [j.task_id for j in chunk], chunk[0].seed, progress, on_end=ended,
-                      clock=clock)
+            run_batch(
+                agent,
+                envs[: len(chunk)],
+                [j.task_id for j in chunk],
+                chunk[0].seed,
+                progress,
+                on_end=ended,
+                clock=clock,
+            )
         except _ReportFailed as failed:
             raise failed.cause from None
         except Exception as exc:  # the first episode of the batch that had not ended names the failure
@@ -258,10 +296,17 @@ def run_lockstep(agent: BatchActor, envs: Sequence[gym.Env], jobs: Sequence[Job]
     return done
 
 
-def run_episodes(agent: BatchActor | TurnResponder, envs: Sequence[gym.Env], jobs: Sequence[Job], *,
-                 done: dict[tuple[int, int], EpisodeRecord] | None = None, on_end: Callable[[Job, EpisodeRecord], None] | None = None,
-                 progress: EpisodeProgress | None = None, pool: bool | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> list[EpisodeRecord]:
+def run_episodes(
+    agent: BatchActor | TurnResponder,
+    envs: Sequence[gym.Env],
+    jobs: Sequence[Job],
+    *,
+    done: dict[tuple[int, int], EpisodeRecord] | None = None,
+    on_end: Callable[[Job, EpisodeRecord], None] | None = None,
+    progress: EpisodeProgress | None = None,
+    pool: bool | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> list[EpisodeRecord]:
     """Every job's record in plan order: ``done`` ones as given, the others played (pool when the agent answers one
     env at a time and ``pool`` is not False; lockstep otherwise)."""
     done = dict(done or {})
@@ -269,7 +314,9 @@ def run_episodes(agent: BatchActor | TurnResponder, envs: Sequence[gym.Env], job
     responds = isinstance(agent, TurnResponder)
     use_pool = responds if pool is None else pool
     if use_pool and not responds:
-        raise ValueError(f"agent {getattr(agent, 'name', agent)!r} acts on batches only (no respond): it cannot run in the pool")
+        raise ValueError(
+            f"agent {getattr(agent, 'name', agent)!r} acts on batches only (no respond): it cannot run in the pool"
+        )
     if pending:
         runner = run_pool if use_pool else run_lockstep
         done.update(runner(agent, envs, pending, on_end, progress, clock))

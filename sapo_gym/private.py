@@ -29,8 +29,10 @@ def check_seed(seed: object) -> str:
     """``seed`` as lower-case hex, or a ValueError that does not repeat it (errors get logged)."""
     text = seed.strip().lower() if isinstance(seed, str) else ""
     if not _HEX.fullmatch(text) or len(text) < MIN_SEED_HEX or len(text) % 2:
-        raise ValueError(f"split='private' needs private_seed: a secret of at least {MIN_SEED_HEX} hex digits, an even "
-                         "number of them (e.g. secrets.token_hex(32))")
+        raise ValueError(
+            f"split='private' needs private_seed: a secret of at least {MIN_SEED_HEX} hex digits, an even "
+            "number of them (e.g. secrets.token_hex(32))"
+        )
     return text
 
 

@@ -43,9 +43,20 @@ import gymnasium as gym
 from sapo_gym.tools import ARGUMENT, TOOL_NAME
 
 __all__ = [
-    "PromptTemplate", "HistoryPrompt", "PROMPT_VERSION", "PROMPT_VERSION_CURRENT", "PROMPTS", "get_prompt",
-    "ALFWORLD_PROMPT", "WEBSHOP_PROMPT", "ALFWORLD_PROMPT_CURRENT", "ALFWORLD_PROMPT_V1", "WEBSHOP_PROMPT_V1",
-    "PLAIN_PROMPT", "tool_call_prompt", "TOOL_CALL_SUFFIX",
+    "PromptTemplate",
+    "HistoryPrompt",
+    "PROMPT_VERSION",
+    "PROMPT_VERSION_CURRENT",
+    "PROMPTS",
+    "get_prompt",
+    "ALFWORLD_PROMPT",
+    "WEBSHOP_PROMPT",
+    "ALFWORLD_PROMPT_CURRENT",
+    "ALFWORLD_PROMPT_V1",
+    "WEBSHOP_PROMPT_V1",
+    "PLAIN_PROMPT",
+    "tool_call_prompt",
+    "TOOL_CALL_SUFFIX",
 ]
 
 PROMPT_VERSION = "verl-agent@7b68c51"
@@ -122,15 +133,25 @@ def _alfworld_later(observations: str) -> str:
 
 
 ALFWORLD_PROMPT = PromptTemplate(
-    _ALFWORLD_FIRST, _alfworld_later("observaitons"), _alfworld_actions,
-    name=f"alfworld/{PROMPT_VERSION}", no_history=_ALFWORLD_FIRST,
+    _ALFWORLD_FIRST,
+    _alfworld_later("observaitons"),
+    _alfworld_actions,
+    name=f"alfworld/{PROMPT_VERSION}",
+    no_history=_ALFWORLD_FIRST,
 )
 ALFWORLD_PROMPT_CURRENT = PromptTemplate(
-    _ALFWORLD_FIRST, _alfworld_later("observations"), _alfworld_actions,
-    name=f"alfworld/{PROMPT_VERSION_CURRENT}", no_history=_ALFWORLD_FIRST,
+    _ALFWORLD_FIRST,
+    _alfworld_later("observations"),
+    _alfworld_actions,
+    name=f"alfworld/{PROMPT_VERSION_CURRENT}",
+    no_history=_ALFWORLD_FIRST,
 )
 ALFWORLD_PROMPT_V1 = PromptTemplate(
-    _ALFWORLD_FIRST, _alfworld_later("observaitons"), _alfworld_actions, name="alfworld/sapo-gym-v1", history_lead="\n",
+    _ALFWORLD_FIRST,
+    _alfworld_later("observaitons"),
+    _alfworld_actions,
+    name="alfworld/sapo-gym-v1",
+    history_lead="\n",
 )
 
 _WEBSHOP_INSTRUCTION = (
@@ -158,16 +179,25 @@ def _webshop_later(place: str) -> str:
         "Prior to this step, you have already taken {step_count} step(s). Below are the most recent "
         "{history_length} observations and the corresponding actions you took: {action_history}\n"
         "You are now at step {current_step} and your current observation is: {current_observation}.\n"
-        + _WEBSHOP_ACTIONS + _WEBSHOP_INSTRUCTION
+        + _WEBSHOP_ACTIONS
+        + _WEBSHOP_INSTRUCTION
     )
 
 
 WEBSHOP_PROMPT = PromptTemplate(
-    _webshop_first("environment"), _webshop_later("environment"), _webshop_actions,
-    name=f"webshop/{PROMPT_VERSION}", no_history=_webshop_first("environment"), max_chars=WEBSHOP_MAX_CHARS,
+    _webshop_first("environment"),
+    _webshop_later("environment"),
+    _webshop_actions,
+    name=f"webshop/{PROMPT_VERSION}",
+    no_history=_webshop_first("environment"),
+    max_chars=WEBSHOP_MAX_CHARS,
 )
 WEBSHOP_PROMPT_V1 = PromptTemplate(
-    _webshop_first("game"), _webshop_later("game"), _webshop_actions_v1, name="webshop/sapo-gym-v1", history_lead="\n",
+    _webshop_first("game"),
+    _webshop_later("game"),
+    _webshop_actions_v1,
+    name="webshop/sapo-gym-v1",
+    history_lead="\n",
 )
 
 PLAIN_PROMPT = PromptTemplate(
@@ -220,7 +250,14 @@ def tool_call_prompt(template: PromptTemplate) -> PromptTemplate:
 
 PROMPTS: dict[str, PromptTemplate] = {
     t.name: t
-    for t in (ALFWORLD_PROMPT, ALFWORLD_PROMPT_CURRENT, ALFWORLD_PROMPT_V1, WEBSHOP_PROMPT, WEBSHOP_PROMPT_V1, PLAIN_PROMPT)
+    for t in (
+        ALFWORLD_PROMPT,
+        ALFWORLD_PROMPT_CURRENT,
+        ALFWORLD_PROMPT_V1,
+        WEBSHOP_PROMPT,
+        WEBSHOP_PROMPT_V1,
+        PLAIN_PROMPT,
+    )
 }
 """Every shipped template by its name."""
 
@@ -241,7 +278,10 @@ def history_block(entries: list[tuple[str, str]], first_step: int, lead: str = "
     """The action history: ``[Observation i: '<obs>', Action i: '<action>']`` from step ``first_step``, one a line."""
     if not entries:
         return ""
-    lines = (f"[Observation {first_step + i}: '{obs}', Action {first_step + i}: '{act}']" for i, (obs, act) in enumerate(entries))
+    lines = (
+        f"[Observation {first_step + i}: '{obs}', Action {first_step + i}: '{act}']"
+        for i, (obs, act) in enumerate(entries)
+    )
     return lead + "\n".join(lines)
 
 
@@ -260,8 +300,9 @@ class HistoryPrompt(gym.Wrapper[str, str, str, str]):
     which renders through this module, so this module knows nothing of it.
     """
 
-    def __init__(self, env: gym.Env[str, str], template: PromptTemplate, history_length: int = 2,
-                 chat: ChatHook | None = None):
+    def __init__(
+        self, env: gym.Env[str, str], template: PromptTemplate, history_length: int = 2, chat: ChatHook | None = None
+    ):
         super().__init__(env)
         if history_length < 0:
             raise ValueError(f"history_length must be >= 0, got {history_length}")
@@ -298,8 +339,9 @@ class HistoryPrompt(gym.Wrapper[str, str, str, str]):
         return render(self.template, info, list(self._history), self._steps, self.history_length)
 
 
-def render(template: PromptTemplate, info: dict[str, Any], history: list[tuple[str, str]], steps: int,
-           history_length: int) -> str:
+def render(
+    template: PromptTemplate, info: dict[str, Any], history: list[tuple[str, str]], steps: int, history_length: int
+) -> str:
     """The prompt ``template`` gives after ``steps`` steps with ``history`` shown (``info``: task, observation,
     admissible actions); ``history_length`` is the wrapper's setting (0 picks the no-history template)."""
     fields = {

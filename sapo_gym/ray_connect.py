@@ -56,7 +56,7 @@ def cluster_wants_token(address: str) -> bool | None:
     except ImportError:
         return None
     client = address.startswith("ray://")
-    target = address[len("ray://"):] if client else address
+    target = address[len("ray://") :] if client else address
     with grpc.insecure_channel(target, options=list(GLOBAL_GRPC_OPTIONS)) as channel:  # Ray's proxy setting
         try:
             if client:
@@ -90,12 +90,14 @@ def _settle_auth_mode(address: str) -> None:
         raise ConnectionError(
             f"the Ray cluster at {address} uses token auth: this process needs its token ({TOKEN_SOURCES}; "
             f"{'one is' if has_token() else 'none is'} here) and RAY_AUTH_MODE=token or unset (it is "
-            f"{mode if mode is not None else 'unset'}); `ray get-auth-token` on the head prints the token")
+            f"{mode if mode is not None else 'unset'}); `ray get-auth-token` on the head prints the token"
+        )
     elif not wants and mode == "token" and not address.startswith("ray://"):
         raise ConnectionError(
             f"the Ray cluster at {address} runs without auth but RAY_AUTH_MODE=token here, and a token-mode driver "
             "refuses the cluster's calls: unset RAY_AUTH_MODE (or set it to disabled), or start the cluster with "
-            "RAY_AUTH_MODE=token")
+            "RAY_AUTH_MODE=token"
+        )
 
 
 CLIENT_START_ATTEMPTS = 3
@@ -128,8 +130,10 @@ def connect(address: str | None) -> None:
         _init(ray, address)
     except ValueError as err:
         if "ray[client]" in str(err):
-            raise ImportError(f"{address} is a Ray Client address: it needs ray[client] (grpcio), which the ray "
-                              "extra installs: pip install 'sapo-gym[ray]'") from err
+            raise ImportError(
+                f"{address} is a Ray Client address: it needs ray[client] (grpcio), which the ray "
+                "extra installs: pip install 'sapo-gym[ray]'"
+            ) from err
         raise
     except ConnectionError as err:
         mode = os.environ.get("RAY_AUTH_MODE")
@@ -137,4 +141,5 @@ def connect(address: str | None) -> None:
             f"could not join the Ray cluster at {address} ({err}). Check the address (the HOST:PORT `ray start "
             "--head` printed, 'auto' on the head's machine, or ray://HOST:10001 for its Ray Client server) and, if "
             f"the cluster uses token auth, the token here ({TOKEN_SOURCES}: {'found' if has_token() else 'none'}) "
-            f"with RAY_AUTH_MODE unset or token (it is {mode if mode is not None else 'unset'})") from err
+            f"with RAY_AUTH_MODE unset or token (it is {mode if mode is not None else 'unset'})"
+        ) from err

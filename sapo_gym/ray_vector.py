@@ -86,14 +86,21 @@ class WorkerInfo:
 class EnvWorker:
     """The body of one worker actor: member ``worker`` of the vector env (the env ``make_vec``'s sync members are)."""
 
-    def __init__(self, env_id: str, worker: int, group_size: int, num_groups: int, schedule_seed: int,
-                 env_kwargs: dict[str, Any]):
+    def __init__(
+        self, env_id: str, worker: int, group_size: int, num_groups: int, schedule_seed: int, env_kwargs: dict[str, Any]
+    ):
         self.env = make_member(env_id, worker, group_size, num_groups, schedule_seed, env_kwargs)
 
     def describe(self) -> WorkerInfo:
         env = self.env
-        return WorkerInfo(int(env.group), import_ray().get_runtime_context().get_node_id(), os.getpid(), env.observation_space,
-                          env.action_space, dict(env.metadata))
+        return WorkerInfo(
+            int(env.group),
+            import_ray().get_runtime_context().get_node_id(),
+            os.getpid(),
+            env.observation_space,
+            env.action_space,
+            dict(env.metadata),
+        )
 
     def reset(self, seed: int | None, options: dict[str, Any] | None, episode: int) -> tuple[str, dict[str, Any]]:
         """Reset onto ``options``' task, else the one the schedule assigns to the member's ``episode``-th episode
@@ -127,8 +134,16 @@ def _seeds(seed: int | Sequence[int | None] | None, n: int) -> list[int | None]:
 class RayVectorEnv(RaggedInfo, VectorEnv):
     """A vector env whose members are Ray actors (see the module docstring); built by ``make_vec(..., "ray")``."""
 
-    def __init__(self, env_id: str, members: Sequence[int], group_size: int, num_groups: int, schedule_seed: int,
-                 env_kwargs: dict[str, Any], workers: RayWorkers):
+    def __init__(
+        self,
+        env_id: str,
+        members: Sequence[int],
+        group_size: int,
+        num_groups: int,
+        schedule_seed: int,
+        env_kwargs: dict[str, Any],
+        workers: RayWorkers,
+    ):
         ray = import_ray()
         self.workers = workers
         self._owns_ray = not ray.is_initialized()
@@ -159,8 +174,11 @@ class RayVectorEnv(RaggedInfo, VectorEnv):
     # ------------------------------------------------------------------ workers
     def _spawn(self, member: int) -> Any:
         env_id, group_size, num_groups, schedule_seed, env_kwargs = self._spec
-        return _actor_class().options(**self.workers.actor_options()).remote(
-            env_id, member, group_size, num_groups, schedule_seed, env_kwargs)
+        return (
+            _actor_class()
+            .options(**self.workers.actor_options())
+            .remote(env_id, member, group_size, num_groups, schedule_seed, env_kwargs)
+        )
 
     def _replace(self, i: int, why: str) -> None:
         ray = import_ray()
@@ -179,9 +197,11 @@ class RayVectorEnv(RaggedInfo, VectorEnv):
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.workers.start_timeout_s)
         if len(ready) < len(refs):
             self.close()
-            raise TimeoutError(f"{len(refs) - len(ready)} of {len(refs)} env workers did not start within "
-                               f"{self.workers.start_timeout_s} s: does the cluster hold {len(refs)} x "
-                               f"{self.workers.actor_options()}? (ray.available_resources() says what it has)")
+            raise TimeoutError(
+                f"{len(refs) - len(ready)} of {len(refs)} env workers did not start within "
+                f"{self.workers.start_timeout_s} s: does the cluster hold {len(refs)} x "
+                f"{self.workers.actor_options()}? (ray.available_resources() says what it has)"
+            )
         try:
             return ray.get(refs)
         except ray.exceptions.RayActorError as err:  # the env could not be built in the worker
@@ -218,11 +238,15 @@ class RayVectorEnv(RaggedInfo, VectorEnv):
                 self._replace(i, lost)
         return out
 
-    def _reset(self, indices: Sequence[int], seeds: Sequence[int | None], options: dict[str, Any] | None,
-               episode: int | None) -> list[tuple[str, dict[str, Any]]]:
+    def _reset(
+        self, indices: Sequence[int], seeds: Sequence[int | None], options: dict[str, Any] | None, episode: int | None
+    ) -> list[tuple[str, dict[str, Any]]]:
         """Reset members (a lost worker is replaced and its reset retried once); each one's ``(obs, info)``."""
+
         def calls(pairs: Sequence[tuple[int, int]]) -> list[tuple[int, str, tuple]]:  # (position, member) pairs
-            return [(i, "reset", (seeds[k], options, self._episodes[i] if episode is None else episode)) for k, i in pairs]
+            return [
+                (i, "reset", (seeds[k], options, self._episodes[i] if episode is None else episode)) for k, i in pairs
+            ]
 
         pending = list(enumerate(indices))
         results: dict[int, tuple[str, dict[str, Any]]] = {}
@@ -235,8 +259,9 @@ class RayVectorEnv(RaggedInfo, VectorEnv):
             pending = [(k, i) for (k, i), (_, lost) in zip(pending, answers) if lost is not None]
             if not pending:
                 return [results[k] for k in range(len(indices))]
-        raise RuntimeError(f"members {[i for _, i in pending]} lost their workers twice in one reset: "
-                           f"{self.losses[-len(pending):]}")
+        raise RuntimeError(
+            f"members {[i for _, i in pending]} lost their workers twice in one reset: {self.losses[-len(pending) :]}"
+        )
 
     # ------------------------------------------------------------------ per-member API (the rollout's)
     def reset_members(self, indices: Sequence[int], seeds: Sequence[int | None], episode: int) -> list[MemberResult]:
@@ -256,8 +281,9 @@ class RayVectorEnv(RaggedInfo, VectorEnv):
         return out
 
     # ------------------------------------------------------------------ gymnasium's VectorEnv API
-    def reset(self, *, seed: int | Sequence[int | None] | None = None,
-              options: dict[str, Any] | None = None) -> tuple[tuple[str, ...], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[tuple[str, ...], dict[str, Any]]:
         seeds, options = _seeds(seed, self.num_envs), dict(options or {})
         mask = options.pop("reset_mask", np.ones(self.num_envs, dtype=bool))
         indices = [int(i) for i in np.flatnonzero(mask)]
@@ -269,13 +295,17 @@ class RayVectorEnv(RaggedInfo, VectorEnv):
             infos = self._add_info(infos, info, i)
         return tuple(self._obs), infos
 
-    def step(self, actions: Sequence[str]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(
+        self, actions: Sequence[str]
+    ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         actions = list(actions)
         if len(actions) != self.num_envs:
             raise ValueError(f"{len(actions)} actions for {self.num_envs} envs")
         n, resetting = self.num_envs, self._autoreset.copy()  # next-step autoreset: the step after an end resets
-        calls = [(i, "reset", (None, None, self._episodes[i])) if resetting[i] else (i, "step", (actions[i],))
-                 for i in range(n)]
+        calls = [
+            (i, "reset", (None, None, self._episodes[i])) if resetting[i] else (i, "step", (actions[i],))
+            for i in range(n)
+        ]
         timeout = self.workers.start_timeout_s if resetting.any() else self.workers.step_timeout_s
         rewards, terms, truncs = np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
         infos: dict[str, Any] = {}

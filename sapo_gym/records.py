@@ -22,8 +22,20 @@ import numpy as np
 
 from sapo_gym.core import PRIVILEGED_INFO_KEYS
 
-__all__ = ["StepRecord", "EpisodeRecord", "EvaluationMode", "EVALUATION_MODES", "EVERY_TASK", "VERL_AGENT", "evaluation_mode",
-           "shuffled_cycle_pick", "is_privileged", "harness_record", "new_record", "record_step"]
+__all__ = [
+    "StepRecord",
+    "EpisodeRecord",
+    "EvaluationMode",
+    "EVALUATION_MODES",
+    "EVERY_TASK",
+    "VERL_AGENT",
+    "evaluation_mode",
+    "shuffled_cycle_pick",
+    "is_privileged",
+    "harness_record",
+    "new_record",
+    "record_step",
+]
 
 
 def shuffled_cycle_pick(task_ids: Sequence[str], seed: int, k: int = 0) -> str:
@@ -154,7 +166,11 @@ def harness_record(privileged: bool, agent_process: str | None = None) -> dict[s
     """What a result bundle records about the info the agent was given and, when the harness says so, how the
     agent ran: ``agent_process`` ``isolated`` (a process of its own that got only what ``act`` is passed:
     :class:`agents.isolated.IsolatedAgent`) or ``in-process`` (the harness's process)."""
-    record = {"info_filter": "public", "withheld_keys": sorted(PRIVILEGED_INFO_KEYS), "privileged_agent": bool(privileged)}
+    record = {
+        "info_filter": "public",
+        "withheld_keys": sorted(PRIVILEGED_INFO_KEYS),
+        "privileged_agent": bool(privileged),
+    }
     if agent_process is not None:
         if agent_process not in ("isolated", "in-process"):
             raise ValueError(f"agent_process must be 'isolated' or 'in-process', got {agent_process!r}")
@@ -164,18 +180,32 @@ def harness_record(privileged: bool, agent_process: str | None = None) -> dict[s
 
 def new_record(info: dict[str, Any], task_id: str, seed: int, privileged: bool = False) -> EpisodeRecord:
     """An empty record of the episode that ``reset`` just started (``info``: the reset's info)."""
-    return EpisodeRecord(task_id, info["task_type"], seed, False, 0.0, 0, 0, 0.0, info["raw_observation"], privileged=privileged)
+    return EpisodeRecord(
+        task_id, info["task_type"], seed, False, 0.0, 0, 0, 0.0, info["raw_observation"], privileged=privileged
+    )
 
 
 _USAGE_KEYS = ("prompt_tokens", "completion_tokens", "latency_s", "finish_reason")
 
 
-def record_step(rec: EpisodeRecord, output: str, reward: float, info: dict[str, Any], usage: dict[str, Any] | None = None) -> None:
+def record_step(
+    rec: EpisodeRecord, output: str, reward: float, info: dict[str, Any], usage: dict[str, Any] | None = None
+) -> None:
     """Append one turn (the agent's raw ``output``, the step's reward and info, the request's ``usage``
     accounting: :data:`StepRecord` ``prompt_tokens`` ... ``finish_reason``) to ``rec``."""
     extra = {k: (usage or {}).get(k) for k in _USAGE_KEYS}
-    rec.turns.append(StepRecord(output, info["action"], info.get("think"), bool(info["is_action_valid"]),
-                                bool(info["is_action_admissible"]), info["raw_observation"], float(reward), **extra))
+    rec.turns.append(
+        StepRecord(
+            output,
+            info["action"],
+            info.get("think"),
+            bool(info["is_action_valid"]),
+            bool(info["is_action_admissible"]),
+            info["raw_observation"],
+            float(reward),
+            **extra,
+        )
+    )
     rec.steps += 1
     rec.invalid_actions += int(not info["is_action_valid"])
     rec.episode_return += float(reward)

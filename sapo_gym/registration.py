@@ -19,7 +19,16 @@ from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["EnvEntry", "ENVS", "PROMPT_ALIASES", "register_all", "build", "keyword_parameters", "named_prompt", "parse_env_args"]
+__all__ = [
+    "EnvEntry",
+    "ENVS",
+    "PROMPT_ALIASES",
+    "register_all",
+    "build",
+    "keyword_parameters",
+    "named_prompt",
+    "parse_env_args",
+]
 
 
 @dataclass(frozen=True)
@@ -78,44 +87,76 @@ ENVS: dict[str, EnvEntry] = {
     e.env_id: e
     for e in (
         EnvEntry(
-            "sapo/ALFWorld-v0", "sapo_gym.alfworld.env:AlfWorldEnv", "sapo_gym.prompts:ALFWORLD_PROMPT", 50,
+            "sapo/ALFWorld-v0",
+            "sapo_gym.alfworld.env:AlfWorldEnv",
+            "sapo_gym.prompts:ALFWORLD_PROMPT",
+            50,
             "official ALFWorld games (data_dir / ALFWORLD_DATA / alfworld cache) or the embedded generated set",
             "household tasks in TextWorld (pick, look, clean, heat, cool, pick2)",
-            eval_splits=("eval_out_of_distribution", "eval_in_distribution"), splits="sapo_gym.alfworld.catalog:SPLITS",
+            eval_splits=("eval_out_of_distribution", "eval_in_distribution"),
+            splits="sapo_gym.alfworld.catalog:SPLITS",
             optional=_ALFWORLD_OPTIONAL,
         ),
         EnvEntry(
-            "sapo/ALFWorld-Mini-v0", "sapo_gym.alfworld.env:AlfWorldEnv", "sapo_gym.prompts:ALFWORLD_PROMPT", 50,
+            "sapo/ALFWorld-Mini-v0",
+            "sapo_gym.alfworld.env:AlfWorldEnv",
+            "sapo_gym.prompts:ALFWORLD_PROMPT",
+            50,
             "the embedded generated-mini-v1 set (data_dir=embedded-mini; an explicit data_dir wins, ALFWORLD_DATA does not)",
             "CPU-scale ALFWorld variant (not the benchmark): rooms of <= 4 receptacles, 1 distractor object type",
-            eval_splits=("eval_out_of_distribution", "eval_in_distribution"), splits="sapo_gym.alfworld.catalog:SPLITS",
-            defaults=(("data_dir", "embedded-mini"),), optional=_ALFWORLD_OPTIONAL,
+            eval_splits=("eval_out_of_distribution", "eval_in_distribution"),
+            splits="sapo_gym.alfworld.catalog:SPLITS",
+            defaults=(("data_dir", "embedded-mini"),),
+            optional=_ALFWORLD_OPTIONAL,
         ),
         EnvEntry(
-            "sapo/WebShop-v0", "sapo_gym.webshop.env:WebShopEnv", "sapo_gym.prompts:WEBSHOP_PROMPT", 15,
+            "sapo/WebShop-v0",
+            "sapo_gym.webshop.env:WebShopEnv",
+            "sapo_gym.prompts:WEBSHOP_PROMPT",
+            15,
             "WebShop files (data_dir / SAPO_WEBSHOP_DATA) or the embedded generated catalog",
             "online shopping in a text web shop (in-process)",
-            eval_splits=("test", "verl-agent-test"), splits="sapo_gym.webshop.catalog:SPLITS",
+            eval_splits=("test", "verl-agent-test"),
+            splits="sapo_gym.webshop.catalog:SPLITS",
         ),
         EnvEntry(
-            "sapo/WebShop-Mini-v0", "sapo_gym.webshop.env:WebShopEnv", "sapo_gym.prompts:WEBSHOP_PROMPT", 15,
+            "sapo/WebShop-Mini-v0",
+            "sapo_gym.webshop.env:WebShopEnv",
+            "sapo_gym.prompts:WEBSHOP_PROMPT",
+            15,
             "the embedded generated catalog, 200 products (about 7 per product type); human-style goals, the first "
             "100 held out ('test'), the other 300 for training ('train')",
             "CPU-scale WebShop variant (not the benchmark): the same shop, pages, reward, parsing and horizon over "
-            "fewer products", eval_splits=("test",), splits="sapo_gym.webshop.catalog:SPLITS",
+            "fewer products",
+            eval_splits=("test",),
+            splits="sapo_gym.webshop.catalog:SPLITS",
             defaults=(("num_products", 200), ("test_goals", 100)),
         ),
         EnvEntry(
-            "sapo/WebShop-Browser-v0", "sapo_gym.webshop.browser:WebShopBrowserEnv", "sapo_gym.prompts:WEBSHOP_PROMPT", 15,
-            "as sapo/WebShop-v0", "the same shop served by flask, driven by selenium + headless Chromium",
-            eval_splits=("test", "verl-agent-test"), splits="sapo_gym.webshop.catalog:SPLITS",
+            "sapo/WebShop-Browser-v0",
+            "sapo_gym.webshop.browser:WebShopBrowserEnv",
+            "sapo_gym.prompts:WEBSHOP_PROMPT",
+            15,
+            "as sapo/WebShop-v0",
+            "the same shop served by flask, driven by selenium + headless Chromium",
+            eval_splits=("test", "verl-agent-test"),
+            splits="sapo_gym.webshop.catalog:SPLITS",
             needs=("browser", "webshop"),
-            programs=(("/usr/bin/chromium", "apt-get install chromium"), ("/usr/bin/chromedriver", "apt-get install chromium-driver")),
+            programs=(
+                ("/usr/bin/chromium", "apt-get install chromium"),
+                ("/usr/bin/chromedriver", "apt-get install chromium-driver"),
+            ),
         ),
         EnvEntry(
-            "sapo/Vault-v0", "sapo_gym.diagnostic:VaultEnv", "sapo_gym.prompts:PLAIN_PROMPT", 4,
-            "generated (16 train / 16 test codes)", "diagnostic: press buttons in order, sparse terminal reward",
-            eval_splits=("test",), splits="sapo_gym.diagnostic:SPLITS", ragged_infos=False,
+            "sapo/Vault-v0",
+            "sapo_gym.diagnostic:VaultEnv",
+            "sapo_gym.prompts:PLAIN_PROMPT",
+            4,
+            "generated (16 train / 16 test codes)",
+            "diagnostic: press buttons in order, sparse terminal reward",
+            eval_splits=("test",),
+            splits="sapo_gym.diagnostic:SPLITS",
+            ragged_infos=False,
         ),
     )
 }

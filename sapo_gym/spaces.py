@@ -68,7 +68,10 @@ class UnicodeText(Text):
         return f"UnicodeText({self.min_length}, {self.max_length})"
 
     def __eq__(self, other: Any) -> bool:
-        return isinstance(other, UnicodeText) and (other.min_length, other.max_length) == (self.min_length, self.max_length)
+        return isinstance(other, UnicodeText) and (other.min_length, other.max_length) == (
+            self.min_length,
+            self.max_length,
+        )
 
 
 @contextmanager

@@ -18,7 +18,14 @@ from sapo_gym.members import RAGGED_INFO_KEYS, MemberResult, RaggedInfo, make_me
 if TYPE_CHECKING:
     from sapo_gym.ray_vector import RayWorkers
 
-__all__ = ["make_vec", "gym_vector_env", "RAGGED_INFO_KEYS", "MemberResult", "RaggedSyncVectorEnv", "RaggedAsyncVectorEnv"]
+__all__ = [
+    "make_vec",
+    "gym_vector_env",
+    "RAGGED_INFO_KEYS",
+    "MemberResult",
+    "RaggedSyncVectorEnv",
+    "RaggedAsyncVectorEnv",
+]
 
 
 class RaggedSyncVectorEnv(RaggedInfo, SyncVectorEnv):
@@ -87,14 +94,18 @@ def make_vec(
     if vectorization == "ray":
         from sapo_gym.ray_vector import RayVectorEnv, RayWorkers
 
-        return RayVectorEnv(env_id, list(members), group_size, num_tasks, schedule_seed, env_kwargs, ray_workers or RayWorkers())
+        return RayVectorEnv(
+            env_id, list(members), group_size, num_tasks, schedule_seed, env_kwargs, ray_workers or RayWorkers()
+        )
     fns = [partial(make_member, env_id, w, group_size, num_tasks, schedule_seed, env_kwargs) for w in members]
     if vectorization == "sync":
         return RaggedSyncVectorEnv(fns)
     return RaggedAsyncVectorEnv(fns, shared_memory=False, context="spawn")
 
 
-def gym_vector_env(num_envs: int = 1, *, env_id: str, vectorization: Literal["sync", "async"] = "sync", **kwargs: Any) -> gym.vector.VectorEnv:
+def gym_vector_env(
+    num_envs: int = 1, *, env_id: str, vectorization: Literal["sync", "async"] = "sync", **kwargs: Any
+) -> gym.vector.VectorEnv:
     """The ids' ``vector_entry_point``: ``gym.make_vec(env_id, num_envs, **kwargs)`` without ``vectorization_mode``.
 
     ``num_envs`` envs ``gym.make(env_id, **kwargs)`` (each drawing its own tasks, as single envs do) in a

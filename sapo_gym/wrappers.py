@@ -58,8 +58,9 @@ class TaskSchedule(gym.Wrapper[str, str, str, str]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         return self.reset_episode(self._episode, seed=seed, options=options)
 
-    def reset_episode(self, episode: int, *, seed: int | None = None,
-                      options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset_episode(
+        self, episode: int, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         """Reset as the member's ``episode``-th episode (the caller counts: a rollout, a Ray worker's vector env);
         an explicit ``task_id``/``task_index`` in ``options`` wins. Counts one reset, as :meth:`reset` does."""
         options = dict(options or {})

@@ -8,6 +8,7 @@ file under NEW_DIR, and lists each value that differs. Ignored: timings (``time/
 dates, the environment block, the fingerprint and config echo (a refactor may rename config
 fields), and the order in which parallel runs finished. Exit status 1 when anything differs.
 """
+
 import json
 import sys
 from pathlib import Path
@@ -15,12 +16,33 @@ from pathlib import Path
 
 def scrub(x, path=""):
     if isinstance(x, dict):
-        return {k: scrub(v, f"{path}/{k}") for k, v in x.items()
-                if not (k.startswith("time/") or k.endswith("_s") or k in ("fingerprint", "environment", "config", "bundle", "phase_seconds", "path", "created", "agent", "command", "bundles", "iteration_seconds"))}
+        return {
+            k: scrub(v, f"{path}/{k}")
+            for k, v in x.items()
+            if not (
+                k.startswith("time/")
+                or k.endswith("_s")
+                or k
+                in (
+                    "fingerprint",
+                    "environment",
+                    "config",
+                    "bundle",
+                    "phase_seconds",
+                    "path",
+                    "created",
+                    "agent",
+                    "command",
+                    "bundles",
+                    "iteration_seconds",
+                )
+            )
+        }
     if isinstance(x, list):
         items = [scrub(v, path) for v in x]
         return sorted(items) if path.endswith("/finished") else items  # runs finish in either order with 2 workers
     return x
+
 
 def diff(a, b, path, out):
     if type(a) is not type(b):
@@ -40,6 +62,7 @@ def diff(a, b, path, out):
             diff(x, y, f"{path}[{i}]", out)
     elif a != b:
         out.append(f"{path}: {a!r} vs {b!r}")
+
 
 ref, new = Path(sys.argv[1]), Path(sys.argv[2])
 out, n = [], 0

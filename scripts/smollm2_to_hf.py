@@ -28,7 +28,9 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dest", nargs="?", default=str(SMOLLM2_HF_DIR), help="output folder (default: %(default)s)")
-    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="weights' dtype (default: float32)")
+    p.add_argument(
+        "--dtype", default="float32", choices=("float32", "bfloat16"), help="weights' dtype (default: float32)"
+    )
     args = p.parse_args(argv)
     print(save_smollm2_hf(args.dest, getattr(torch, args.dtype)))
     return 0

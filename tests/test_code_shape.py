@@ -39,12 +39,14 @@ def package_files() -> list[Path]:
 
 def ruff(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     """``ruff ARGS`` in the repository root, under pyproject.toml's configuration."""
-    return subprocess.run([sys.executable, "-m", "ruff", *args], cwd=ROOT, input=stdin, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", *args], cwd=ROOT, input=stdin, capture_output=True, text=True, timeout=300
+    )
 
 
-needs_ruff = pytest.mark.skipif(importlib.util.find_spec("ruff") is None,
-                                reason="ruff is not installed (the dev extra pins it)")
+needs_ruff = pytest.mark.skipif(
+    importlib.util.find_spec("ruff") is None, reason="ruff is not installed (the dev extra pins it)"
+)
 
 
 def test_the_checker_flags_a_long_function():
@@ -63,7 +65,11 @@ def test_ruff_flags_a_function_over_the_complexity_limit():
     """The configuration holds C901: 13 branches (complexity 14) is over the limit, 11 (12) is not."""
 
     def source(branches: int) -> str:
-        return "def f(x):\n" + "".join(f"    if x == {i}:\n        return {i}\n" for i in range(branches)) + "    return -1\n"
+        return (
+            "def f(x):\n"
+            + "".join(f"    if x == {i}:\n        return {i}\n" for i in range(branches))
+            + "    return -1\n"
+        )
 
     over = ruff("check", "--select", "C901", "--stdin-filename", "m.py", "-", stdin=source(13))
     assert over.returncode == 1 and "C901" in over.stdout, over.stdout + over.stderr

@@ -42,7 +42,9 @@ def module_name(path: Path, root: Path = ROOT) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(source: str, module: str, is_package: bool = False, filename: str = "<source>") -> Iterator[tuple[int, str, str | None]]:
+def imports(
+    source: str, module: str, is_package: bool = False, filename: str = "<source>"
+) -> Iterator[tuple[int, str, str | None]]:
     """Every import in ``source`` (the text of ``module``): ``(line, module imported, name imported from it)``.
 
     ``import a.b`` -> ``(line, "a.b", None)``; ``from a import b`` -> ``(line, "a", "b")`` (``b`` may be a name
@@ -63,8 +65,12 @@ def imports(source: str, module: str, is_package: bool = False, filename: str = 
                 base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
             for alias in node.names:
                 yield node.lineno, base, None if alias.name == "*" else alias.name
-        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
-                and isinstance(node.args[0].value, str):
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
             if name in ("import_module", "__import__"):
@@ -97,16 +103,19 @@ def _sources(*packages: str) -> Iterator[Path]:
 def test_every_import_points_down_the_floors():
     arrows = []
     for path in _sources(*ALLOWED):
-        arrows += upward_arrows(path.read_text(), module_name(path), path.name == "__init__.py",
-                                str(path.relative_to(ROOT)))
-    assert not arrows, "imports against the floors (sapo_gym < agents < trainers, leaderboard < sapo_cli):\n" + "\n".join(arrows)
+        arrows += upward_arrows(
+            path.read_text(), module_name(path), path.name == "__init__.py", str(path.relative_to(ROOT))
+        )
+    assert not arrows, (
+        "imports against the floors (sapo_gym < agents < trainers, leaderboard < sapo_cli):\n" + "\n".join(arrows)
+    )
 
 
 def test_the_checker_flags_upward_imports_lazy_relative_and_dynamic():
     source = (
-        "import torch\n"                                   # not the project's: ignored
-        "from sapo_gym.core import Env\n"                  # sideways
-        "from . import spaces\n"                           # sapo_gym.spaces: sideways
+        "import torch\n"  # not the project's: ignored
+        "from sapo_gym.core import Env\n"  # sideways
+        "from . import spaces\n"  # sapo_gym.spaces: sideways
         "def f():\n"
         "    from trainers.core_algos import turn_gae, masked_mean\n"  # lazy, still an arrow
         "    import agents.policy\n"
@@ -120,19 +129,27 @@ def test_the_checker_flags_upward_imports_lazy_relative_and_dynamic():
         "sapo_gym/wrappers.py:8: sapo_gym -> leaderboard.server",
     ]
     # trainers take the bundle writer from the envs' floor, and nothing of the leaderboard, however written
-    trainer = "from sapo_gym.bundle import build_bundle\nfrom leaderboard import replay\nfrom leaderboard.server import app\n"
+    trainer = (
+        "from sapo_gym.bundle import build_bundle\nfrom leaderboard import replay\nfrom leaderboard.server import app\n"
+    )
     assert upward_arrows(trainer, "trainers.compare.runner") == [
-        "<source>:2: trainers -> leaderboard (import replay)", "<source>:3: trainers -> leaderboard.server (import app)"]
+        "<source>:2: trainers -> leaderboard (import replay)",
+        "<source>:3: trainers -> leaderboard.server (import app)",
+    ]
     # relative imports resolve against the importing module's package (an __init__.py is its own package)
     assert list(imports("from ..logits import mask_value_tokens\n", "agents.generation.hf")) == [
-        (1, "agents.logits", "mask_value_tokens")]
+        (1, "agents.logits", "mask_value_tokens")
+    ]
     assert list(imports("from .base import Method\nfrom . import sapo\n", "trainers.methods", is_package=True)) == [
-        (1, "trainers.methods.base", "Method"), (2, "trainers.methods", "sapo")]
+        (1, "trainers.methods.base", "Method"),
+        (2, "trainers.methods", "sapo"),
+    ]
     assert upward_arrows("from ..trainers import loop\n", "agents.generation.hf") == []  # agents.trainers: sideways
     # the roof imports everything; the ground imports nothing; agents never reach up to trainers
     assert upward_arrows("import trainers.loop\nimport leaderboard.server.app\n", "sapo_cli.train") == []
     assert upward_arrows("from sapo_cli import main\n", "agents.llm") == [
-        "<source>:1: agents -> sapo_cli (import main)"]
+        "<source>:1: agents -> sapo_cli (import main)"
+    ]
     assert upward_arrows("from trainers.core_algos import token_log_probs\n", "agents.logits") != []
 
 
@@ -166,6 +183,7 @@ def test_tests_import_no_test_module_nor_a_helper_found_through_sys_path():
 #     then no circle: the edge goes to the sibling file, as the name does. A name the ``__init__`` defines
 #     itself keeps the edge on the ``__init__``.
 # A circle is a strongly connected component of more than one file.
+
 
 def _module_files(root: Path = ROOT, packages: tuple[str, ...] = PROJECT) -> dict[str, Path]:
     files = {}

@@ -22,9 +22,14 @@ def build_policy(cfg: TrainConfig) -> Any:
 
     if cfg.model == "tiny":
         hidden = cfg.tiny_hidden_size
-        return PolicyModel.tiny(seed=cfg.seed, max_prompt_tokens=cfg.max_prompt_tokens, hidden_size=hidden,
-                                num_hidden_layers=cfg.tiny_layers, num_attention_heads=max(2, hidden // 64),
-                                intermediate_size=2 * hidden)
+        return PolicyModel.tiny(
+            seed=cfg.seed,
+            max_prompt_tokens=cfg.max_prompt_tokens,
+            hidden_size=hidden,
+            num_hidden_layers=cfg.tiny_layers,
+            num_attention_heads=max(2, hidden // 64),
+            intermediate_size=2 * hidden,
+        )
     if cfg.model == "smollm2":
         return PolicyModel.smollm2(max_prompt_tokens=cfg.max_prompt_tokens)
     return PolicyModel.from_pretrained(cfg.model, max_prompt_tokens=cfg.max_prompt_tokens)
@@ -44,12 +49,18 @@ def build_generator(policy: Any, cfg: TrainConfig, rank: int = 0) -> Any:
         return HFGenerator(policy)
     from agents.generation.vllm import VLLMGenerator  # vllm is imported only when asked for
 
-    return VLLMGenerator(policy, workdir=Path(cfg.out_dir) / f"vllm-rank{rank}", dtype="bfloat16" if cfg.bf16 else "float32",
-                         gpu_memory_utilization=cfg.vllm_gpu_memory_utilization, seed=cfg.seed + rank)
+    return VLLMGenerator(
+        policy,
+        workdir=Path(cfg.out_dir) / f"vllm-rank{rank}",
+        dtype="bfloat16" if cfg.bf16 else "float32",
+        gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+        seed=cfg.seed + rank,
+    )
 
 
-def build_agent(policy: Any, cfg: TrainConfig, temperature: float, generator: Any | None = None,
-                value_logits: bool = False) -> DetailedAgent:
+def build_agent(
+    policy: Any, cfg: TrainConfig, temperature: float, generator: Any | None = None, value_logits: bool = False
+) -> DetailedAgent:
     """An :class:`~agents.llm.LLMAgent` sampling from ``policy`` with ``generator`` (default: HF on ``policy``).
 
     No agent seed: sampling draws from torch's global RNG, which checkpoints save and restore.
@@ -59,6 +70,12 @@ def build_agent(policy: Any, cfg: TrainConfig, temperature: float, generator: An
     from agents.generation.hf import HFGenerator
     from agents.llm import LLMAgent
 
-    params = GenerationParams(max_new_tokens=cfg.max_response_tokens, temperature=temperature, value_logits=value_logits,
-                              draft_tokens=cfg.draft_tokens)
-    return LLMAgent(policy, generator or HFGenerator(policy), params, name=f"{cfg.algo}:{cfg.model}", constrain=cfg.constrain)
+    params = GenerationParams(
+        max_new_tokens=cfg.max_response_tokens,
+        temperature=temperature,
+        value_logits=value_logits,
+        draft_tokens=cfg.draft_tokens,
+    )
+    return LLMAgent(
+        policy, generator or HFGenerator(policy), params, name=f"{cfg.algo}:{cfg.model}", constrain=cfg.constrain
+    )

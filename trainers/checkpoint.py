@@ -50,8 +50,14 @@ def save_checkpoint(out_dir: str | Path, iteration: int, state: dict[str, Any], 
     return path
 
 
-def save_sharded(out_dir: str | Path, iteration: int, write: Callable[[Path], None], is_main: bool,
-                 barrier: Callable[[], None], keep: int = 2) -> Path:
+def save_sharded(
+    out_dir: str | Path,
+    iteration: int,
+    write: Callable[[Path], None],
+    is_main: bool,
+    barrier: Callable[[], None],
+    keep: int = 2,
+) -> Path:
     """Every rank calls this: ``write(folder)`` writes its part, rank 0 marks the folder complete and prunes."""
     folder = Path(out_dir) / "checkpoints"
     path = folder / f"{_PREFIX}{iteration:06d}"
@@ -69,7 +75,7 @@ def save_sharded(out_dir: str | Path, iteration: int, write: Callable[[Path], No
 
 
 def _iteration(path: Path) -> int:
-    return int(path.name[len(_PREFIX):].removesuffix(".pt"))
+    return int(path.name[len(_PREFIX) :].removesuffix(".pt"))
 
 
 def _complete(folder: Path) -> list[Path]:
@@ -122,11 +128,16 @@ def _trainer_state(trainer: Any) -> dict[str, Any]:
         "config": dataclasses.asdict(trainer.cfg),
         "policy": _model_state(trainer, trainer.policy.model),
         "optimizer": trainer.optimizer.state_dict(),
-        "critic": None if critic is None else {"model": _model_state(trainer, critic.module),
-                                               "optimizer": critic.optimizer.state_dict()},
+        "critic": None
+        if critic is None
+        else {"model": _model_state(trainer, critic.module), "optimizer": critic.optimizer.state_dict()},
         "reference": None if trainer.reference is None else trainer.reference.state_dict(),
-        "rng": {"torch": torch.get_rng_state(), "shuffle": trainer.shuffle.get_state(),
-                "python": random.getstate(), "numpy": np.random.get_state()},
+        "rng": {
+            "torch": torch.get_rng_state(),
+            "shuffle": trainer.shuffle.get_state(),
+            "python": random.getstate(),
+            "numpy": np.random.get_state(),
+        },
     }
 
 
@@ -148,8 +159,13 @@ def _write_shards(trainer: Any, folder: Path) -> None:
 def save_trainer(trainer: Any) -> Path:
     """Checkpoint a :class:`~trainers.loop.Trainer` at its iteration (every rank calls this under DeepSpeed)."""
     if trainer.distributed:
-        return save_sharded(trainer.out_dir, trainer.iteration, lambda folder: _write_shards(trainer, folder),
-                            trainer.is_main, trainer.strategy.barrier)
+        return save_sharded(
+            trainer.out_dir,
+            trainer.iteration,
+            lambda folder: _write_shards(trainer, folder),
+            trainer.is_main,
+            trainer.strategy.barrier,
+        )
     return save_checkpoint(trainer.out_dir, trainer.iteration, _trainer_state(trainer))
 
 
@@ -162,7 +178,9 @@ def load_trainer(trainer: Any, path: str | Path) -> None:
         raise ValueError(f"cannot resume from {path}: the config differs in {conflicts}")
     if path.is_dir():
         if state["world_size"] != trainer.world:
-            raise ValueError(f"cannot resume from {path}: written by {state['world_size']} processes, not {trainer.world}")
+            raise ValueError(
+                f"cannot resume from {path}: written by {state['world_size']} processes, not {trainer.world}"
+            )
         for name, trainable in _trained(trainer).items():
             trainer.strategy.load(trainable, path / name)
         state["rng"]["torch"] = load_checkpoint(path / f"rank{trainer.rank}.pt")["torch"]

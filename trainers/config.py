@@ -25,8 +25,19 @@ from typing import Any, ClassVar
 from agents.constraint import CONSTRAINTS as CONSTRAIN  # torch-free, like this module
 from trainers.method_registry import METHODS, describe_methods  # torch-free too: entry points load lazily
 
-__all__ = ["TrainConfig", "ALGOS", "GROUP_ALGOS", "GIGPO_MODES", "ENV_WORKERS", "CHOICES", "RESULT_NEUTRAL",
-           "add_arguments", "from_args", "field_docs", "field_help"]
+__all__ = [
+    "TrainConfig",
+    "ALGOS",
+    "GROUP_ALGOS",
+    "GIGPO_MODES",
+    "ENV_WORKERS",
+    "CHOICES",
+    "RESULT_NEUTRAL",
+    "add_arguments",
+    "from_args",
+    "field_docs",
+    "field_help",
+]
 
 ALGOS = tuple(METHODS)
 """Every registered method's ``--algo`` name (:data:`trainers.method_registry.METHODS`)."""
@@ -43,13 +54,27 @@ REFERENCE_DTYPES = ("float32", "bfloat16", "auto")
 TRAIN_REWARDS = ("env", "score")
 """What the trainer learns from (``--train-reward``): the env's reward, or its task score scaled by ``r_max``."""
 CHOICES: dict[str, tuple[str, ...]] = {
-    "algo": ALGOS, "strategy": STRATEGIES, "generator": GENERATORS, "old_log_probs": OLD_LOG_PROBS, "constrain": CONSTRAIN,
-    "gigpo_mode": GIGPO_MODES, "env_workers": ENV_WORKERS, "reference_dtype": REFERENCE_DTYPES,
+    "algo": ALGOS,
+    "strategy": STRATEGIES,
+    "generator": GENERATORS,
+    "old_log_probs": OLD_LOG_PROBS,
+    "constrain": CONSTRAIN,
+    "gigpo_mode": GIGPO_MODES,
+    "env_workers": ENV_WORKERS,
+    "reference_dtype": REFERENCE_DTYPES,
     "train_reward": TRAIN_REWARDS,
 }
 """The values of each choice field of :class:`TrainConfig`: what it accepts and what argparse offers."""
-RESULT_NEUTRAL = ("resume", "out_dir", "progress", "tensorboard", "checkpoint_every", "device", "env_workers",
-                  "ray_address")
+RESULT_NEUTRAL = (
+    "resume",
+    "out_dir",
+    "progress",
+    "tensorboard",
+    "checkpoint_every",
+    "device",
+    "env_workers",
+    "ray_address",
+)
 """The :class:`TrainConfig` fields that say where and how visibly a run goes, not what it learns: a resumed run may
 change them (:attr:`TrainConfig.RESUME_FREE`) and compare's fingerprint leaves them out
 (:meth:`trainers.compare.config.CompareConfig.fingerprint`). ``micro_batch_size`` is not one of them: each
@@ -253,8 +278,10 @@ class TrainConfig:
         if self.draft_tokens and self.generator != "hf":
             raise ValueError("draft_tokens needs generator 'hf' (vLLM has speculative decoding of its own)")
         if self.old_log_probs == "rollout" and self.generator != "hf":
-            raise ValueError("old_log_probs='rollout' needs generator 'hf': vLLM samples with its own kernels and "
-                             "precision, so its log-probs are not the trainer's (recompute them)")
+            raise ValueError(
+                "old_log_probs='rollout' needs generator 'hf': vLLM samples with its own kernels and "
+                "precision, so its log-probs are not the trainer's (recompute them)"
+            )
         self._check_lora()
         if not 0 <= self.zero_stage <= 3:
             raise ValueError(f"zero_stage must be 0-3, got {self.zero_stage}")
@@ -267,8 +294,15 @@ class TrainConfig:
                 f"episodes_per_iteration ({self.episodes_per_iteration}) must be a multiple of the group size "
                 f"({self.rollouts_per_task}) so that every method plays the same number of episodes"
             )
-        for name in ("iterations", "episodes_per_iteration", "ppo_epochs", "minibatches", "micro_batch_size", "max_response_tokens",
-                     "readout_warmup_epochs"):
+        for name in (
+            "iterations",
+            "episodes_per_iteration",
+            "ppo_epochs",
+            "minibatches",
+            "micro_batch_size",
+            "max_response_tokens",
+            "readout_warmup_epochs",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("critic_warmup", "sft_episodes", "readout_warmup_episodes", "readout_warmup_kl", "draft_tokens"):
@@ -289,10 +323,14 @@ class TrainConfig:
         if self.lora_rank < 0:
             raise ValueError(f"lora_rank must be >= 0, got {self.lora_rank}")
         if self.lora_rank and self.strategy != "torch":
-            raise ValueError("LoRA (--lora-rank) runs on the torch strategy only (one device; not tested under DeepSpeed)")
+            raise ValueError(
+                "LoRA (--lora-rank) runs on the torch strategy only (one device; not tested under DeepSpeed)"
+            )
         if self.lora_rank and self.sft_episodes > 0:
-            raise ValueError("the warm start (--sft-episodes) trains every weight: run it without LoRA, then start the "
-                             "LoRA run from the saved model (--model DIR), whose weights become the frozen base")
+            raise ValueError(
+                "the warm start (--sft-episodes) trains every weight: run it without LoRA, then start the "
+                "LoRA run from the saved model (--model DIR), whose weights become the frozen base"
+            )
 
     @property
     def rollouts_per_task(self) -> int:
@@ -333,14 +371,22 @@ def field_docs(cls: type = TrainConfig) -> dict[str, str]:
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
     for stmt, nxt in zip(body, body[1:]):
-        if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and isinstance(nxt, ast.Expr)
-                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+        if (
+            isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
             docs[stmt.target.id] = " ".join(nxt.value.value.split())
     return docs
 
 
-HELP_VALUES: dict[str, Any] = {"methods": describe_methods, "method_names": lambda: ", ".join(ALGOS),
-                               "group_methods": lambda: ", ".join(METHODS[a].label for a in GROUP_ALGOS)}
+HELP_VALUES: dict[str, Any] = {
+    "methods": describe_methods,
+    "method_names": lambda: ", ".join(ALGOS),
+    "group_methods": lambda: ", ".join(METHODS[a].label for a in GROUP_ALGOS),
+}
 """``{name}`` in a field's docstring: filled in the help text from the method registry (never hand-listed)."""
 
 
@@ -356,8 +402,9 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def add_arguments(parser: argparse.ArgumentParser | Any, cls: type = TrainConfig, skip: tuple[str, ...] = (),
-                  shown: Any = None) -> list[str]:
+def add_arguments(
+    parser: argparse.ArgumentParser | Any, cls: type = TrainConfig, skip: tuple[str, ...] = (), shown: Any = None
+) -> list[str]:
     """One flag per dataclass field but ``skip``, its docstring as help and its default shown (``shown``: an
     instance whose values are the defaults, e.g. compare's CPU-default TrainConfig); the field names added."""
     names = []

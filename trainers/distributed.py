@@ -42,8 +42,10 @@ StatKey = tuple[int, int, float]
 def rank_groups(num_tasks: int, rank: int, world_size: int) -> list[int]:
     """The task groups rank ``rank`` plays: a contiguous block, sizes differing by at most one."""
     if world_size > num_tasks:
-        raise ValueError(f"{world_size} processes but only {num_tasks} task groups per iteration: "
-                         "raise --episodes-per-iteration or launch fewer processes")
+        raise ValueError(
+            f"{world_size} processes but only {num_tasks} task groups per iteration: "
+            "raise --episodes-per-iteration or launch fewer processes"
+        )
     return list(range(num_tasks * rank // world_size, num_tasks * (rank + 1) // world_size))
 
 
@@ -53,9 +55,13 @@ def gather_rollout(strategy: TrainingStrategy, rollout: Rollout) -> Rollout:
         return rollout
     parts: list[Rollout] = strategy.all_gather_object(rollout)
     turns = sorted((t for p in parts for t in p.turns), key=lambda t: (t.turn_idx, t.traj_id))
-    return Rollout(turns=turns, episodes=[e for p in parts for e in p.episodes],
-                   generation_s=max(p.generation_s for p in parts), env_s=max(p.env_s for p in parts),
-                   dropped=[d for p in parts for d in p.dropped])
+    return Rollout(
+        turns=turns,
+        episodes=[e for p in parts for e in p.episodes],
+        generation_s=max(p.generation_s for p in parts),
+        env_s=max(p.env_s for p in parts),
+        dropped=[d for p in parts for d in p.dropped],
+    )
 
 
 def deal(micros: Sequence[Experience], rank: int, world_size: int) -> list[tuple[int, Experience, bool]]:
@@ -66,8 +72,9 @@ def deal(micros: Sequence[Experience], rank: int, world_size: int) -> list[tuple
     return mine + [(-1, micros[0], False)] * (passes - len(mine))
 
 
-def map_micro_batches(strategy: TrainingStrategy | None, exp: Experience, size: int,
-                      fn: Callable[[Experience], Any]) -> list[Any]:
+def map_micro_batches(
+    strategy: TrainingStrategy | None, exp: Experience, size: int, fn: Callable[[Experience], Any]
+) -> list[Any]:
     """``fn`` (a tensor, or a tuple of them) on each micro-batch of ``exp``, in order; every rank gets all.
 
     On one process a plain loop. On N ranks each runs the micro-batches :func:`deal` gives it (its

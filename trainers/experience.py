@@ -72,8 +72,14 @@ class TurnRecord:
     grouped (:meth:`Experience.collate` hashes (group_id, anchor) into ``anchor_ids``)."""
 
 
-def _field(role: str, *, pad: int | str = 0, source: str | None = None, dtype: torch.dtype | None = None,
-           optional: bool = False) -> Any:
+def _field(
+    role: str,
+    *,
+    pad: int | str = 0,
+    source: str | None = None,
+    dtype: torch.dtype | None = None,
+    optional: bool = False,
+) -> Any:
     """A batch field with its shape ``role``; token fields pad with ``pad``; a turn field collated straight from
     :class:`TurnRecord` names its ``source`` attribute and ``dtype``. ``optional``: None until a phase sets it."""
     meta = {"role": role, "pad": pad, "source": source, "dtype": dtype}
@@ -138,8 +144,12 @@ class Experience:
             if not isinstance(value, Tensor):
                 continue
             role = f.metadata["role"]
-            want = {TOKEN: (b, t), TURN: (b,), READOUT: (b, 2, 2),
-                    TOKEN_SET: (b, t, value.shape[-1] if value.dim() == 3 else 1)}[role]
+            want = {
+                TOKEN: (b, t),
+                TURN: (b,),
+                READOUT: (b, 2, 2),
+                TOKEN_SET: (b, t, value.shape[-1] if value.dim() == 3 else 1),
+            }[role]
             if tuple(value.shape) != want:
                 raise ValueError(f"Experience.{f.name} has shape {tuple(value.shape)}, expected {want}")
 
@@ -164,8 +174,10 @@ class Experience:
             old_log_probs[i, p : p + r] = torch.tensor(o.log_probs, dtype=torch.float32)
         anchors = None
         if all(turn.anchor is not None for turn in turns):
-            anchors = torch.tensor([anchor_id(turn.group_id, turn.anchor) for turn in turns],  # type: ignore[arg-type]
-                                   dtype=torch.long)
+            anchors = torch.tensor(
+                [anchor_id(turn.group_id, turn.anchor) for turn in turns],  # type: ignore[arg-type]
+                dtype=torch.long,
+            )
         value_logits = None
         if all(o.value_logits is not None for o in outs):
             value_logits = torch.tensor([o.value_logits for o in outs], dtype=torch.float32)  # (B, 2, 2)
@@ -229,11 +241,7 @@ class Experience:
         return self.prompt_lengths - 1 + self.response_lengths
 
     def _map(self, fn) -> Experience:
-        changes = {
-            f.name: fn(getattr(self, f.name))
-            for f in fields(self)
-            if isinstance(getattr(self, f.name), Tensor)
-        }
+        changes = {f.name: fn(getattr(self, f.name)) for f in fields(self) if isinstance(getattr(self, f.name), Tensor)}
         return replace(self, **changes)
 
     def to(self, device: torch.device | str) -> Experience:
@@ -249,7 +257,8 @@ class Experience:
         """Drop trailing token columns that are padding in every row (cheaper forward passes)."""
         t = int(self.attention_mask.any(0).nonzero().max()) + 1 if self.attention_mask.any() else 1
         changes = {
-            f.name: getattr(self, f.name)[:, :t] for f in fields(self)
+            f.name: getattr(self, f.name)[:, :t]
+            for f in fields(self)
             if f.metadata["role"] in (TOKEN, TOKEN_SET) and getattr(self, f.name) is not None
         }
         return replace(self, **changes)
@@ -258,7 +267,9 @@ class Experience:
         """The rows sorted by length, longest first (ties keep their order): consecutive rows pad alike."""
         return self.select(torch.sort(self.attention_mask.sum(1), descending=True, stable=True).indices)
 
-    def minibatches(self, size: int, generator: torch.Generator | None = None, shuffle: bool = True) -> Iterator[Experience]:
+    def minibatches(
+        self, size: int, generator: torch.Generator | None = None, shuffle: bool = True
+    ) -> Iterator[Experience]:
         """Yield trimmed minibatches of ``size`` rows, the last one holding the rest (shuffled with ``generator`` when
         ``shuffle``)."""
         if size <= 0:
@@ -278,8 +289,10 @@ def micro_batches(exp: Experience, size: int, by_length: bool = False) -> Iterat
 def _generation(turn: TurnRecord) -> GenerationOutput:
     """The sampled turn a batch row is built from (a text agent's turn has no tokens to train on)."""
     if not isinstance(turn.output, GenerationOutput):
-        raise TypeError(f"turn {turn.traj_id}.{turn.turn_idx} has no token ids to train on: its output is a "
-                        f"{type(turn.output).__name__}, not a GenerationOutput")
+        raise TypeError(
+            f"turn {turn.traj_id}.{turn.turn_idx} has no token ids to train on: its output is a "
+            f"{type(turn.output).__name__}, not a GenerationOutput"
+        )
     return turn.output
 
 

@@ -51,8 +51,9 @@ def forward_positions(model: nn.Module, batch: Experience, readout: bool = False
     predicting = batch.action_mask[:, 1:]
     plain = _plain_head(model)
     if plain:
-        hidden = model.get_decoder()(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                                     use_cache=False).last_hidden_state
+        hidden = model.get_decoder()(
+            input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False
+        ).last_hidden_state
         head = model.get_output_embeddings()
     else:
         hidden = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False).logits
@@ -73,7 +74,9 @@ def _policy(logits: PositionLogits, batch: Experience, value_token_ids: tuple[in
     return restrict_logits(z, batch.allowed_tokens[:, 1:][batch.action_mask[:, 1:].bool()])
 
 
-def action_log_probs(logits: PositionLogits, batch: Experience, value_token_ids: tuple[int, ...], temperature: float) -> Tensor:
+def action_log_probs(
+    logits: PositionLogits, batch: Experience, value_token_ids: tuple[int, ...], temperature: float
+) -> Tensor:
     """``(B, T)`` log π(token_t | tokens_<t) at the action tokens, 0 elsewhere (lined up with ``input_ids``)."""
     mask = batch.action_mask.bool()
     labels = batch.input_ids[:, 1:][mask[:, 1:]]
@@ -82,15 +85,21 @@ def action_log_probs(logits: PositionLogits, batch: Experience, value_token_ids:
     return out.masked_scatter(F.pad(mask[:, 1:], (1, 0)), lp)
 
 
-def action_entropy(logits: PositionLogits, batch: Experience, value_token_ids: tuple[int, ...], temperature: float) -> Tensor:
+def action_entropy(
+    logits: PositionLogits, batch: Experience, value_token_ids: tuple[int, ...], temperature: float
+) -> Tensor:
     """``(K,)`` entropy of the policy at each action token (0 where a constraint forces the token)."""
     return entropy_from_logits(_policy(logits, batch, value_token_ids, temperature))
 
 
-def readout_values(logits: PositionLogits, value_token_ids: tuple[int, ...], tau_v: float, r_max: float) -> tuple[Tensor, Tensor]:
+def readout_values(
+    logits: PositionLogits, value_token_ids: tuple[int, ...], tau_v: float, r_max: float
+) -> tuple[Tensor, Tensor]:
     """SAPO's ``(V (B,), Q (B,))`` in reward units: :func:`value_readout` of the w⁺/w⁻ logits at the last
     prompt token and at the last response token (a forward pass with ``readout=True``)."""
     assert logits.state is not None and logits.end is not None
     w_plus, w_minus = value_token_ids
-    return (value_readout(logits.state, w_plus, w_minus, tau_v, r_max),
-            value_readout(logits.end, w_plus, w_minus, tau_v, r_max))
+    return (
+        value_readout(logits.state, w_plus, w_minus, tau_v, r_max),
+        value_readout(logits.end, w_plus, w_minus, tau_v, r_max),
+    )

@@ -19,7 +19,19 @@ __all__ = ["cpu_features", "native_bf16", "describe", "resolve_dtype", "run_envi
 
 _PACKAGES = ("torch", "transformers", "tokenizers", "numpy", "gymnasium", "textworld", "alfworld", "sapo-gym")
 
-_SHOWN = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile", "asimd", "bf16", "sve")
+_SHOWN = (
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512bw",
+    "avx512_vnni",
+    "avx512_bf16",
+    "amx_bf16",
+    "amx_tile",
+    "asimd",
+    "bf16",
+    "sve",
+)
 
 
 @lru_cache(maxsize=1)
@@ -63,8 +75,10 @@ def describe() -> str:
     """One line for benchmark tables: CPU model, cores, the features that change kernels, native bf16."""
     model = _cpuinfo().get("model name") or platform.processor() or platform.machine()
     shown = [f for f in _SHOWN if f in cpu_features()]
-    return (f"CPU: {model}; {os.cpu_count()} cores; features: {' '.join(shown) or 'none of ' + '/'.join(_SHOWN[:4])}; "
-            f"native bf16: {'yes' if native_bf16('cpu') else 'no'}")
+    return (
+        f"CPU: {model}; {os.cpu_count()} cores; features: {' '.join(shown) or 'none of ' + '/'.join(_SHOWN[:4])}; "
+        f"native bf16: {'yes' if native_bf16('cpu') else 'no'}"
+    )
 
 
 def run_environment() -> dict[str, object]:
@@ -85,5 +99,11 @@ def run_environment() -> dict[str, object]:
         except metadata.PackageNotFoundError:
             versions[name] = None
     threads = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "ATEN_CPU_CAPABILITY")}
-    return {"python": sys.version.split()[0], "packages": versions, "torch_threads": torch.get_num_threads(),
-            "env": threads, "cpu": describe(), "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    return {
+        "python": sys.version.split()[0],
+        "packages": versions,
+        "torch_threads": torch.get_num_threads(),
+        "env": threads,
+        "cpu": describe(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }

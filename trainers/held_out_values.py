@@ -47,8 +47,9 @@ def _kl_from(trainer: Any, reference: torch.nn.Module, exp: Experience) -> float
 
 
 @torch.no_grad()
-def held_out_values(trainer: Any, split: str | None, episodes: int, reference: torch.nn.Module | None = None,
-                    seed: int = 0) -> dict[str, float]:
+def held_out_values(
+    trainer: Any, split: str | None, episodes: int, reference: torch.nn.Module | None = None, seed: int = 0
+) -> dict[str, float]:
     """Play ``episodes`` episodes of ``split`` (one per task of the schedule's first entry under ``seed``: the same
     tasks for every run) and score them (module docstring). Returns ``episodes``, ``turns``, ``success`` and the
     :func:`value_scores` of the method's V and Q (none for a group method), plus ``kl_reference`` when given one."""
@@ -60,8 +61,13 @@ def held_out_values(trainer: Any, split: str | None, episodes: int, reference: t
         trainer.agent.reset(vec.num_envs)
         try:
             with trainer.strategy.autocast():
-                rollout = collect(vec, trainer.agent.act_detailed, episode=0, seed=seed,
-                                  score_reward=cfg.r_max if cfg.train_reward == "score" else None)
+                rollout = collect(
+                    vec,
+                    trainer.agent.act_detailed,
+                    episode=0,
+                    seed=seed,
+                    score_reward=cfg.r_max if cfg.train_reward == "score" else None,
+                )
         finally:
             vec.close()
     exp = Experience.collate(rollout.turns, trainer.policy.pad_token_id).to(trainer.device)
@@ -69,9 +75,12 @@ def held_out_values(trainer: Any, split: str | None, episodes: int, reference: t
         exp = trainer.method.compute_values(trainer.method.old_forward(exp))
         kl = _kl_from(trainer, reference, exp) if reference is not None else None
     returns = discounted_returns(exp.rewards, exp.traj_ids, exp.turn_idx, cfg.gamma)
-    out = {"episodes": float(len(rollout.episodes)), "turns": float(len(exp)),
-           "success": sum(e.won for e in rollout.episodes) / max(1, len(rollout.episodes)),
-           **value_scores(exp.old_values, exp.old_q, returns)}
+    out = {
+        "episodes": float(len(rollout.episodes)),
+        "turns": float(len(exp)),
+        "success": sum(e.won for e in rollout.episodes) / max(1, len(rollout.episodes)),
+        **value_scores(exp.old_values, exp.old_q, returns),
+    }
     if kl is not None:
         out["kl_reference"] = kl
     return out

@@ -71,11 +71,20 @@ class Trainer:
         self.cfg = cfg
         self.distributed = cfg.strategy == "deepspeed"
         if self.distributed and (cfg.sft_episodes > 0 or cfg.readout_warmup_episodes > 0):
-            raise ValueError("the warm starts (--sft-episodes, --readout-warmup-episodes) train outside the strategy: run "
-                             "them with --strategy torch, then start the DeepSpeed run from the saved model (--model DIR)")
-        self.strategy = make_strategy(StrategyConfig(
-            backend=cfg.strategy, zero_stage=cfg.zero_stage, bf16=cfg.bf16, grad_clip=cfg.grad_clip,
-            gradient_checkpointing=cfg.gradient_checkpointing, device=cfg.device))
+            raise ValueError(
+                "the warm starts (--sft-episodes, --readout-warmup-episodes) train outside the strategy: run "
+                "them with --strategy torch, then start the DeepSpeed run from the saved model (--model DIR)"
+            )
+        self.strategy = make_strategy(
+            StrategyConfig(
+                backend=cfg.strategy,
+                zero_stage=cfg.zero_stage,
+                bf16=cfg.bf16,
+                grad_clip=cfg.grad_clip,
+                gradient_checkpointing=cfg.gradient_checkpointing,
+                device=cfg.device,
+            )
+        )
         self.rank, self.world = self.strategy.rank, self.strategy.world_size
         self.device = self.strategy.device
         self.out_dir = Path(cfg.out_dir)
@@ -92,8 +101,13 @@ class Trainer:
         """The weights rollouts sample from: the policy itself, or (ZeRO-3 partitions it) a full copy kept in sync."""
         if self.distributed:
             self._before_prepare()
-        self.agent = build_agent(self.rollout_policy, cfg, cfg.temperature, build_generator(self.rollout_policy, cfg, self.rank),
-                                 value_logits=self.method.readout and cfg.old_log_probs == "rollout")
+        self.agent = build_agent(
+            self.rollout_policy,
+            cfg,
+            cfg.temperature,
+            build_generator(self.rollout_policy, cfg, self.rank),
+            value_logits=self.method.readout and cfg.old_log_probs == "rollout",
+        )
         # LoRA comes last: the sampler was built on the plain model (vLLM serves a saved copy of it, and
         # receives merged weights from then on); the HF sampler reads policy.model, adapters included.
         self.lora = apply_lora(self.policy, cfg, self.method.critic)
@@ -103,14 +117,23 @@ class Trainer:
         self.critic: Trainable | None = None
         """PPO's critic, trained through the same strategy as the actor."""
         if self.method.critic is not None:
-            self.critic = self.strategy.prepare(self.method.critic, lr=cfg.critic_lr, weight_decay=cfg.weight_decay,
-                                                name="critic")
+            self.critic = self.strategy.prepare(
+                self.method.critic, lr=cfg.critic_lr, weight_decay=cfg.weight_decay, name="critic"
+            )
         self.shuffle = torch.Generator().manual_seed(cfg.seed)
         self.iteration = 0
         self.last_checkpoint: Path | None = None
         groups = rank_groups(cfg.num_tasks, self.rank, self.world) if self.world > 1 else None
-        self.vec = make_train_vec(cfg.env, cfg.num_tasks, cfg.rollouts_per_task, cfg.seed, groups,
-                                  env_workers=cfg.env_workers, ray_address=cfg.ray_address, **cfg.gym_make_kwargs())
+        self.vec = make_train_vec(
+            cfg.env,
+            cfg.num_tasks,
+            cfg.rollouts_per_task,
+            cfg.seed,
+            groups,
+            env_workers=cfg.env_workers,
+            ray_address=cfg.ray_address,
+            **cfg.gym_make_kwargs(),
+        )
         if self.world > 1:
             torch.manual_seed(cfg.seed + 1_000_003 * (self.rank + 1))  # each rank samples its own random stream
         if cfg.resume and latest_checkpoint(self.out_dir) is not None:
@@ -132,8 +155,10 @@ class Trainer:
     def fits_readout(self) -> bool:
         """Whether :meth:`train` warm-starts SAPO's readout first (``cfg.readout_warmup_episodes``; SAPO only)."""
         if self.cfg.readout_warmup_episodes > 0 and not self.method.readout:
-            warnings.warn(f"--readout-warmup-episodes fits SAPO's readout; {self.cfg.algo} has none, so it is skipped",
-                          stacklevel=2)
+            warnings.warn(
+                f"--readout-warmup-episodes fits SAPO's readout; {self.cfg.algo} has none, so it is skipped",
+                stacklevel=2,
+            )
         return self.cfg.readout_warmup_episodes > 0 and self.method.readout
 
     @property
@@ -167,16 +192,30 @@ class Trainer:
         rollout, exp = self.collect_batch(timer)
         if exp is None:  # every episode was lost with its env worker: nothing to learn from, the weights stay
             self.iteration += 1
-            return {"iteration": self.iteration - 1, "rollout/dropped_episodes": len(rollout.dropped),
-                    "rollout/skipped_update": 1, **timer.as_metrics()}
+            return {
+                "iteration": self.iteration - 1,
+                "rollout/dropped_episodes": len(rollout.dropped),
+                "rollout/skipped_update": 1,
+                **timer.as_metrics(),
+            }
         stats = self.learn(exp, timer, memory)
         with timer("actor_update"):  # the new weights reach the sampler as part of the update
             push_s = self.sync_generator()
         critic = self.critic
-        peak = memory.peak_bytes(self.policy.model, _torch_optimizer(self.optimizer), self.reference,
-                                 critic and critic.module, critic and _torch_optimizer(critic.optimizer))
-        row = {"iteration": self.iteration, **rollout_metrics(rollout, exp, self.cfg.constrain != "none"), **stats,
-               **timer.as_metrics(), "memory/peak_bytes": peak}
+        peak = memory.peak_bytes(
+            self.policy.model,
+            _torch_optimizer(self.optimizer),
+            self.reference,
+            critic and critic.module,
+            critic and _torch_optimizer(critic.optimizer),
+        )
+        row = {
+            "iteration": self.iteration,
+            **rollout_metrics(rollout, exp, self.cfg.constrain != "none"),
+            **stats,
+            **timer.as_metrics(),
+            "memory/peak_bytes": peak,
+        }
         if self.pushes_weights:
             row["time/weight_push"] = push_s
         if rollout.dropped:  # episodes lost with their env worker (--env-workers ray): not in the batch
@@ -188,8 +227,13 @@ class Trainer:
         """Phases *generation* and *reward*: one episode per env, as a padded batch of turns (None: no turn left)."""
         self.agent.reset(self.vec.num_envs)  # each iteration's episodes are a batch of their own (the sampler's drafts)
         with torch.no_grad(), self.strategy.autocast():  # --bf16 samples in bf16 too, as verl's rollouts do
-            rollout = collect(self.vec, self.agent.act_detailed, episode=self.iteration, seed=self.cfg.seed,
-                              score_reward=self.cfg.r_max if self.cfg.train_reward == "score" else None)
+            rollout = collect(
+                self.vec,
+                self.agent.act_detailed,
+                episode=self.iteration,
+                seed=self.cfg.seed,
+                score_reward=self.cfg.r_max if self.cfg.train_reward == "score" else None,
+            )
         rollout = gather_rollout(self.strategy, rollout)  # every rank: the whole iteration's turns
         timer.add("generation", rollout.generation_s)
         timer.add("reward", rollout.env_s)
@@ -215,16 +259,25 @@ class Trainer:
         try:
             with timer("critic_update"), strategy.autocast():
                 if self.critic is not None:
-                    stats.update({f"critic/{k}": v for k, v in self._update(self.critic, exp, method.critic_loss, memory).items()})
+                    stats.update(
+                        {
+                            f"critic/{k}": v
+                            for k, v in self._update(self.critic, exp, method.critic_loss, memory).items()
+                        }
+                    )
             warming = self.iteration < self.cfg.critic_warmup  # the value function alone (TrainConfig.critic_warmup)
             with timer("actor_update"):
                 if not warming or method.readout:  # SAPO's V and Q are the actor's own: its update keeps them
                     actor_loss = functools.partial(self._actor_loss, policy=not warming)
-                    stats.update({f"actor/{k}": v for k, v in self._update(self.actor, exp, actor_loss, memory).items()})
+                    stats.update(
+                        {f"actor/{k}": v for k, v in self._update(self.actor, exp, actor_loss, memory).items()}
+                    )
         except TrainingDiverged as err:
             where = self.last_checkpoint or "none saved yet"
-            raise TrainingDiverged(f"{err} at iteration {self.iteration} of {self.cfg.algo}; weights not updated; "
-                                   f"last good checkpoint: {where}") from None
+            raise TrainingDiverged(
+                f"{err} at iteration {self.iteration} of {self.cfg.algo}; weights not updated; "
+                f"last good checkpoint: {where}"
+            ) from None
         return stats
 
     def machinery_stats(self, exp: Experience) -> dict[str, float]:
@@ -240,7 +293,9 @@ class Trainer:
             returns = discounted_returns(exp.rewards, exp.traj_ids, exp.turn_idx, self.cfg.gamma)
             stats["value/explained_var_mc"] = float(explained_variance(exp.old_values, returns))
         if self.cfg.rollouts_per_task > 1:
-            stats["advantage/equal_return_groups"] = float(equal_return_groups(exp.rewards, exp.traj_ids, exp.group_ids))
+            stats["advantage/equal_return_groups"] = float(
+                equal_return_groups(exp.rewards, exp.traj_ids, exp.group_ids)
+            )
         return stats
 
     def _actor_loss(self, micro: Experience, policy: bool = True) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -252,9 +307,18 @@ class Trainer:
         cfg = self.cfg
         trainable.module.train()
         try:
-            return update(self.strategy, trainable, exp, loss, epochs=cfg.ppo_epochs, minibatches=cfg.minibatches,
-                          micro_batch_size=cfg.micro_batch_size, shuffle=self.shuffle, memory=memory,
-                          by_length=cfg.group_by_length)
+            return update(
+                self.strategy,
+                trainable,
+                exp,
+                loss,
+                epochs=cfg.ppo_epochs,
+                minibatches=cfg.minibatches,
+                micro_batch_size=cfg.micro_batch_size,
+                shuffle=self.shuffle,
+                memory=memory,
+                by_length=cfg.group_by_length,
+            )
         finally:
             trainable.module.eval()
 
@@ -270,7 +334,9 @@ class Trainer:
         with adapters_disabled(self.policy.model) if base else contextlib.nullcontext(self.reference) as reference:
 
             def score(mb: Experience) -> torch.Tensor:
-                lp = action_log_probs(forward_positions(reference, mb), mb, self.method.value_token_ids, self.cfg.temperature)
+                lp = action_log_probs(
+                    forward_positions(reference, mb), mb, self.method.value_token_ids, self.cfg.temperature
+                )
                 return pad_to(lp, width)
 
             return torch.cat(map_micro_batches(self.strategy, exp, self.cfg.micro_batch_size, score))
@@ -313,8 +379,12 @@ class Trainer:
             self.save()
         logger = MetricsLogger(self.out_dir, self.iteration, cfg.tensorboard) if self.is_main else None
         rows: list[dict[str, Any]] = []
-        bar = tqdm(total=cfg.iterations, initial=self.iteration, desc=f"train {cfg.algo}",
-                   disable=not (cfg.progress and self.is_main))
+        bar = tqdm(
+            total=cfg.iterations,
+            initial=self.iteration,
+            desc=f"train {cfg.algo}",
+            disable=not (cfg.progress and self.is_main),
+        )
         try:
             while self.iteration < cfg.iterations:
                 row = self.run_iteration()
@@ -323,12 +393,19 @@ class Trainer:
                 if logger is not None:
                     logger.log(row)
                 rows.append(row)
-                if self.iteration == cfg.iterations or (cfg.checkpoint_every and self.iteration % cfg.checkpoint_every == 0):
+                if self.iteration == cfg.iterations or (
+                    cfg.checkpoint_every and self.iteration % cfg.checkpoint_every == 0
+                ):
                     self.save()
                 bar.update(1)
                 # a row may lack either: a critic warm-up has no actor update, a lost batch neither
-                bar.set_postfix({name: f"{row[key]:.{digits}f}" for name, key, digits in
-                                 (("success", "rollout/success", 2), ("loss", "actor/loss", 3)) if key in row})
+                bar.set_postfix(
+                    {
+                        name: f"{row[key]:.{digits}f}"
+                        for name, key, digits in (("success", "rollout/success", 2), ("loss", "actor/loss", 3))
+                        if key in row
+                    }
+                )
         finally:
             bar.close()
             if logger is not None:

@@ -34,8 +34,15 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-__all__ = ["apply_lora", "is_lora", "adapters_disabled", "trainable_state", "load_trainable_state",
-           "merged_state_dict", "base_model"]
+__all__ = [
+    "apply_lora",
+    "is_lora",
+    "adapters_disabled",
+    "trainable_state",
+    "load_trainable_state",
+    "merged_state_dict",
+    "base_model",
+]
 
 _ADAPTER = "default"
 
@@ -76,11 +83,17 @@ def apply_lora(policy: Any, cfg: Any, critic: nn.Module | None = None) -> bool:
     from peft import LoraConfig, get_peft_model, inject_adapter_in_model
 
     model = policy.model
-    common = dict(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, bias="none",
-                  target_modules=_targets(cfg.lora_targets))
+    common = dict(
+        r=cfg.lora_rank,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=0.0,
+        bias="none",
+        target_modules=_targets(cfg.lora_targets),
+    )
     was_training = model.training
-    policy.model = get_peft_model(model, LoraConfig(**common, trainable_token_indices=_value_rows(
-        model, policy.value_token_ids))).train(was_training)
+    policy.model = get_peft_model(
+        model, LoraConfig(**common, trainable_token_indices=_value_rows(model, policy.value_token_ids))
+    ).train(was_training)
     if critic is not None:
         inject_adapter_in_model(LoraConfig(**common), critic.backbone)  # freezes the backbone's base weights
     return True
@@ -107,8 +120,10 @@ def load_trainable_state(module: nn.Module, state: dict[str, Tensor]) -> None:
     """Restore :func:`trainable_state` over ``module``; the names must be exactly its trainable ones."""
     expected = set(trainable_state(module))
     if set(state) != expected:
-        raise ValueError(f"checkpoint's trainable tensors differ: missing {sorted(expected - set(state))[:4]}, "
-                         f"unexpected {sorted(set(state) - expected)[:4]}")
+        raise ValueError(
+            f"checkpoint's trainable tensors differ: missing {sorted(expected - set(state))[:4]}, "
+            f"unexpected {sorted(set(state) - expected)[:4]}"
+        )
     params = dict(module.named_parameters())
     with torch.no_grad():
         for name, value in state.items():

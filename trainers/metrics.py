@@ -18,18 +18,20 @@ def rollout_metrics(rollout: Any, exp: Any, constrained: bool) -> dict[str, floa
     of its :class:`~trainers.experience.Experience` (``constrained``: also count constraint fallbacks)."""
     eps, outputs = rollout.episodes, [t.output for t in rollout.turns]
     fallbacks = {"rollout/constraint_fallbacks": sum(bool(getattr(o, "constraint_fallback", False)) for o in outputs)}
-    return {**(fallbacks if constrained else {}),
-            "rollout/success": float(np.mean([e.won for e in eps])),
-            "rollout/score": float(np.mean([e.score for e in eps])),
-            "rollout/return": float(np.mean([e.episode_return for e in eps])),
-            "rollout/episode_length": float(np.mean([e.length for e in eps])),
-            "rollout/truncated_episodes": float(np.mean([e.truncated for e in eps])),
-            "rollout/invalid_rate": float(exp.invalid.float().mean()),
-            "rollout/turns": len(exp),
-            "rollout/response_tokens": float(exp.response_lengths.float().mean()),
-            "rollout/empty_responses": int((exp.response_lengths == 0).sum()),
-            "rollout/response_truncated": sum(bool(getattr(o, "truncated", False)) for o in outputs),
-            "rollout/prompt_truncated": sum(bool(getattr(o, "prompt_truncated", False)) for o in outputs)}
+    return {
+        **(fallbacks if constrained else {}),
+        "rollout/success": float(np.mean([e.won for e in eps])),
+        "rollout/score": float(np.mean([e.score for e in eps])),
+        "rollout/return": float(np.mean([e.episode_return for e in eps])),
+        "rollout/episode_length": float(np.mean([e.length for e in eps])),
+        "rollout/truncated_episodes": float(np.mean([e.truncated for e in eps])),
+        "rollout/invalid_rate": float(exp.invalid.float().mean()),
+        "rollout/turns": len(exp),
+        "rollout/response_tokens": float(exp.response_lengths.float().mean()),
+        "rollout/empty_responses": int((exp.response_lengths == 0).sum()),
+        "rollout/response_truncated": sum(bool(getattr(o, "truncated", False)) for o in outputs),
+        "rollout/prompt_truncated": sum(bool(getattr(o, "prompt_truncated", False)) for o in outputs),
+    }
 
 
 class MetricsLogger:

@@ -70,8 +70,9 @@ def readout_step(policy: Any, mb: Experience, cfg: TrainConfig) -> float:
     return loss
 
 
-def fit_readout(policy: Any, data: Experience, returns: Tensor, cfg: TrainConfig,
-                on_step: Callable[[int], None] | None = None) -> list[float]:
+def fit_readout(
+    policy: Any, data: Experience, returns: Tensor, cfg: TrainConfig, on_step: Callable[[int], None] | None = None
+) -> list[float]:
     """Fit the readout of ``policy`` to ``returns (B,)`` of the turns in ``data``; the mean loss of each epoch.
     Each step is one shuffled minibatch of :data:`BATCH_TURNS` turns (:func:`readout_step`); ``on_step(k)`` is
     called after the k-th (benchmarks/readout_generalization.py measures held-out episodes there)."""
@@ -105,8 +106,13 @@ def collect_returns(trainer: Any, episodes: int) -> tuple[Experience, Tensor]:
     parts, targets = [], []
     for k in range(-(-episodes // per_batch)):
         with torch.no_grad():
-            rollout = collect(trainer.vec, trainer.agent.act_detailed, episode=cfg.iterations + k, seed=cfg.seed,
-                              score_reward=cfg.r_max if cfg.train_reward == "score" else None)  # RL's own reward
+            rollout = collect(
+                trainer.vec,
+                trainer.agent.act_detailed,
+                episode=cfg.iterations + k,
+                seed=cfg.seed,
+                score_reward=cfg.r_max if cfg.train_reward == "score" else None,
+            )  # RL's own reward
         if not rollout.turns:
             continue
         exp = Experience.collate(rollout.turns, trainer.policy.pad_token_id)
@@ -129,8 +135,12 @@ def readout_warm_start(trainer: Any) -> dict[str, Any]:
     data, returns = data.to(trainer.device), returns.to(trainer.device)
     before = explained(trainer.policy, data, returns, cfg)
     loss = fit_readout(trainer.policy, data, returns, cfg)
-    return {"loss": loss, "turns": len(data), "explained_var_before": before,
-            "explained_var_after": explained(trainer.policy, data, returns, cfg)}
+    return {
+        "loss": loss,
+        "turns": len(data),
+        "explained_var_before": before,
+        "explained_var_after": explained(trainer.policy, data, returns, cfg),
+    }
 
 
 def explained(policy: Any, data: Experience, returns: Tensor, cfg: TrainConfig) -> float:

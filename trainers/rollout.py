@@ -72,9 +72,17 @@ class Rollout:
     """Episodes whose worker was lost mid-episode; their turns are not in ``turns``."""
 
 
-def make_train_vec(env_id: str, num_tasks: int, group_size: int, schedule_seed: int,
-                   groups: Sequence[int] | None = None, *, env_workers: str = "sync", ray_address: str = "",
-                   **env_kwargs: Any) -> gym.vector.VectorEnv:
+def make_train_vec(
+    env_id: str,
+    num_tasks: int,
+    group_size: int,
+    schedule_seed: int,
+    groups: Sequence[int] | None = None,
+    *,
+    env_workers: str = "sync",
+    ray_address: str = "",
+    **env_kwargs: Any,
+) -> gym.vector.VectorEnv:
     """The training vector env: ``num_tasks`` groups of ``group_size`` members, in this process (``env_workers``
     'sync') or one Ray actor each ('ray'; on the cluster at ``ray_address``, '' = the running Ray or a new local one).
 
@@ -91,8 +99,16 @@ def make_train_vec(env_id: str, num_tasks: int, group_size: int, schedule_seed: 
         from sapo_gym.ray_vector import RayWorkers
 
         extra["ray_workers"] = RayWorkers(address=ray_address or None)
-    vec = make_vec(env_id, num_tasks, group_size, vectorization=env_workers, schedule_seed=schedule_seed,  # type: ignore[arg-type]
-                   members=workers, **extra, **env_kwargs)
+    vec = make_vec(
+        env_id,
+        num_tasks,
+        group_size,
+        vectorization=env_workers,
+        schedule_seed=schedule_seed,  # type: ignore[arg-type]
+        members=workers,
+        **extra,
+        **env_kwargs,
+    )
     if workers is not None:
         vec.worker_ids = workers  # type: ignore[attr-defined]
     return vec
@@ -105,15 +121,19 @@ def worker_ids(vec: gym.vector.VectorEnv) -> list[int]:
 
 def _check_members(vec: gym.vector.VectorEnv) -> None:
     if not hasattr(vec, "step_members"):
-        raise ValueError("the rollout steps vector-env members individually: build it with vectorization='sync' "
-                         "or 'ray' (make_train_vec)")
+        raise ValueError(
+            "the rollout steps vector-env members individually: build it with vectorization='sync' "
+            "or 'ray' (make_train_vec)"
+        )
 
 
 def _reset(vec: Any, workers: list[int], episode: int, seed: int) -> tuple[list[str], list[dict], list[EpisodeStats]]:
     """Start episode ``episode`` of the schedule on every member (group id = the member's group)."""
     results = vec.reset_members(range(len(workers)), [seed + w for w in workers], episode)
-    stats = [EpisodeStats(r.info["task_id"], int(g), False, 0.0, 0.0, 0, 0, False)
-             for r, g in zip(results, vec.member_groups)]
+    stats = [
+        EpisodeStats(r.info["task_id"], int(g), False, 0.0, 0.0, 0, 0, False)
+        for r, g in zip(results, vec.member_groups)
+    ]
     return [r.obs for r in results], [r.info for r in results], stats
 
 
@@ -156,8 +176,19 @@ def collect(
             invalid = not res.info.get("is_action_valid", True)
             score = float(res.info.get("score", 0.0))
             reward = score_reward * score if score_reward is not None and res.terminated else res.reward
-            out.turns.append(TurnRecord(obs[i], output, reward, res.terminated, invalid, workers[i], st.length,
-                                        st.group_id, infos[i].get("raw_observation")))
+            out.turns.append(
+                TurnRecord(
+                    obs[i],
+                    output,
+                    reward,
+                    res.terminated,
+                    invalid,
+                    workers[i],
+                    st.length,
+                    st.group_id,
+                    infos[i].get("raw_observation"),
+                )
+            )
             st.length += 1
             st.invalid += int(invalid)
             st.episode_return += reward

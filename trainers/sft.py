@@ -39,7 +39,9 @@ class Demonstration:
     """The teacher's raw output (``<think>…</think><action>…</action>``)."""
 
 
-def collect_demonstrations(cfg: TrainConfig, env_kwargs: dict[str, Any], teacher: Any, episodes: int) -> list[Demonstration]:
+def collect_demonstrations(
+    cfg: TrainConfig, env_kwargs: dict[str, Any], teacher: Any, episodes: int
+) -> list[Demonstration]:
     """Play ``episodes`` teacher episodes (16 envs at a time) and keep its format-valid turns."""
     width = min(16, episodes)
     vec = make_train_vec(cfg.env, width, 1, cfg.seed + 7919, **env_kwargs)
@@ -66,8 +68,9 @@ def _batch(policy: Any, demos: list[Demonstration]) -> Experience:
     return Experience.collate(turns, policy.pad_token_id)
 
 
-def clone_step(policy: Any, mb: Experience, micro_batch_size: int, *, by_length: bool = False,
-               temperature: float = 1.0) -> float:
+def clone_step(
+    policy: Any, mb: Experience, micro_batch_size: int, *, by_length: bool = False, temperature: float = 1.0
+) -> float:
     """Backpropagate one minibatch's NLL (the token mean of its output tokens) in micro-batches of
     ``micro_batch_size`` rows, longest first when ``by_length``, so that each is padded to its own longest row.
     Each micro-batch's token mean is weighted by its share of the tokens: the gradient is the minibatch's.
@@ -76,15 +79,25 @@ def clone_step(policy: Any, mb: Experience, micro_batch_size: int, *, by_length:
     for micro in micro_batches(mb, micro_batch_size, by_length):
         logits = forward_positions(policy.model, micro)
         part = -masked_mean(action_log_probs(logits, micro, value_ids, temperature), micro.action_mask)
-        share = part * (int(micro.action_mask.sum()) / max(1, total))  # 1.0 exactly when one micro-batch is the minibatch
+        share = part * (
+            int(micro.action_mask.sum()) / max(1, total)
+        )  # 1.0 exactly when one micro-batch is the minibatch
         share.backward()
         loss += float(share.detach())
     return loss
 
 
 def behaviour_clone(
-    policy: Any, demos: list[Demonstration], *, epochs: int, lr: float, batch_size: int = 16, seed: int = 0,
-    temperature: float = 1.0, micro_batch_size: int | None = None, by_length: bool = False,
+    policy: Any,
+    demos: list[Demonstration],
+    *,
+    epochs: int,
+    lr: float,
+    batch_size: int = 16,
+    seed: int = 0,
+    temperature: float = 1.0,
+    micro_batch_size: int | None = None,
+    by_length: bool = False,
 ) -> list[float]:
     """Minimize the NLL of the demonstrations' output tokens; returns the mean loss of each epoch.
 
@@ -102,8 +115,9 @@ def behaviour_clone(
         losses = []
         for mb in data.minibatches(batch_size, generator=shuffle):
             optimizer.zero_grad(set_to_none=True)
-            losses.append(clone_step(policy, mb, micro_batch_size or batch_size, by_length=by_length,
-                                     temperature=temperature))
+            losses.append(
+                clone_step(policy, mb, micro_batch_size or batch_size, by_length=by_length, temperature=temperature)
+            )
             torch.nn.utils.clip_grad_norm_(policy.model.parameters(), 1.0)
             optimizer.step()
         history.append(sum(losses) / len(losses))
@@ -116,5 +130,12 @@ def warm_start(policy: Any, cfg: TrainConfig, env_kwargs: dict[str, Any]) -> lis
     from agents.registry import load_agent
 
     demos = collect_demonstrations(cfg, env_kwargs, load_agent(cfg.sft_agent, seed=cfg.seed), cfg.sft_episodes)
-    return behaviour_clone(policy, demos, epochs=cfg.sft_epochs, lr=cfg.sft_lr, seed=cfg.seed,
-                           micro_batch_size=cfg.micro_batch_size, by_length=cfg.group_by_length)  # at temperature 1
+    return behaviour_clone(
+        policy,
+        demos,
+        epochs=cfg.sft_epochs,
+        lr=cfg.sft_lr,
+        seed=cfg.seed,
+        micro_batch_size=cfg.micro_batch_size,
+        by_length=cfg.group_by_length,
+    )  # at temperature 1

@@ -36,8 +36,15 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-__all__ = ["StrategyConfig", "Trainable", "TrainingDiverged", "TrainingStrategy", "TorchStrategy", "DeepSpeedStrategy",
-           "make_strategy"]
+__all__ = [
+    "StrategyConfig",
+    "Trainable",
+    "TrainingDiverged",
+    "TrainingStrategy",
+    "TorchStrategy",
+    "DeepSpeedStrategy",
+    "make_strategy",
+]
 
 
 class TrainingDiverged(RuntimeError):
@@ -224,8 +231,10 @@ class TorchStrategy(TrainingStrategy):
 
     def save(self, trainable: Trainable, directory: str | Path) -> None:
         Path(directory).mkdir(parents=True, exist_ok=True)
-        torch.save({"model": trainable.module.state_dict(), "optimizer": trainable.optimizer.state_dict()},
-                   Path(directory) / "strategy_state.pt")
+        torch.save(
+            {"model": trainable.module.state_dict(), "optimizer": trainable.optimizer.state_dict()},
+            Path(directory) / "strategy_state.pt",
+        )
 
     def load(self, trainable: Trainable, directory: str | Path) -> None:
         state = torch.load(Path(directory) / "strategy_state.pt", map_location=self.device, weights_only=True)
@@ -241,8 +250,13 @@ class DeepSpeedStrategy(TrainingStrategy):
             raise ValueError(f"zero_stage must be 0-3, got {cfg.zero_stage}")
         self.cfg = cfg
         os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")
-        for key, default in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"),
-                             ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29517")):
+        for key, default in (
+            ("RANK", "0"),
+            ("LOCAL_RANK", "0"),
+            ("WORLD_SIZE", "1"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29517"),
+        ):
             os.environ.setdefault(key, default)  # a plain `python script.py` is a world of one
         import deepspeed
         from deepspeed.accelerator import get_accelerator

@@ -31,9 +31,19 @@ LossFn = Callable[[Experience], tuple[Tensor, dict[str, Tensor]]]
 """``micro-batch -> (loss, statistics)``: the loss runs the model's forward pass itself."""
 
 
-def update(strategy: TrainingStrategy, trainable: Trainable, exp: Experience, loss: LossFn, *, epochs: int,
-           minibatches: int, micro_batch_size: int, shuffle: torch.Generator, memory: Any,
-           by_length: bool = False) -> dict[str, float]:
+def update(
+    strategy: TrainingStrategy,
+    trainable: Trainable,
+    exp: Experience,
+    loss: LossFn,
+    *,
+    epochs: int,
+    minibatches: int,
+    micro_batch_size: int,
+    shuffle: torch.Generator,
+    memory: Any,
+    by_length: bool = False,
+) -> dict[str, float]:
     """``epochs`` passes over ``exp`` in ``minibatches`` shuffled minibatches, one optimizer step each.
 
     Args:

@@ -13,8 +13,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["GenerationParams", "GenerationOutput", "Generator", "TRAIN_TEMPERATURE", "EVAL_TEMPERATURE", "check_prompts",
-           "response_budgets"]
+__all__ = [
+    "GenerationParams",
+    "GenerationOutput",
+    "Generator",
+    "TRAIN_TEMPERATURE",
+    "EVAL_TEMPERATURE",
+    "check_prompts",
+    "response_budgets",
+]
 
 TRAIN_TEMPERATURE = 1.0
 """Sampling temperature for rollouts during training (verl-agent's default)."""
@@ -99,8 +106,9 @@ class GenerationOutput:
 class Generator(Protocol):
     """Samples responses for a batch of prompts (token ids, chat template already applied)."""
 
-    def generate(self, prompt_ids: Sequence[Sequence[int]], params: GenerationParams,
-                 constraints: Sequence[Any] | None = None) -> list[GenerationOutput]:
+    def generate(
+        self, prompt_ids: Sequence[Sequence[int]], params: GenerationParams, constraints: Sequence[Any] | None = None
+    ) -> list[GenerationOutput]:
         """``constraints``: one :class:`~agents.constraint.ActionConstraint` (or None) per prompt."""
         ...
 

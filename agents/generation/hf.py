@@ -30,8 +30,13 @@ from agents.policy import PolicyModel
 __all__ = ["HFGenerator", "sample_next"]
 
 
-def sample_next(logits: Tensor, value_token_ids: Sequence[int], params: GenerationParams, rng: torch.Generator | None,
-                allowed: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def sample_next(
+    logits: Tensor,
+    value_token_ids: Sequence[int],
+    params: GenerationParams,
+    rng: torch.Generator | None,
+    allowed: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
     """One sampling step: ``(B, V)`` logits → (tokens ``(B,)``, their log-probs ``(B,)``).
 
     Log-probs are under softmax(restrict(mask(z)) / T) (T = 1 when greedy; ``allowed (B, W)`` the
@@ -51,8 +56,8 @@ def _left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.devic
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(prompts), width), dtype=torch.long)
     for row, p in enumerate(prompts):
-        ids[row, width - len(p):] = torch.as_tensor(list(p), dtype=torch.long)
-        mask[row, width - len(p):] = 1
+        ids[row, width - len(p) :] = torch.as_tensor(list(p), dtype=torch.long)
+        mask[row, width - len(p) :] = 1
     positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
     return ids.to(device), mask.to(device), positions.to(device)
 
@@ -84,8 +89,9 @@ class HFGenerator:
         if source is not self.policy.model:
             self.policy.model.load_state_dict(source.state_dict())
 
-    def generate(self, prompt_ids: Sequence[Sequence[int]], params: GenerationParams,
-                 constraints: Sequence[Any] | None = None) -> list[GenerationOutput]:
+    def generate(
+        self, prompt_ids: Sequence[Sequence[int]], params: GenerationParams, constraints: Sequence[Any] | None = None
+    ) -> list[GenerationOutput]:
         check_prompts(prompt_ids, constraints)
         rng = None
         if params.seed is not None:
@@ -97,17 +103,26 @@ class HFGenerator:
             outputs: list[GenerationOutput] = []
             for start in range(0, len(prompt_ids), self.max_batch_size):
                 chunk = slice(start, start + self.max_batch_size)
-                outputs += self._generate_chunk(prompt_ids[chunk], params, rng, None if constraints is None else constraints[chunk])
+                outputs += self._generate_chunk(
+                    prompt_ids[chunk], params, rng, None if constraints is None else constraints[chunk]
+                )
             return outputs
         finally:
             model.train(was_training)
 
     @torch.inference_mode()
-    def _generate_chunk(self, prompts: Sequence[Sequence[int]], params: GenerationParams, rng: torch.Generator | None,
-                        constraints: Sequence[Any] | None) -> list[GenerationOutput]:
+    def _generate_chunk(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: GenerationParams,
+        rng: torch.Generator | None,
+        constraints: Sequence[Any] | None,
+    ) -> list[GenerationOutput]:
         policy = self.policy
-        rows = _Responses(response_budgets(prompts, params, policy.context_length),
-                          list(constraints) if constraints is not None else [None] * len(prompts))
+        rows = _Responses(
+            response_budgets(prompts, params, policy.context_length),
+            list(constraints) if constraints is not None else [None] * len(prompts),
+        )
         active = [i for i, budget in enumerate(rows.budgets) if budget > 0]
         if active and params.draft_tokens:
             self._speculative_loop(prompts, active, rows, params, rng)
@@ -116,15 +131,29 @@ class HFGenerator:
         for tokens in rows.tokens:
             self.drafts.remember(tokens)
         return [
-            GenerationOutput(tokens, lps, policy.decode(tokens), truncated=not stopped, value_logits=rows.readout(i),
-                             allowed_tokens=rows.allowed[i] if c is not None else None,
-                             constraint_fallback=bool(c is not None and c.fallback), prompt_ids=list(prompt))
-            for i, (prompt, tokens, lps, stopped, c) in enumerate(zip(prompts, rows.tokens, rows.log_probs, rows.stopped,
-                                                                      rows.constraints))
+            GenerationOutput(
+                tokens,
+                lps,
+                policy.decode(tokens),
+                truncated=not stopped,
+                value_logits=rows.readout(i),
+                allowed_tokens=rows.allowed[i] if c is not None else None,
+                constraint_fallback=bool(c is not None and c.fallback),
+                prompt_ids=list(prompt),
+            )
+            for i, (prompt, tokens, lps, stopped, c) in enumerate(
+                zip(prompts, rows.tokens, rows.log_probs, rows.stopped, rows.constraints)
+            )
         ]
 
-    def _decode_loop(self, prompts: Sequence[Sequence[int]], active: list[int], rows: _Responses,
-                     params: GenerationParams, rng: torch.Generator | None) -> None:
+    def _decode_loop(
+        self,
+        prompts: Sequence[Sequence[int]],
+        active: list[int],
+        rows: _Responses,
+        params: GenerationParams,
+        rng: torch.Generator | None,
+    ) -> None:
         """Prefill the ``active`` rows, then sample until each one stopped or used its budget.
 
         With ``params.value_logits`` a finished row stays in the batch for one more forward pass that
@@ -134,8 +163,14 @@ class HFGenerator:
         readout = list(policy.value_token_ids) if params.value_logits else None
         ids, mask, pos = _left_pad([prompts[i] for i in active], policy.pad_token_id, policy.device)
         cache = DynamicCache()
-        out = policy.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1,
-                           **{self._cache_arg: cache})
+        out = policy.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=pos,
+            use_cache=True,
+            logits_to_keep=1,
+            **{self._cache_arg: cache},
+        )
         pos, last = pos[:, -1:], out.logits[:, -1]
         if readout:
             rows.read(active, last[:, readout], at_end=False)
@@ -147,8 +182,13 @@ class HFGenerator:
             drawn = [j for j, s in enumerate(sampling) if s]
             if not drawn:
                 return
-            next_tok, next_lp = sample_next(last[drawn], policy.value_token_ids, params, rng,
-                                            rows.allowed_now([active[j] for j in drawn], last.device))
+            next_tok, next_lp = sample_next(
+                last[drawn],
+                policy.value_token_ids,
+                params,
+                rng,
+                rows.allowed_now([active[j] for j in drawn], last.device),
+            )
             going = {j: rows.add(active[j], t, lp, eos) for j, t, lp in zip(drawn, next_tok.tolist(), next_lp.tolist())}
             keep = [j for j in drawn if going[j] or readout is not None]  # a finished row still feeds its last token
             if not keep:
@@ -162,11 +202,22 @@ class HFGenerator:
             fed = torch.as_tensor([rows.tokens[i][-1] for i in active], device=mask.device)
             mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
             pos = pos + 1
-            last = policy.model(input_ids=fed.unsqueeze(-1), attention_mask=mask, position_ids=pos, use_cache=True,
-                                **{self._cache_arg: cache}).logits[:, -1]
+            last = policy.model(
+                input_ids=fed.unsqueeze(-1),
+                attention_mask=mask,
+                position_ids=pos,
+                use_cache=True,
+                **{self._cache_arg: cache},
+            ).logits[:, -1]
 
-    def _speculative_loop(self, prompts: Sequence[Sequence[int]], active: list[int], rows: _Responses,
-                          params: GenerationParams, rng: torch.Generator | None) -> None:
+    def _speculative_loop(
+        self,
+        prompts: Sequence[Sequence[int]],
+        active: list[int],
+        rows: _Responses,
+        params: GenerationParams,
+        rng: torch.Generator | None,
+    ) -> None:
         """:meth:`_decode_loop` with drafts (:mod:`agents.generation.speculative`): each forward feeds a row's
         last drawn token and up to ``params.draft_tokens`` draft tokens; draft tokens not kept stay in the cache as
         masked holes, and positions count kept tokens only, so every row attends to exactly its own tokens."""
@@ -174,8 +225,14 @@ class HFGenerator:
         readout = list(policy.value_token_ids) if params.value_logits else None
         ids, mask, pos = _left_pad([prompts[i] for i in active], policy.pad_token_id, policy.device)
         cache = DynamicCache()
-        head = policy.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1,
-                            **{self._cache_arg: cache}).logits[:, -1]  # the first token's logits, per row
+        head = policy.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=pos,
+            use_cache=True,
+            logits_to_keep=1,
+            **{self._cache_arg: cache},
+        ).logits[:, -1]  # the first token's logits, per row
         pos = pos[:, -1]
         if readout:
             rows.read(active, head[:, readout], at_end=False)
@@ -188,11 +245,16 @@ class HFGenerator:
                 block = torch.full((len(active), width), policy.pad_token_id, dtype=torch.long)
                 fed = torch.zeros((len(active), width), dtype=mask.dtype)
                 for j, f in enumerate(feeds):
-                    block[j, :len(f)], fed[j, :len(f)] = torch.as_tensor(f, dtype=torch.long), 1
+                    block[j, : len(f)], fed[j, : len(f)] = torch.as_tensor(f, dtype=torch.long), 1
                 mask = torch.cat([mask, fed.to(mask.device)], dim=1)
                 steps = torch.arange(1, width + 1, device=pos.device)
-                out = policy.model(input_ids=block.to(mask.device), attention_mask=mask, position_ids=pos[:, None] + steps,
-                                   use_cache=True, **{self._cache_arg: cache}).logits
+                out = policy.model(
+                    input_ids=block.to(mask.device),
+                    attention_mask=mask,
+                    position_ids=pos[:, None] + steps,
+                    use_cache=True,
+                    **{self._cache_arg: cache},
+                ).logits
             keep = []
             for j, r in enumerate(active):
                 lead = 0 if pending[j] is None else 1
@@ -200,17 +262,17 @@ class HFGenerator:
                     rows.read([r], out[j, 0:1, readout], at_end=True)  # type: ignore[index]
                     continue
                 draft, allowed = plans[j]
-                first = out[j, :1] if lead else head[j:j + 1]  # type: ignore[index]
-                logits = torch.cat([first, out[j, lead:lead + len(draft)]]) if draft else first  # type: ignore[index]
+                first = out[j, :1] if lead else head[j : j + 1]  # type: ignore[index]
+                logits = torch.cat([first, out[j, lead : lead + len(draft)]]) if draft else first  # type: ignore[index]
                 emitted, log_probs = accept_draft(logits, draft, allowed, policy.value_token_ids, params, rng)
                 added = rows.extend(r, emitted, log_probs, allowed, eos)
                 kept = min(added, len(emitted) - 1)  # draft tokens kept: fed, real; the rest of the block is a hole
                 if width:
-                    mask[j, mask.shape[1] - width + lead + kept:] = 0
+                    mask[j, mask.shape[1] - width + lead + kept :] = 0
                 pos[j] += lead + kept
                 if rows.finished(r) and added == kept:  # ended on a fed draft token: its logits hold Q's readout
                     if readout:
-                        rows.read([r], out[j, lead + added - 1:lead + added, readout], at_end=True)  # type: ignore[index]
+                        rows.read([r], out[j, lead + added - 1 : lead + added, readout], at_end=True)  # type: ignore[index]
                     continue
                 if rows.finished(r) and not readout:
                     continue
@@ -282,8 +344,9 @@ class _Responses:
         """The row ended its response (an end token) or used its budget."""
         return self.stopped[row] or len(self.tokens[row]) >= self.budgets[row]
 
-    def extend(self, row: int, tokens: list[int], log_probs: list[float], allowed: list[tuple[int, ...] | None],
-               eos: set[int]) -> int:
+    def extend(
+        self, row: int, tokens: list[int], log_probs: list[float], allowed: list[tuple[int, ...] | None], eos: set[int]
+    ) -> int:
         """Append drawn tokens (with the ids the constraint allowed at each) until the row ends; how many were added."""
         for n, (token, lp) in enumerate(zip(tokens, log_probs)):
             self.allowed[row].append(allowed[n])

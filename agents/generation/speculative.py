@@ -54,10 +54,12 @@ class DraftMemory:
         if not response or response in self._seen or len(self._seen) >= self.size:
             return
         self._seen.add(response)
-        for i in range(len(response)):  # every position with a continuation: the prefix before it, the n-grams ending there
+        for i in range(
+            len(response)
+        ):  # every position with a continuation: the prefix before it, the n-grams ending there
             self._by_prefix[response[:i]] = (response, i)
             for n in range(1, min(self.ngram, i) + 1):
-                self._by_ngram[response[i - n:i]] = (response, i)
+                self._by_ngram[response[i - n : i]] = (response, i)
 
     def propose(self, prefix: Sequence[int], k: int) -> list[int]:
         """Up to ``k`` tokens to try after ``prefix`` ([] when nothing remembered continues it)."""
@@ -72,11 +74,12 @@ class DraftMemory:
         if hit is None:
             return []
         response, at = hit
-        return list(response[at:at + k])
+        return list(response[at : at + k])
 
 
-def draw_distribution(logits: Tensor, value_token_ids: Sequence[int], temperature: float, top_p: float,
-                      allowed: Tensor | None) -> tuple[Tensor, Tensor]:
+def draw_distribution(
+    logits: Tensor, value_token_ids: Sequence[int], temperature: float, top_p: float, allowed: Tensor | None
+) -> tuple[Tensor, Tensor]:
     """``(K, V)`` logits → (log-probs ``(K, V)`` the sampler reports, draw weights ``(K, V)``): the one computation
     behind every draw (:func:`agents.generation.hf.sample_next` and :func:`accept_draft`). The weights are the tempered
     probabilities, cut to the ``top_p`` nucleus and not renormalized (``torch.multinomial`` normalizes); greedy:
@@ -93,8 +96,14 @@ def draw_distribution(logits: Tensor, value_token_ids: Sequence[int], temperatur
     return log_p, probs
 
 
-def accept_draft(logits: Tensor, draft: Sequence[int], allowed: Sequence[tuple[int, ...] | None],
-                 value_token_ids: Sequence[int], params: Any, rng: torch.Generator | None) -> tuple[list[int], list[float]]:
+def accept_draft(
+    logits: Tensor,
+    draft: Sequence[int],
+    allowed: Sequence[tuple[int, ...] | None],
+    value_token_ids: Sequence[int],
+    params: Any,
+    rng: torch.Generator | None,
+) -> tuple[list[int], list[float]]:
     """One row's speculative step: the tokens to emit and their log-probs.
 
     Args:
@@ -105,8 +114,13 @@ def accept_draft(logits: Tensor, draft: Sequence[int], allowed: Sequence[tuple[i
 
     Returns ``n`` kept draft tokens and one drawn token (``n + 1`` in all), with their log-probs.
     """
-    log_p, weights = draw_distribution(logits, value_token_ids, params.temperature, params.top_p,
-                                       allowed_matrix(allowed, logits.device) if any(a is not None for a in allowed) else None)
+    log_p, weights = draw_distribution(
+        logits,
+        value_token_ids,
+        params.temperature,
+        params.top_p,
+        allowed_matrix(allowed, logits.device) if any(a is not None for a in allowed) else None,
+    )
     probs = weights / weights.sum(-1, keepdim=True) if params.top_p < 1.0 else weights  # a cut nucleus sums below 1
     tokens: list[int] = []
     for i, d in enumerate(draft):

@@ -150,7 +150,9 @@ class VLLMGenerator:
         """Nothing to forget: vLLM keeps no responses between calls (its prefix cache holds prompts, not drafts)."""
 
     # ---- sampling -----------------------------------------------------------------------------
-    def _sampling_params(self, params: GenerationParams, budget: int, index: int, key: str | None = None) -> SamplingParams:
+    def _sampling_params(
+        self, params: GenerationParams, budget: int, index: int, key: str | None = None
+    ) -> SamplingParams:
         """One request's sampling; ``key`` names its registered constraint (None: free decoding)."""
         return SamplingParams(
             n=1,
@@ -164,26 +166,40 @@ class VLLMGenerator:
             extra_args=None if key is None else {CONSTRAINT_KEY: key},
         )
 
-    def generate(self, prompt_ids: Sequence[Sequence[int]], params: GenerationParams,
-                 constraints: Sequence[Any] | None = None) -> list[GenerationOutput]:
+    def generate(
+        self, prompt_ids: Sequence[Sequence[int]], params: GenerationParams, constraints: Sequence[Any] | None = None
+    ) -> list[GenerationOutput]:
         """Sample one response per prompt; ``constraints``: one :class:`~agents.constraint.ActionConstraint`
         (or None) per prompt, advanced over its response as the HF generator does."""
         check_prompts(prompt_ids, constraints)
         if params.value_logits:
-            raise NotImplementedError("vLLM returns log-probs, not the w⁺/w⁻ logits SAPO reads: recompute them in the trainer")
+            raise NotImplementedError(
+                "vLLM returns log-probs, not the w⁺/w⁻ logits SAPO reads: recompute them in the trainer"
+            )
         cons = list(constraints) if constraints is not None else [None] * len(prompt_ids)
         budgets = response_budgets(prompt_ids, params, self.max_model_len)
         live = [i for i, b in enumerate(budgets) if b > 0]
         # a turn without a usable admissible list (c.fallback) is decoded freely, as in the HF generator
         steered = [i for i in live if cons[i] is not None and not cons[i].fallback]
         if steered and not self.constraints_in_process:
-            raise NotImplementedError("admissible-action constraints need vLLM's worker in this process "
-                                      "(tensor parallel 1, VLLM_ENABLE_V1_MULTIPROCESSING=0): its logits processor "
-                                      "reads each request's constraint here")
-        results = {i: GenerationOutput([], [], "", truncated=True, allowed_tokens=None if cons[i] is None else [],
-                                       constraint_fallback=bool(cons[i] is not None and cons[i].fallback),
-                                       prompt_ids=list(prompt_ids[i]))
-                   for i in range(len(prompt_ids)) if i not in live}
+            raise NotImplementedError(
+                "admissible-action constraints need vLLM's worker in this process "
+                "(tensor parallel 1, VLLM_ENABLE_V1_MULTIPROCESSING=0): its logits processor "
+                "reads each request's constraint here"
+            )
+        results = {
+            i: GenerationOutput(
+                [],
+                [],
+                "",
+                truncated=True,
+                allowed_tokens=None if cons[i] is None else [],
+                constraint_fallback=bool(cons[i] is not None and cons[i].fallback),
+                prompt_ids=list(prompt_ids[i]),
+            )
+            for i in range(len(prompt_ids))
+            if i not in live
+        }
         if live:
             with registered([cons[i] for i in steered]) as keys:
                 key_of = dict(zip(steered, keys))
@@ -197,7 +213,13 @@ class VLLMGenerator:
         """A finished vLLM completion of ``prompt`` as a :class:`GenerationOutput`; ``constraint`` (if any) replayed over it."""
         tokens = list(done.token_ids)
         log_probs = [float(step[t].logprob) for step, t in zip(done.logprobs or [], tokens)]
-        return GenerationOutput(tokens, log_probs, self.policy.decode(tokens), truncated=done.finish_reason == "length",
-                                allowed_tokens=None if constraint is None else replay(constraint, tokens),
-                                constraint_fallback=bool(constraint is not None and constraint.fallback),
-                                extra={"finish_reason": done.finish_reason}, prompt_ids=list(prompt))
+        return GenerationOutput(
+            tokens,
+            log_probs,
+            self.policy.decode(tokens),
+            truncated=done.finish_reason == "length",
+            allowed_tokens=None if constraint is None else replay(constraint, tokens),
+            constraint_fallback=bool(constraint is not None and constraint.fallback),
+            extra={"finish_reason": done.finish_reason},
+            prompt_ids=list(prompt),
+        )

@@ -78,7 +78,7 @@ class _Row:
 
     def allowed_next(self) -> tuple[int, ...] | None:
         """Catch up on the tokens sampled since the last step; the ids the next token may take."""
-        new = self.output[self.seen:]
+        new = self.output[self.seen :]
         if any(t < 0 for t in new):  # vLLM resolves async placeholders before the sampler runs; never guess
             raise RuntimeError("the constraint saw an unresolved output-token placeholder")
         for token in new:

@@ -28,9 +28,20 @@ from sapo_gym.alfworld.engines.reference import ReferenceEngine
 __all__ = ["ChainPolicy", "GameReport", "extract_games", "fuzz_game", "generated_games", "sampled"]
 
 _VERB_WEIGHTS = {
-    "heat": 40.0, "cool": 40.0, "clean": 40.0, "slice": 40.0,
-    "take": 8.0, "move": 8.0, "use": 6.0, "open": 6.0, "close": 2.0,
-    "go": 4.0, "examine": 2.0, "look": 1.5, "inventory": 1.5, "help": 0.3,
+    "heat": 40.0,
+    "cool": 40.0,
+    "clean": 40.0,
+    "slice": 40.0,
+    "take": 8.0,
+    "move": 8.0,
+    "use": 6.0,
+    "open": 6.0,
+    "close": 2.0,
+    "go": 4.0,
+    "examine": 2.0,
+    "look": 1.5,
+    "inventory": 1.5,
+    "help": 0.3,
 }
 _APPLIANCES = ("microwave", "fridge", "sinkbasin", "countertop", "diningtable")
 _JUNK = ("jump", "go to nowhere", "Look", "LOOK", "take", "examine", "go to", "", "   ", "help me", "inventory please")
@@ -100,7 +111,11 @@ class ChainPolicy:
         if choice == 2:  # padded: valid after strip()
             return " " * self.rng.randint(1, 3) + command + "\t"
         words = command.split(" ")
-        return " ".join(w if not w.isdigit() else "99" for w in words) if any(w.isdigit() for w in words) else command + "s"
+        return (
+            " ".join(w if not w.isdigit() else "99" for w in words)
+            if any(w.isdigit() for w in words)
+            else command + "s"
+        )
 
 
 @dataclass
@@ -126,7 +141,9 @@ def game_key(game_file: str) -> str:
     return "/".join(path.parts[-3:]) if path.name == "game.tw-pddl" else path.name
 
 
-def fuzz_game(game_file: str, steps: int, seed: int, walkthrough_rate: float = 0.3, mission_rate: float = 0.8) -> GameReport:
+def fuzz_game(
+    game_file: str, steps: int, seed: int, walkthrough_rate: float = 0.3, mission_rate: float = 0.8
+) -> GameReport:
     """Play ``steps`` commands of ``game_file`` on both engines (after a reset), comparing everything.
 
     The commands start with a walkthrough prefix (probability ``walkthrough_rate``) or else a
@@ -166,7 +183,9 @@ def fuzz_game(game_file: str, steps: int, seed: int, walkthrough_rate: float = 0
         command = prefix.pop(0) if prefix else mission.next(ref_state.admissible) if mission else None
         if command is None:
             command, mission = policy.choose(ref_state.admissible), None
-        report.verbs[command.strip().split(" ", 1)[0] if command.strip() in ref_state.admissible else "<not admissible>"] += 1
+        report.verbs[
+            command.strip().split(" ", 1)[0] if command.strip() in ref_state.admissible else "<not admissible>"
+        ] += 1
     return report
 
 
@@ -176,7 +195,9 @@ def sampled(name: str, seed: int, fraction: float) -> bool:
     return int(digest[:8], 16) < fraction * 2**32
 
 
-def extract_games(tarball: str | os.PathLike[str], dest: str | os.PathLike[str], fraction: float, seed: int) -> list[str]:
+def extract_games(
+    tarball: str | os.PathLike[str], dest: str | os.PathLike[str], fraction: float, seed: int
+) -> list[str]:
     """Stream ``tarball`` once and extract a hash sample of its ``game.tw-pddl`` files under ``dest``."""
     out: list[str] = []
     with tarfile.open(tarball, "r|xz") as tar:

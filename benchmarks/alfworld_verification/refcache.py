@@ -71,7 +71,9 @@ def instrumented_reference() -> Iterator[RuleCoverage]:
             raise textgen.CSGUnknownSymbolError(start)
         state, mapping = start.context["state"], start.context["mapping"]
         for index, rule in enumerate(rules):  # noqa: B007 (the rule that breaks is read after the loop)
-            if not rule.condition or any(True for _ in state.all_assignments(Rule.parse_conjunctive_query(rule.condition), mapping)):
+            if not rule.condition or any(
+                True for _ in state.all_assignments(Rule.parse_conjunctive_query(rule.condition), mapping)
+            ):
                 break
         else:
             raise IndexError("list index out of range")  # what the original's rules[0] raises

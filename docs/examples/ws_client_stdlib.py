@@ -33,9 +33,13 @@ class WebSocket:
         path += f"?{parts.query}" if parts.query else ""  # /ws?session_id=... attaches to an HTTP session
         self.sock = socket.create_connection((parts.hostname, parts.port or 80), timeout=timeout_s)
         key = base64.b64encode(os.urandom(16)).decode()
-        self.sock.sendall((f"GET {path} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port or 80}\r\n"
-                           "Upgrade: websocket\r\nConnection: Upgrade\r\n"
-                           f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+        self.sock.sendall(
+            (
+                f"GET {path} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port or 80}\r\n"
+                "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            ).encode()
+        )
         head = b""
         while b"\r\n\r\n" not in head:
             chunk = self.sock.recv(4096)
@@ -130,7 +134,9 @@ def main() -> None:
         answer = ws.call({"type": "reset", "data": {"seed": args.seed, "options": {"task_index": args.task_index}}})
         print(json.dumps(answer))
         while answer["type"] == "observation" and not answer["data"]["done"]:
-            action = f"<think>the expert says so</think><action>{answer['data']['observation']['expert_action']}</action>"
+            action = (
+                f"<think>the expert says so</think><action>{answer['data']['observation']['expert_action']}</action>"
+            )
             answer = ws.call({"type": "step", "data": {"text": action}})
             print(json.dumps(answer))
         print(json.dumps(ws.call({"type": "state"})))

@@ -46,10 +46,19 @@ def _error(status: int, message: str, error: str = "invalid_submission") -> Resp
 
 def submission_summary(row: Submission) -> dict[str, Any]:
     return {
-        "id": row.id, "agent": json.loads(row.agent_json), "submitter": row.submitter, "env_id": row.env_id,
-        "split": row.split, "spec_hash": row.spec_hash, "episodes": row.episodes, "success": row.success,
-        "score": row.score, "aggregates": json.loads(row.aggregates_json), "status": row.status,
-        "verified": row.status == "verified", "status_message": row.status_message,
+        "id": row.id,
+        "agent": json.loads(row.agent_json),
+        "submitter": row.submitter,
+        "env_id": row.env_id,
+        "split": row.split,
+        "spec_hash": row.spec_hash,
+        "episodes": row.episodes,
+        "success": row.success,
+        "score": row.score,
+        "aggregates": json.loads(row.aggregates_json),
+        "status": row.status,
+        "verified": row.status == "verified",
+        "status_message": row.status_message,
         "created_at": row.created_at.isoformat() + "Z",
         "verified_at": row.verified_at.isoformat() + "Z" if row.verified_at else None,
         "url": external_url("pages.submission", submission_id=row.id),
@@ -69,7 +78,10 @@ def _authenticate() -> Any:
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        abort(401, description="missing bearer token: send 'Authorization: Bearer <token>' (tokens come from 'sapo-gym leaderboard token create')")
+        abort(
+            401,
+            description="missing bearer token: send 'Authorization: Bearer <token>' (tokens come from 'sapo-gym leaderboard token create')",
+        )
     row = _ctx()["store"].authenticate(token.strip())
     if row is None:
         abort(401, description="invalid or revoked token")
@@ -88,8 +100,11 @@ def submit() -> Response:
         bundle = parse_bundle(data)
         env = bundle.get("env")
         if isinstance(env, dict) and private.is_private(env.get("split")):  # unseen games: only live runs reach it
-            raise BundleError(f"split {private.PRIVATE_SPLIT!r} is private: its boards take live runs only "
-                              "(POST /api/v1/live/runs), not a bundle file", status=403)
+            raise BundleError(
+                f"split {private.PRIVATE_SPLIT!r} is private: its boards take live runs only "
+                "(POST /api/v1/live/runs), not a bundle file",
+                status=403,
+            )
         board = admit(bundle, _ctx()["boards"])
     except BundleError as exc:
         return _error(exc.status, str(exc))
@@ -99,7 +114,9 @@ def submit() -> Response:
         return response
     taken = reserved_name(bundle["agent"]["name"])
     if taken is not None:
-        return _error(403, f"the name {bundle['agent']['name']!r} is reserved for the seeded baseline {taken!r}", "reserved_name")
+        return _error(
+            403, f"the name {bundle['agent']['name']!r} is reserved for the seeded baseline {taken!r}", "reserved_name"
+        )
     try:
         added = _ctx()["store"].add(bundle, board, submitter=token.name, token_id=token.id)
     except EpisodesClaimed as exc:
@@ -107,11 +124,17 @@ def submit() -> Response:
     except NameTaken as exc:
         return _error(409, str(exc), "name_taken")
     if added.created:
-        summaries.ensure(_ctx()["store"], added.id, bundle)  # the pages' summary and episode chunks, from the parsed bundle
+        summaries.ensure(
+            _ctx()["store"], added.id, bundle
+        )  # the pages' summary and episode chunks, from the parsed bundle
     _ctx()["verifier"].wake.set()
-    body = {"id": added.id, "duplicate": not added.created, "status": added.status,
-            "url": external_url("pages.submission", submission_id=added.id),
-            "api_url": external_url("api.detail", submission_id=added.id)}
+    body = {
+        "id": added.id,
+        "duplicate": not added.created,
+        "status": added.status,
+        "url": external_url("pages.submission", submission_id=added.id),
+        "api_url": external_url("api.detail", submission_id=added.id),
+    }
     response = jsonify(body)
     response.status_code = 201 if added.created else 200
     response.headers["Location"] = body["api_url"]
@@ -128,20 +151,38 @@ def listing() -> Response:
     if spec_hash is None and request.args.get("env"):
         board = _ctx()["boards"].find(request.args["env"], request.args.get("split", ""))
         if board is None:
-            return _error(404, f"no board for env {request.args['env']!r} split {request.args.get('split')!r}", "not_found")
+            return _error(
+                404, f"no board for env {request.args['env']!r} split {request.args.get('split')!r}", "not_found"
+            )
         spec_hash = board.spec_hash
     statuses = parse_status_filter(request.args.get("status"))
     if statuses is None:
-        return _error(400, f"unknown status filter {request.args['status']!r}; valid choices: {list(STATUS_FILTERS)}", "bad_request")
+        return _error(
+            400,
+            f"unknown status filter {request.args['status']!r}; valid choices: {list(STATUS_FILTERS)}",
+            "bad_request",
+        )
     limit = min(max(request.args.get("limit", 500, type=int), 1), 5000)
     offset = min(max(request.args.get("offset", 0, type=int), 0), 10**9)
-    rows = store.submissions(spec_hash, sort=sort, descending=request.args.get("order", "desc") != "asc", limit=limit,
-                             statuses=statuses, verified_first=True, offset=offset)
+    rows = store.submissions(
+        spec_hash,
+        sort=sort,
+        descending=request.args.get("order", "desc") != "asc",
+        limit=limit,
+        statuses=statuses,
+        verified_first=True,
+        offset=offset,
+    )
     rank = ranks(store, [r.id for r in rows])  # over every verified row of the board, not only these
     total = store.count(spec_hash, statuses)
     more = offset + len(rows) < total  # the next page: these filters, the next offset
-    return jsonify(submissions=[{**submission_summary(r), "rank": rank.get(r.id)} for r in rows], total=total, offset=offset,
-                   limit=limit, next=external_url("api.listing", **{**request.args.to_dict(), "offset": offset + limit}) if more else None)
+    return jsonify(
+        submissions=[{**submission_summary(r), "rank": rank.get(r.id)} for r in rows],
+        total=total,
+        offset=offset,
+        limit=limit,
+        next=external_url("api.listing", **{**request.args.to_dict(), "offset": offset + limit}) if more else None,
+    )
 
 
 def _row(submission_id: int) -> Submission:
@@ -154,8 +195,13 @@ def _row(submission_id: int) -> Submission:
 @api.get("/submissions/<int:submission_id>")
 def detail(submission_id: int) -> Response:
     row = _row(submission_id)
-    return jsonify({**submission_summary(row), "rank": ranks(_ctx()["store"], [row.id]).get(row.id),
-                    "marks": _ctx()["store"].marks([row])[row.id]})  # baseline / privileged / live
+    return jsonify(
+        {
+            **submission_summary(row),
+            "rank": ranks(_ctx()["store"], [row.id]).get(row.id),
+            "marks": _ctx()["store"].marks([row])[row.id],
+        }
+    )  # baseline / privileged / live
 
 
 @api.get("/submissions/<int:submission_id>/bundle")
@@ -172,9 +218,21 @@ def bundle(submission_id: int) -> Response:
 def boards() -> Response:
     registry = _ctx()["boards"]
     store: Store = _ctx()["store"]
-    hosted = [{"env_id": b.env_id, "split": b.split, "spec_hash": b.spec_hash, "tasks": len(b.task_ids), "spec": b.spec_fields,
-               **({"private": {**(private.board_info(b) or {}), "live_runs": store.live_board(b.spec_hash, listed=0)}}
-                  if private.is_private(b.split) else {})} for b in registry]
+    hosted = [
+        {
+            "env_id": b.env_id,
+            "split": b.split,
+            "spec_hash": b.spec_hash,
+            "tasks": len(b.task_ids),
+            "spec": b.spec_fields,
+            **(
+                {"private": {**(private.board_info(b) or {}), "live_runs": store.live_board(b.spec_hash, listed=0)}}
+                if private.is_private(b.split)
+                else {}
+            ),
+        }
+        for b in registry
+    ]
     return jsonify(boards=hosted, unavailable=registry.skipped)
 
 
@@ -190,5 +248,11 @@ def compare() -> Response:
         result = summaries.comparison(_ctx()["store"], row_a, row_b)  # summaries, cached
     except BundleError as exc:
         return _error(422, str(exc), "not_comparable")
-    return jsonify(a=a, b=b, test=asdict(result.test), categories={k: asdict(v) for k, v in result.categories.items()},
-                   only_in_one=result.only_in_one, pairs=[asdict(r) for r in result.rows])
+    return jsonify(
+        a=a,
+        b=b,
+        test=asdict(result.test),
+        categories={k: asdict(v) for k, v in result.categories.items()},
+        only_in_one=result.only_in_one,
+        pairs=[asdict(r) for r in result.rows],
+    )

@@ -100,12 +100,26 @@ def create_app(config: ServerConfig | None = None) -> Flask:
 
         active = private.activate(config.private_seed, config.private_envs, config.private_tasks)
         keys = tuple(config.boards or default_board_keys()) + tuple(active.board_keys())
-    app.extensions["sapo_gym"] = {"store": store, "boards": BoardRegistry(keys), "verifier": verifier, "config": config,
-                                  "limiter": RateLimiter(config.rate_per_minute, config.rate_burst, store)}
+    app.extensions["sapo_gym"] = {
+        "store": store,
+        "boards": BoardRegistry(keys),
+        "verifier": verifier,
+        "config": config,
+        "limiter": RateLimiter(config.rate_per_minute, config.rate_burst, store),
+    }
     boards = app.extensions["sapo_gym"]["boards"]
-    app.extensions["sapo_gym"]["live"] = LiveManager(store, boards, verifier, LiveLimits(
-        max_open=config.live_max_open, max_parallel=config.live_max_parallel, idle_seconds=config.live_idle_seconds,
-        keep_closed_seconds=config.live_keep_closed_seconds, max_output_bytes=int(config.max_upload_mb * (1 << 20))))
+    app.extensions["sapo_gym"]["live"] = LiveManager(
+        store,
+        boards,
+        verifier,
+        LiveLimits(
+            max_open=config.live_max_open,
+            max_parallel=config.live_max_parallel,
+            idle_seconds=config.live_idle_seconds,
+            keep_closed_seconds=config.live_keep_closed_seconds,
+            max_output_bytes=int(config.max_upload_mb * (1 << 20)),
+        ),
+    )
     app.register_blueprint(api)
     app.register_blueprint(live_api)
     app.register_blueprint(pages)

@@ -42,7 +42,9 @@ class BarChart:
         return f"{100 * value:.1f} %" if self.percent else f"{value:.3f}"
 
 
-def category_bars(aggregates: Mapping[str, Mapping[str, Any]], metric: str = "success", plot_width: int = 420) -> BarChart:
+def category_bars(
+    aggregates: Mapping[str, Mapping[str, Any]], metric: str = "success", plot_width: int = 420
+) -> BarChart:
     """One horizontal bar per category (``all`` last) with its 95 % interval as a whisker."""
     left, row = 150, 30
     names = [k for k in aggregates if k != "all"] + ["all"]
@@ -50,8 +52,19 @@ def category_bars(aggregates: Mapping[str, Mapping[str, Any]], metric: str = "su
     for i, name in enumerate(names):
         a = aggregates[name]
         lo, hi = a[f"{metric}_ci_low"], a[f"{metric}_ci_high"]
-        bars.append(Bar(name, a[metric], lo, hi, int(a["episodes"]), y=10 + i * row, width=a[metric] * plot_width,
-                        x_low=left + lo * plot_width, x_high=left + hi * plot_width))
+        bars.append(
+            Bar(
+                name,
+                a[metric],
+                lo,
+                hi,
+                int(a["episodes"]),
+                y=10 + i * row,
+                width=a[metric] * plot_width,
+                x_low=left + lo * plot_width,
+                x_high=left + hi * plot_width,
+            )
+        )
     percent = metric == "success"
     ticks = [(left + f * plot_width, f"{f:.0%}" if percent else f"{f:g}") for f in (0, 0.25, 0.5, 0.75, 1.0)]
     return BarChart(bars, left + plot_width + 70, 10 + len(names) * row + 20, left, plot_width, row, ticks, percent)

@@ -21,8 +21,24 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["Base", "Token", "Submission", "Provenance", "HarnessClaim", "EpisodeOwner", "DisplayName", "LiveRun", "LivePlan", "LiveEpisode", "LiveTurn", "LiveWaiting", "RateBucket",
-           "driver_url", "make_engine", "utcnow"]
+__all__ = [
+    "Base",
+    "Token",
+    "Submission",
+    "Provenance",
+    "HarnessClaim",
+    "EpisodeOwner",
+    "DisplayName",
+    "LiveRun",
+    "LivePlan",
+    "LiveEpisode",
+    "LiveTurn",
+    "LiveWaiting",
+    "RateBucket",
+    "driver_url",
+    "make_engine",
+    "utcnow",
+]
 
 
 def utcnow() -> dt.datetime:
@@ -282,7 +298,9 @@ def driver_url(url: str) -> str:
         return url
     import importlib.util
 
-    driver = "psycopg2" if importlib.util.find_spec("psycopg2") or not importlib.util.find_spec("psycopg") else "psycopg"
+    driver = (
+        "psycopg2" if importlib.util.find_spec("psycopg2") or not importlib.util.find_spec("psycopg") else "psycopg"
+    )
     return f"postgresql+{driver}://{rest}"
 
 
@@ -301,8 +319,14 @@ def make_engine(url: str, pool: int = DEFAULT_POOL) -> Engine:
     else:
         # a statement (or a wait for a lock) that runs past 30 s is cancelled: no request holds a connection forever
         kept = min(10, pool)
-        engine = create_engine(url, pool_pre_ping=True, pool_size=kept, max_overflow=pool - kept, pool_timeout=30,
-                               connect_args={"options": "-c statement_timeout=30000 -c lock_timeout=30000"})
+        engine = create_engine(
+            url,
+            pool_pre_ping=True,
+            pool_size=kept,
+            max_overflow=pool - kept,
+            pool_timeout=30,
+            connect_args={"options": "-c statement_timeout=30000 -c lock_timeout=30000"},
+        )
     Base.metadata.create_all(engine)
     return engine
 

@@ -65,7 +65,9 @@ def _inflate_member(view: memoryview, pos: int, allowed: int, member: int) -> tu
     inflater, out, window = zlib.decompressobj(wbits=31), [], _FIRST_WINDOW
     while not inflater.eof:
         if pos >= len(view):
-            raise BundleError(f"body is not valid gzip: member {member + 1} is truncated (no CRC and length trailer)", status=400)
+            raise BundleError(
+                f"body is not valid gzip: member {member + 1} is truncated (no CRC and length trailer)", status=400
+            )
         end = min(pos + window, len(view))
         try:
             chunk = inflater.decompress(view[pos:end], allowed + 1)
@@ -86,12 +88,19 @@ def gunzip_strict(data: bytes, limit: int, max_members: int = MAX_GZIP_MEMBERS) 
         raise BundleError("body is not valid gzip: it is empty", status=400)
     view, out, total, pos, member = memoryview(data), [], 0, 0, 0
     while pos < len(view):
-        if view[pos:pos + 2] != _GZIP_MAGIC:
-            raise BundleError(f"body is not valid gzip: {len(view) - pos} bytes of trailing data after member {member}"
-                              if member else "body is not valid gzip: no gzip header", status=400)
+        if view[pos : pos + 2] != _GZIP_MAGIC:
+            raise BundleError(
+                f"body is not valid gzip: {len(view) - pos} bytes of trailing data after member {member}"
+                if member
+                else "body is not valid gzip: no gzip header",
+                status=400,
+            )
         if member >= max_members:
-            raise BundleError(f"body is not valid gzip for this server: more than {max_members} gzip members "
-                              "(compress the bundle as one stream)", status=400)
+            raise BundleError(
+                f"body is not valid gzip for this server: more than {max_members} gzip members "
+                "(compress the bundle as one stream)",
+                status=400,
+            )
         chunk, pos = _inflate_member(view, pos, limit - total, member)
         total, member = total + len(chunk), member + 1
         out.append(chunk)
@@ -104,7 +113,9 @@ class RateLimited(Exception):
         self.retry_after = retry_after
 
 
-def _take(level: float, stamp: float, now: float, units: float, rate: float, burst: float) -> tuple[float, RateLimited | None]:
+def _take(
+    level: float, stamp: float, now: float, units: float, rate: float, burst: float
+) -> tuple[float, RateLimited | None]:
     """A bucket charged ``units`` at ``now``: its new level (refilled at ``rate`` units a second since ``stamp``, capped
     at ``burst``, less ``units`` when it holds that many) and the refusal when it does not (nothing taken then). The
     caller stores the level stamped ``now`` either way. A clock that went back refills nothing: wall clocks step."""
@@ -144,8 +155,9 @@ class RateLimiter:
             return
         now = time.monotonic() if now is None else now
         with self._lock:
-            level, refused = _take(*self._buckets.get(key, (self.burst, now)), now, units, self.per_minute / 60.0,
-                                   self.burst)
+            level, refused = _take(
+                *self._buckets.get(key, (self.burst, now)), now, units, self.per_minute / 60.0, self.burst
+            )
             self._buckets[key] = (level, now)
         if refused is not None:
             raise refused
@@ -156,8 +168,9 @@ class RateLimiter:
         with engine.begin() as conn:
             # inserted first (a no-op when present), so two processes cannot both create it; then locked
             conn.execute(insert(RateBucket).values(key=key, level=self.burst, stamp=now).on_conflict_do_nothing())
-            row = conn.execute(select(RateBucket.level, RateBucket.stamp).where(RateBucket.key == key)
-                               .with_for_update()).one()
+            row = conn.execute(
+                select(RateBucket.level, RateBucket.stamp).where(RateBucket.key == key).with_for_update()
+            ).one()
             level, refused = _take(row.level, row.stamp, now, units, self.per_minute / 60.0, self.burst)
             conn.execute(update(RateBucket).where(RateBucket.key == key).values(level=level, stamp=now))
         if refused is not None:

@@ -88,8 +88,11 @@ class LiveLimits:
 
 def _end_row(s: Session, run_id: int, status: str, message: str, submission_id: int | None = None) -> None:
     """Close run ``run_id``'s row (``finished``, ``rejected`` or ``expired``) unless another process closed it first."""
-    s.execute(update(LiveRun).where(LiveRun.id == run_id, LiveRun.status == "open").values(
-        status=status, status_message=message[:2000], ended_at=utcnow(), submission_id=submission_id))
+    s.execute(
+        update(LiveRun)
+        .where(LiveRun.id == run_id, LiveRun.status == "open")
+        .values(status=status, status_message=message[:2000], ended_at=utcnow(), submission_id=submission_id)
+    )
 
 
 def _header(record: Any) -> str:
@@ -106,17 +109,29 @@ class LiveManager:
         self.envs = EnvCache(self.limits.max_open * self.limits.max_parallel)
         self._next_prune = 0.0
         with self.store.session.begin() as s:  # open runs of a server from before runs were kept in the database
-            s.execute(update(LiveRun).where(LiveRun.status == "open", not_(
-                select(LivePlan.run_id).where(LivePlan.run_id == LiveRun.id).exists())).values(
-                status="expired", status_message="the server restarted (this run's plan was not kept)", ended_at=utcnow()))
+            s.execute(
+                update(LiveRun)
+                .where(
+                    LiveRun.status == "open",
+                    not_(select(LivePlan.run_id).where(LivePlan.run_id == LiveRun.id).exists()),
+                )
+                .values(
+                    status="expired",
+                    status_message="the server restarted (this run's plan was not kept)",
+                    ended_at=utcnow(),
+                )
+            )
 
     # ------------------------------------------------------------------ bookkeeping
     def sweep(self, run_id: int | None = None) -> int:
         """Expire idle and overlong open runs (only ``run_id`` when given); how many. Their envs here are closed."""
         now, limits = time.time(), self.limits
         stale = or_(LivePlan.touched_at < now - limits.idle_seconds, LivePlan.started_at < now - limits.max_seconds)
-        query = select(LiveRun.id, LiveRun.episodes_done, LiveRun.episodes_total, LivePlan.touched_at).join(
-            LivePlan, LivePlan.run_id == LiveRun.id).where(LiveRun.status == "open", stale)
+        query = (
+            select(LiveRun.id, LiveRun.episodes_done, LiveRun.episodes_total, LivePlan.touched_at)
+            .join(LivePlan, LivePlan.run_id == LiveRun.id)
+            .where(LiveRun.status == "open", stale)
+        )
         if run_id is not None:
             query = query.where(LiveRun.id == run_id)
         with self.store.session() as s:
@@ -126,7 +141,12 @@ class LiveManager:
             with self.store.session.begin() as s:
                 still = s.execute(select(LivePlan.run_id).where(LivePlan.run_id == row.id, stale)).first()
                 if still is not None:
-                    _end_row(s, row.id, "expired", f"abandoned after {row.episodes_done} of {row.episodes_total} episodes ({why})")
+                    _end_row(
+                        s,
+                        row.id,
+                        "expired",
+                        f"abandoned after {row.episodes_done} of {row.episodes_total} episodes ({why})",
+                    )
             log.info("live run %s: expired (%s)", row.id, why)
             self.envs.drop_run(row.id)
         if time.monotonic() >= self._next_prune:
@@ -146,25 +166,42 @@ class LiveManager:
     def counts(self, token_id: int, spec_hash: str) -> dict[str, int]:
         """This token's live runs on a board, by status (best-of-N over runs shows as abandoned ones)."""
         with self.store.session() as s:
-            rows = s.execute(select(LiveRun.status, func.count(LiveRun.id)).where(
-                LiveRun.token_id == token_id, LiveRun.spec_hash == spec_hash).group_by(LiveRun.status)).all()
+            rows = s.execute(
+                select(LiveRun.status, func.count(LiveRun.id))
+                .where(LiveRun.token_id == token_id, LiveRun.spec_hash == spec_hash)
+                .group_by(LiveRun.status)
+            ).all()
         return {status: n for status, n in rows}
 
     def limits_public(self) -> dict[str, Any]:
         """What a client may ask for (``GET /api/v1/live/limits``)."""
         limits = self.limits
-        return {"max_parallel": limits.max_parallel, "max_seeds": limits.max_seeds, "idle_seconds": limits.idle_seconds,
-                "max_seconds": limits.max_seconds, "max_output_bytes": limits.max_output_bytes}
+        return {
+            "max_parallel": limits.max_parallel,
+            "max_seeds": limits.max_seeds,
+            "idle_seconds": limits.idle_seconds,
+            "max_seconds": limits.max_seconds,
+            "max_output_bytes": limits.max_output_bytes,
+        }
 
     # ------------------------------------------------------------------ start
-    def start(self, token: Any, board: Board, agent: dict[str, Any], seeds: int, parallel: int = 1,
-              request_id: str | None = None) -> dict[str, Any]:
+    def start(
+        self,
+        token: Any,
+        board: Board,
+        agent: dict[str, Any],
+        seeds: int,
+        parallel: int = 1,
+        request_id: str | None = None,
+    ) -> dict[str, Any]:
         """Open a run: draw ``seeds`` seeds and the order of every (task, seed) pair; up to ``parallel`` episodes at once.
         A retried start (the same ``request_id``) whose run is still open gets that run back, not a refusal."""
         if not 1 <= seeds <= self.limits.max_seeds:
             raise LiveError(f"seeds must be 1 to {self.limits.max_seeds}", 400)
         if type(parallel) is not int or not 1 <= parallel <= self.limits.max_parallel:
-            raise LiveError(f"parallel (episodes in progress at once) must be an integer 1 to {self.limits.max_parallel}", 400)
+            raise LiveError(
+                f"parallel (episodes in progress at once) must be an integer 1 to {self.limits.max_parallel}", 400
+            )
         self.sweep()
         drawn = _rng.sample(range(2**31), seeds)
         schedule = [(t, s) for s in drawn for t in board.task_ids]
@@ -177,13 +214,31 @@ class LiveManager:
             refusal = self._refusal(s, token) if opened else None  # committed with the waiting line's update
             if opened and refusal is None:
                 now = time.time()
-                row = LiveRun(token_id=token.id, spec_hash=board.spec_hash, agent_json=json.dumps(agent), status="open",
-                              episodes_total=len(schedule))
+                row = LiveRun(
+                    token_id=token.id,
+                    spec_hash=board.spec_hash,
+                    agent_json=json.dumps(agent),
+                    status="open",
+                    episodes_total=len(schedule),
+                )
                 s.add(row)
                 s.flush()
-                s.add(LivePlan(run_id=row.id, env_id=board.env_id, split=board.split, submitter=token.name,
-                               seeds_json=json.dumps(sorted(drawn)), schedule_json=json.dumps(schedule), parallel=parallel,
-                               request_id=request_id, played=0, output_bytes=0, started_at=now, touched_at=now))
+                s.add(
+                    LivePlan(
+                        run_id=row.id,
+                        env_id=board.env_id,
+                        split=board.split,
+                        submitter=token.name,
+                        seeds_json=json.dumps(sorted(drawn)),
+                        schedule_json=json.dumps(schedule),
+                        parallel=parallel,
+                        request_id=request_id,
+                        played=0,
+                        output_bytes=0,
+                        started_at=now,
+                        touched_at=now,
+                    )
+                )
                 waitlist.opened(s, token.id)
                 run_id = row.id
         if refusal is not None:
@@ -192,16 +247,23 @@ class LiveManager:
             self._check_spec(board, run_id)
         with self.store.session() as s:
             view = self._view(s, run_id, token, lock=False)
-        return {**view.public(), "idle_seconds": self.limits.idle_seconds, "max_seconds": self.limits.max_seconds,
-                "max_output_bytes": self.limits.max_output_bytes}
+        return {
+            **view.public(),
+            "idle_seconds": self.limits.idle_seconds,
+            "max_seconds": self.limits.max_seconds,
+            "max_output_bytes": self.limits.max_output_bytes,
+        }
 
     @staticmethod
     def _started(s: Session, token: Any, request_id: str | None) -> int | None:
         """The open run this token's start ``request_id`` already opened (its answer was lost), if any."""
         if request_id is None:
             return None
-        return s.scalar(select(LiveRun.id).join(LivePlan, LivePlan.run_id == LiveRun.id).where(
-            LiveRun.token_id == token.id, LiveRun.status == "open", LivePlan.request_id == request_id))
+        return s.scalar(
+            select(LiveRun.id)
+            .join(LivePlan, LivePlan.run_id == LiveRun.id)
+            .where(LiveRun.token_id == token.id, LiveRun.status == "open", LivePlan.request_id == request_id)
+        )
 
     def _check_spec(self, board: Board, run_id: int) -> None:
         """Build the run's first env now (it waits in the pool for the first deal) and check the board's spec on it."""
@@ -218,16 +280,23 @@ class LiveManager:
         owners = list(s.scalars(select(LiveRun.token_id).where(LiveRun.status == "open")))
         mine = owners.count(token.id)
         if mine >= limits.max_open_per_token:
-            return LiveError(f"token {token.name!r} already has {mine} open live run(s); finish it or let it expire", 429,
-                             retry_after=limits.retry_seconds)
+            return LiveError(
+                f"token {token.name!r} already has {mine} open live run(s); finish it or let it expire",
+                429,
+                retry_after=limits.retry_seconds,
+            )
         free = limits.max_open - len(owners)
         if waitlist.may_open(s, token.id, free, now, limits.hold_seconds):
             return None
         place = waitlist.refused(s, token.id, now, limits.hold_seconds)
-        return LiveError(f"the server runs {len(owners)} live runs, its limit of {limits.max_open}"
-                         f"{'' if free <= 0 else ', and the free slots go to tokens refused before you'}; you are "
-                         f"number {place} in line for the next free slot: ask again within "
-                         f"{limits.hold_seconds:g} s to keep your place", 429, retry_after=limits.retry_seconds)
+        return LiveError(
+            f"the server runs {len(owners)} live runs, its limit of {limits.max_open}"
+            f"{'' if free <= 0 else ', and the free slots go to tokens refused before you'}; you are "
+            f"number {place} in line for the next free slot: ask again within "
+            f"{limits.hold_seconds:g} s to keep your place",
+            429,
+            retry_after=limits.retry_seconds,
+        )
 
     # ------------------------------------------------------------------ one run
     def _view(self, s: Session, run_id: int, token: Any, lock: bool = True, closed_ok: bool = False) -> RunView:
@@ -248,8 +317,14 @@ class LiveManager:
         with self.store.session() as s:
             return self._view(s, run_id, token, lock=False).public()
 
-    def reset(self, run_id: int, token: Any, task_id: str | None = None, seed: int | None = None,
-              request_id: str | None = None) -> dict[str, Any]:
+    def reset(
+        self,
+        run_id: int,
+        token: Any,
+        task_id: str | None = None,
+        seed: int | None = None,
+        request_id: str | None = None,
+    ) -> dict[str, Any]:
         """Deal the run's next (task, seed); past ``parallel`` episodes in progress, asking for another pair, or for one
         already played, is refused. A retried reset (the same ``request_id``) whose episode is still in progress gets its
         answer again, not a second deal."""
@@ -268,10 +343,25 @@ class LiveManager:
                 env = self.envs.fresh(view.board)
                 obs, info = env.reset(seed=episode_seed, options={"task_id": task})
                 index = view.plan.played
-                answer = {"episode": index, "task_id": task, "seed": episode_seed, "slot": view.board.task_ids.index(task),
-                          "observation": obs, "info": to_jsonable(public_info(info))}
-                s.add(LiveEpisode(run_id=run_id, episode=index, request_id=request_id, dealt_json=json.dumps(answer),
-                                  record_json=_header(new_record(info, task, episode_seed)), steps=0, ended=False))
+                answer = {
+                    "episode": index,
+                    "task_id": task,
+                    "seed": episode_seed,
+                    "slot": view.board.task_ids.index(task),
+                    "observation": obs,
+                    "info": to_jsonable(public_info(info)),
+                }
+                s.add(
+                    LiveEpisode(
+                        run_id=run_id,
+                        episode=index,
+                        request_id=request_id,
+                        dealt_json=json.dumps(answer),
+                        record_json=_header(new_record(info, task, episode_seed)),
+                        steps=0,
+                        ended=False,
+                    )
+                )
                 view.plan.played, view.plan.touched_at = index + 1, time.time()  # progress
         except BaseException:
             if env is not None:
@@ -280,7 +370,9 @@ class LiveManager:
         self.envs.keep((run_id, index), env, 0)
         return answer
 
-    def step(self, run_id: int, token: Any, output: str, turn: int | None = None, episode: int | None = None) -> dict[str, Any]:
+    def step(
+        self, run_id: int, token: Any, output: str, turn: int | None = None, episode: int | None = None
+    ) -> dict[str, Any]:
         """Step ``episode`` (without it, the only one in progress) with the agent's raw output; the step that ends the
         run's last episode submits it. A retried step (its episode's last played turn) gets its recorded answer."""
         self.sweep(run_id)
@@ -288,17 +380,25 @@ class LiveManager:
         try:
             with self.store.session.begin() as s:
                 view = self._view(s, run_id, token, closed_ok=True)
-                index = view.which(episode) if view.run.status == "open" else (
-                    episode if episode is not None else view.plan.played - 1)
+                index = (
+                    view.which(episode)
+                    if view.run.status == "open"
+                    else (episode if episode is not None else view.plan.played - 1)
+                )
                 prior = answered(s, run_id, index, turn)
                 if prior is not None:  # a retried request: the same answer, the env is not stepped twice
                     finish = view.run.status == "open" and view.run.episodes_done == view.run.episodes_total
                     if not finish:
                         return json.loads(prior.answer_json)
-                    body, finish_at = json.loads(prior.answer_json), (index, prior.turn)  # its server died before it submitted
+                    body, finish_at = (
+                        json.loads(prior.answer_json),
+                        (index, prior.turn),
+                    )  # its server died before it submitted
                 else:
                     if view.run.status != "open":
-                        raise LiveError(f"no open live run {run_id} for this token (finished, expired or never started)", 404)
+                        raise LiveError(
+                            f"no open live run {run_id} for this token (finished, expired or never started)", 404
+                        )
                     key = (run_id, index)
                     env, body, ended = self._play(s, view, index, output, turn)
                     finish_at = (index, body["turn"]) if view.run.episodes_done == view.run.episodes_total else None
@@ -315,32 +415,59 @@ class LiveManager:
             body["submission"] = self._finish(run_id, *finish_at)
         return body
 
-    def _play(self, s: Session, view: RunView, index: int, output: str, turn: int | None) -> tuple[Any, dict[str, Any], bool]:
+    def _play(
+        self, s: Session, view: RunView, index: int, output: str, turn: int | None
+    ) -> tuple[Any, dict[str, Any], bool]:
         """Play one turn of episode ``index`` and write it (the caller commits): (its env, the answer, whether it ended)."""
         from sapo_gym.core import public_info, to_jsonable
         from sapo_gym.records import EpisodeRecord, record_step
 
         ep = view.active.get(index)
         if ep is None:
-            raise LiveError("no episode in progress: ask for the next one first" if not view.active else
-                            f"episode {index} is not in progress (in progress: {sorted(view.active)})")
+            raise LiveError(
+                "no episode in progress: ask for the next one first"
+                if not view.active
+                else f"episode {index} is not in progress (in progress: {sorted(view.active)})"
+            )
         if turn is not None and turn != ep.steps:
             raise LiveError(f"turn {turn} is not the episode's next turn ({ep.steps})")
         size = len(output.encode("utf-8", "surrogatepass"))
         if view.plan.output_bytes + size > self.limits.max_output_bytes:
-            raise LiveError(f"this run has recorded {view.plan.output_bytes} bytes of outputs; {size} more would pass its "
-                            f"limit of {self.limits.max_output_bytes} (send a shorter output)", 413)
+            raise LiveError(
+                f"this run has recorded {view.plan.output_bytes} bytes of outputs; {size} more would pass its "
+                f"limit of {self.limits.max_output_bytes} (send a shorter output)",
+                413,
+            )
         record = EpisodeRecord.from_dict({**json.loads(ep.record_json), "turns": []})
-        env = self.envs.take((view.run.id, index), view.board, record.task_id, record.seed,
-                             lambda: outputs_of(s, view.run.id, index), ep.steps)
+        env = self.envs.take(
+            (view.run.id, index),
+            view.board,
+            record.task_id,
+            record.seed,
+            lambda: outputs_of(s, view.run.id, index),
+            ep.steps,
+        )
         try:
             obs, reward, terminated, truncated, info = env.step(output)
             record_step(record, output, reward, info)
-            body: dict[str, Any] = {"episode": index, "turn": ep.steps, "observation": obs, "reward": float(reward),
-                                    "terminated": bool(terminated), "truncated": bool(truncated),
-                                    "info": to_jsonable(public_info(info))}
-            s.add(LiveTurn(run_id=view.run.id, episode=index, turn=ep.steps, step_json=json.dumps(asdict(record.turns[-1])),
-                           answer_json=json.dumps(body)))
+            body: dict[str, Any] = {
+                "episode": index,
+                "turn": ep.steps,
+                "observation": obs,
+                "reward": float(reward),
+                "terminated": bool(terminated),
+                "truncated": bool(truncated),
+                "info": to_jsonable(public_info(info)),
+            }
+            s.add(
+                LiveTurn(
+                    run_id=view.run.id,
+                    episode=index,
+                    turn=ep.steps,
+                    step_json=json.dumps(asdict(record.turns[-1])),
+                    answer_json=json.dumps(body),
+                )
+            )
             ended = bool(terminated or truncated)
             ep.steps, ep.record_json, ep.ended = ep.steps + 1, _header(record), ended
             view.plan.output_bytes += size
@@ -367,13 +494,25 @@ class LiveManager:
         seeds, agent = json.loads(plan.seeds_json), json.loads(run.agent_json)
         records.sort(key=lambda r: (r.seed, r.task_id))
         created = run.created_at.replace(tzinfo=dt.timezone.utc).isoformat(timespec="seconds")
-        bundle = build_bundle(records, board.spec_fields, board.spec_hash, AgentInfo(**agent), seeds, batch_size=1,
-                              command=f"live run {run_id} on the leaderboard server", created=created)
+        bundle = build_bundle(
+            records,
+            board.spec_fields,
+            board.spec_hash,
+            AgentInfo(**agent),
+            seeds,
+            batch_size=1,
+            command=f"live run {run_id} on the leaderboard server",
+            created=created,
+        )
         try:
             bundle = parse_bundle(json.dumps(bundle, allow_nan=False))
             admit(bundle, self.boards)
             added = self.store.add(bundle, board, submitter=plan.submitter, token_id=run.token_id, live_run_id=run_id)
-            status, message, submission = "finished", f"all {len(records)} episodes played", {"id": added.id, "status": added.status}
+            status, message, submission = (
+                "finished",
+                f"all {len(records)} episodes played",
+                {"id": added.id, "status": added.status},
+            )
         except (BundleError, EpisodesClaimed) as exc:
             status, message, submission = "rejected", str(exc), {"id": None, "status": "rejected", "message": str(exc)}
         with self.store.session.begin() as s:

@@ -68,8 +68,9 @@ def validate_agent(agent: Any) -> dict[str, Any]:
     from sapo_gym.bundle import load_schema
 
     schema = load_schema()
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(
-        {"$defs": schema["$defs"], "$ref": "#/$defs/agent"}).iter_errors(agent))
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator({"$defs": schema["$defs"], "$ref": "#/$defs/agent"}).iter_errors(agent)
+    )
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path)
         raise LiveError(f"agent{'.' + where if where else ''}: {error.message[:300]}", 422)
@@ -117,7 +118,9 @@ def start() -> Response:
         except RateLimited as exc:
             raise LiveError(str(exc), 429, retry_after=exc.retry_after) from None
         body = _json()
-        board = current_app.extensions["sapo_gym"]["boards"].find(str(body.get("env_id", "")), str(body.get("split", "")))
+        board = current_app.extensions["sapo_gym"]["boards"].find(
+            str(body.get("env_id", "")), str(body.get("split", ""))
+        )
         if board is None:
             raise LiveError(f"no board for env {body.get('env_id')!r} split {body.get('split')!r}", 404)
         seeds, parallel = body.get("seeds", 1), body.get("parallel", 1)
@@ -127,7 +130,9 @@ def start() -> Response:
             raise LiveError("parallel is an integer (how many episodes may be in progress at once)", 400)
         request_id = body.get("request_id")
         if request_id is not None and not (isinstance(request_id, str) and _REQUEST_ID.fullmatch(request_id)):
-            raise LiveError("request_id is 1 to 64 letters, digits, '-' or '_' (the client's key for retrying a start)", 400)
+            raise LiveError(
+                "request_id is 1 to 64 letters, digits, '-' or '_' (the client's key for retrying a start)", 400
+            )
         agent = validate_agent(body.get("agent"))
         _check_name(agent["name"], token.id)
         return _manager().start(token, board, agent, seeds, parallel, request_id)
@@ -171,7 +176,9 @@ def reset(run_id: int) -> Response:
         if (task_id is not None and not isinstance(task_id, str)) or (seed is not None and type(seed) is not int):
             raise LiveError("task_id is a string and seed an integer (or leave both out)", 400)
         if request_id is not None and not (isinstance(request_id, str) and _REQUEST_ID.fullmatch(request_id)):
-            raise LiveError("request_id is 1 to 64 letters, digits, '-' or '_' (the client's key for retrying a reset)", 400)
+            raise LiveError(
+                "request_id is 1 to 64 letters, digits, '-' or '_' (the client's key for retrying a reset)", 400
+            )
         return _manager().reset(run_id, token, task_id, seed, request_id)
 
     return _handle(go)
@@ -185,10 +192,13 @@ def step(run_id: int) -> Response:
         body = _json()
         output, turn, episode = body.get("output"), body.get("turn"), body.get("episode")
         if not isinstance(output, str) or any(v is not None and type(v) is not int for v in (turn, episode)):
-            raise LiveError("send {\"output\": the agent's raw text, \"turn\": the turn index, \"episode\": the "
-                            "episode's index}", 400)
+            raise LiveError(
+                'send {"output": the agent\'s raw text, "turn": the turn index, "episode": the episode\'s index}', 400
+            )
         if len(output) > ACTION_MAX_LENGTH:  # the env's action space: what no env step accepts is no turn
-            raise LiveError(f"the output has {len(output)} characters; the action space allows {ACTION_MAX_LENGTH}", 413)
+            raise LiveError(
+                f"the output has {len(output)} characters; the action space allows {ACTION_MAX_LENGTH}", 413
+            )
         return _manager().step(run_id, token, output, turn, episode)
 
     return _handle(go)

@@ -59,8 +59,9 @@ class EnvCache:
                 return pool.pop()
         return self.factory(board)
 
-    def take(self, key: Key, board: Board, task_id: str, seed: int, outputs: Callable[[], Sequence[str]],
-             steps: int) -> Any:
+    def take(
+        self, key: Key, board: Board, task_id: str, seed: int, outputs: Callable[[], Sequence[str]], steps: int
+    ) -> Any:
         """The env of episode ``key`` after its ``steps`` recorded turns: the cached one when it is there, else a
         fresh one reset to (``task_id``, ``seed``) with ``outputs()`` (the recorded outputs, in order) replayed."""
         with self._lock:

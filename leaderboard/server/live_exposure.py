@@ -39,23 +39,48 @@ def _dealt(plan: LivePlan | None) -> set[str] | None:
 
 def board_runs(s: Session, spec_hash: str) -> dict[str, Any]:
     """The board's live runs of every token: ``{"runs": {status: n}, "tokens": n, "episodes_dealt": n}``."""
-    by_status = dict(s.execute(select(LiveRun.status, func.count(LiveRun.id)).where(LiveRun.spec_hash == spec_hash)
-                               .group_by(LiveRun.status)).all())
+    by_status = dict(
+        s.execute(
+            select(LiveRun.status, func.count(LiveRun.id))
+            .where(LiveRun.spec_hash == spec_hash)
+            .group_by(LiveRun.status)
+        ).all()
+    )
     tokens = s.scalar(select(func.count(func.distinct(LiveRun.token_id))).where(LiveRun.spec_hash == spec_hash)) or 0
-    dealt = s.scalar(select(func.coalesce(func.sum(LivePlan.played), 0)).join(LiveRun, LiveRun.id == LivePlan.run_id)
-                     .where(LiveRun.spec_hash == spec_hash)) or 0
+    dealt = (
+        s.scalar(
+            select(func.coalesce(func.sum(LivePlan.played), 0))
+            .join(LiveRun, LiveRun.id == LivePlan.run_id)
+            .where(LiveRun.spec_hash == spec_hash)
+        )
+        or 0
+    )
     return {"runs": {k: int(v) for k, v in by_status.items()}, "tokens": int(tokens), "episodes_dealt": int(dealt)}
 
 
 def run_list(s: Session, spec_hash: str, limit: int = RUN_LIST) -> list[dict[str, Any]]:
     """The board's newest live runs of every token (expired and refused ones included)."""
-    rows = s.execute(select(LiveRun, LivePlan.played, Token.name).outerjoin(LivePlan, LivePlan.run_id == LiveRun.id)
-                     .outerjoin(Token, Token.id == LiveRun.token_id).where(LiveRun.spec_hash == spec_hash)
-                     .order_by(LiveRun.id.desc()).limit(limit)).all()
-    return [{"run_id": run.id, "submitter": name, "status": run.status, "dealt": played if played is not None else None,
-             "episodes": run.episodes_total, "created_at": run.created_at.isoformat() + "Z",
-             "ended_at": run.ended_at.isoformat() + "Z" if run.ended_at else None, "submission_id": run.submission_id}
-            for run, played, name in rows]
+    rows = s.execute(
+        select(LiveRun, LivePlan.played, Token.name)
+        .outerjoin(LivePlan, LivePlan.run_id == LiveRun.id)
+        .outerjoin(Token, Token.id == LiveRun.token_id)
+        .where(LiveRun.spec_hash == spec_hash)
+        .order_by(LiveRun.id.desc())
+        .limit(limit)
+    ).all()
+    return [
+        {
+            "run_id": run.id,
+            "submitter": name,
+            "status": run.status,
+            "dealt": played if played is not None else None,
+            "episodes": run.episodes_total,
+            "created_at": run.created_at.isoformat() + "Z",
+            "ended_at": run.ended_at.isoformat() + "Z" if run.ended_at else None,
+            "submission_id": run.submission_id,
+        }
+        for run, played, name in rows
+    ]
 
 
 def exposure(s: Session, run_id: int) -> dict[str, Any]:
@@ -63,8 +88,11 @@ def exposure(s: Session, run_id: int) -> dict[str, Any]:
     run, plan = s.get(LiveRun, run_id), s.get(LivePlan, run_id)
     own = {task for task, _seed in json.loads(plan.schedule_json)} if plan is not None else set()
     cutoff = run.ended_at or utcnow()
-    others = s.execute(select(LiveRun.id, LiveRun.token_id, LivePlan).outerjoin(LivePlan, LivePlan.run_id == LiveRun.id)
-                       .where(LiveRun.spec_hash == run.spec_hash, LiveRun.id != run_id, LiveRun.created_at <= cutoff)).all()
+    others = s.execute(
+        select(LiveRun.id, LiveRun.token_id, LivePlan)
+        .outerjoin(LivePlan, LivePlan.run_id == LiveRun.id)
+        .where(LiveRun.spec_hash == run.spec_hash, LiveRun.id != run_id, LiveRun.created_at <= cutoff)
+    ).all()
     seen: set[str] = set()
     runs, tokens = 0, set()
     for _other, token_id, other_plan in others:
@@ -76,8 +104,13 @@ def exposure(s: Session, run_id: int) -> dict[str, Any]:
         runs += 1
         tokens.add(token_id)
         seen |= dealt & own if own else dealt
-    return {"unseen": not seen and plan is not None, "tasks": len(own), "tasks_seen_before": len(seen),
-            "runs_before": runs, "tokens_before": len(tokens)}
+    return {
+        "unseen": not seen and plan is not None,
+        "tasks": len(own),
+        "tasks_seen_before": len(seen),
+        "runs_before": runs,
+        "tokens_before": len(tokens),
+    }
 
 
 def exposures(s: Session, submission_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
@@ -85,6 +118,9 @@ def exposures(s: Session, submission_ids: Iterable[int]) -> dict[int, dict[str, 
     ids = list(submission_ids)
     if not ids:
         return {}
-    runs = s.execute(select(Provenance.submission_id, Provenance.live_run_id)
-                     .where(Provenance.submission_id.in_(ids), Provenance.live_run_id.is_not(None))).all()
+    runs = s.execute(
+        select(Provenance.submission_id, Provenance.live_run_id).where(
+            Provenance.submission_id.in_(ids), Provenance.live_run_id.is_not(None)
+        )
+    ).all()
     return {sid: exposure(s, run_id) for sid, run_id in runs}

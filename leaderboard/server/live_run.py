@@ -57,11 +57,20 @@ class RunView:
         return [int(s) for s in json.loads(self.plan.seeds_json)]
 
     def public(self) -> dict[str, Any]:
-        return {"run_id": self.run.id, "env_id": self.board.env_id, "split": self.board.split,
-                "spec_hash": self.board.spec_hash, "seeds": len(self.seeds), "episodes": self.run.episodes_total,
-                "played": self.plan.played, "parallel": self.plan.parallel, "in_progress": bool(self.active),
-                "in_progress_episodes": sorted(self.active), "done": self.run.episodes_done,
-                "output_bytes": self.plan.output_bytes}
+        return {
+            "run_id": self.run.id,
+            "env_id": self.board.env_id,
+            "split": self.board.split,
+            "spec_hash": self.board.spec_hash,
+            "seeds": len(self.seeds),
+            "episodes": self.run.episodes_total,
+            "played": self.plan.played,
+            "parallel": self.plan.parallel,
+            "in_progress": bool(self.active),
+            "in_progress_episodes": sorted(self.active),
+            "done": self.run.episodes_done,
+            "output_bytes": self.plan.output_bytes,
+        }
 
     def redealt(self, request_id: str | None) -> dict[str, Any] | None:
         """The answer of the reset ``request_id`` dealt an episode still in progress with, if it did."""
@@ -76,10 +85,14 @@ class RunView:
         parallel, played, schedule = self.plan.parallel, self.plan.played, self.schedule
         if len(self.active) >= parallel:
             if parallel == 1:
-                raise LiveError(f"episode {next(iter(self.active))} is in progress: play it to its end "
-                                "(an episode cannot be restarted)")
-            raise LiveError(f"episodes {sorted(self.active)} are in progress, this run's limit of {parallel} at once: "
-                            "play one to its end (an episode cannot be restarted)")
+                raise LiveError(
+                    f"episode {next(iter(self.active))} is in progress: play it to its end "
+                    "(an episode cannot be restarted)"
+                )
+            raise LiveError(
+                f"episodes {sorted(self.active)} are in progress, this run's limit of {parallel} at once: "
+                "play one to its end (an episode cannot be restarted)"
+            )
         if played >= len(schedule):
             raise LiveError("every episode of this run has been played")
         if task_id is not None or seed is not None:
@@ -94,8 +107,10 @@ class RunView:
         if episode is not None:
             return episode
         if len(self.active) > 1:
-            raise LiveError(f"episodes {sorted(self.active)} are in progress: say which one this step plays "
-                            "(\"episode\": its index, from the reset's answer)")
+            raise LiveError(
+                f"episodes {sorted(self.active)} are in progress: say which one this step plays "
+                '("episode": its index, from the reset\'s answer)'
+            )
         return next(iter(self.active)) if self.active else self.plan.played - 1
 
 
@@ -111,8 +126,9 @@ def answered(s: Session, run_id: int, episode: int, turn: int | None) -> LiveTur
 
 def outputs_of(s: Session, run_id: int, episode: int) -> list[str]:
     """The agent's raw outputs of an episode's acknowledged turns, in order (what a replay of it plays)."""
-    rows = s.scalars(select(LiveTurn.step_json).where(LiveTurn.run_id == run_id, LiveTurn.episode == episode)
-                     .order_by(LiveTurn.turn))
+    rows = s.scalars(
+        select(LiveTurn.step_json).where(LiveTurn.run_id == run_id, LiveTurn.episode == episode).order_by(LiveTurn.turn)
+    )
     return [json.loads(step)["output"] for step in rows]
 
 
@@ -124,13 +140,17 @@ def episode_records(s: Session, run_id: int) -> list[Any]:
     for row in s.scalars(select(LiveTurn).where(LiveTurn.run_id == run_id).order_by(LiveTurn.episode, LiveTurn.turn)):
         turns.setdefault(row.episode, []).append(json.loads(row.step_json))
     episodes = s.scalars(select(LiveEpisode).where(LiveEpisode.run_id == run_id).order_by(LiveEpisode.episode))
-    return [EpisodeRecord.from_dict({**json.loads(ep.record_json), "turns": turns.get(ep.episode, [])}) for ep in episodes]
+    return [
+        EpisodeRecord.from_dict({**json.loads(ep.record_json), "turns": turns.get(ep.episode, [])}) for ep in episodes
+    ]
 
 
 def prune_closed(s: Session, cutoff: dt.datetime) -> int:
     """Delete the episodes and turns of the runs closed (finished, expired, rejected) at or before ``cutoff``; how many
     turns. Their rows and plans stay."""
-    closed = select(LiveRun.id).where(LiveRun.status != "open", LiveRun.ended_at.is_not(None), LiveRun.ended_at <= cutoff)
+    closed = select(LiveRun.id).where(
+        LiveRun.status != "open", LiveRun.ended_at.is_not(None), LiveRun.ended_at <= cutoff
+    )
     turns = s.execute(delete(LiveTurn).where(LiveTurn.run_id.in_(closed))).rowcount
     s.execute(delete(LiveEpisode).where(LiveEpisode.run_id.in_(closed)))
     return int(turns or 0)

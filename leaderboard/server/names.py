@@ -27,8 +27,11 @@ class NameTaken(BundleError):
     """Another token owns this display name (or its twin): a 409 (a live run that ends under it is rejected)."""
 
     def __init__(self, name: str, owner: str):
-        super().__init__(f"the agent name {name!r} is already used on this server by another submitter ({owner!r}); names "
-                         "are compared ignoring case, spacing and Unicode forms: pick another name", status=409)
+        super().__init__(
+            f"the agent name {name!r} is already used on this server by another submitter ({owner!r}); names "
+            "are compared ignoring case, spacing and Unicode forms: pick another name",
+            status=409,
+        )
 
 
 def check(s: Session, name: str, token_id: int | None) -> None:
@@ -66,8 +69,11 @@ def migrate(session: sessionmaker) -> bool:
             s.add(Migration(name=MIGRATION))
             s.flush()
             owned = {row.key for row in s.scalars(select(DisplayName))}
-            rows = s.execute(select(Submission.agent_name, Submission.token_id).where(Submission.token_id.is_not(None))
-                             .order_by(Submission.id)).all()
+            rows = s.execute(
+                select(Submission.agent_name, Submission.token_id)
+                .where(Submission.token_id.is_not(None))
+                .order_by(Submission.id)
+            ).all()
             for name, token_id in rows:
                 key = name_key(name)[:200]
                 if key not in owned:

@@ -19,7 +19,9 @@ __all__ = ["pages", "BOARD_PAGE"]
 BOARD_PAGE = 500
 """Verified rows per board page (``?page=N``); ranks count every verified row of the board, on any page."""
 
-pages = Blueprint("pages", __name__, template_folder="templates", static_folder="static", static_url_path="/static/leaderboard")
+pages = Blueprint(
+    "pages", __name__, template_folder="templates", static_folder="static", static_url_path="/static/leaderboard"
+)
 pages.add_app_template_filter(user_text, "user_text")  # user text: bidi-isolated, bounded, escaped
 pages.add_app_template_filter(user_plain, "user_plain")  # the same without markup (titles, options)
 
@@ -67,15 +69,37 @@ def board(spec_hash: str) -> Any:
     store: Store = _ctx()["store"]
     total = store.count(spec_hash, ("verified",))
     page = min(_page_number(), max(1, -(-total // BOARD_PAGE)))  # past the last page: the last page
-    rows = store.submissions(spec_hash, sort=sort, descending=order == "desc", statuses=("verified",), limit=BOARD_PAGE,
-                             offset=(page - 1) * BOARD_PAGE)
+    rows = store.submissions(
+        spec_hash,
+        sort=sort,
+        descending=order == "desc",
+        statuses=("verified",),
+        limit=BOARD_PAGE,
+        offset=(page - 1) * BOARD_PAGE,
+    )
     entries = [(r, json.loads(r.agent_json), json.loads(r.aggregates_json)) for r in rows]
     ranks = ranking.ranks(store, [r.id for r in rows])  # over all verified rows of the board
-    pending = store.submissions(spec_hash, sort="created", descending=False, limit=100, statuses=("pending", "verifying"))
+    pending = store.submissions(
+        spec_hash, sort="created", descending=False, limit=100, statuses=("pending", "verifying")
+    )
     categories = sorted({c for _, _, agg in entries for c in agg if c != "all"})
-    return render_template("board.html", board=hosted, private=private.board_info(hosted), boards=list(registry), entries=entries, ranks=ranks, categories=categories,
-                           sort=sort, order=order, page=page, total=total, first=(page - 1) * BOARD_PAGE, marks=_ctx()["store"].marks(rows + pending), pending=[(r, json.loads(r.aggregates_json)) for r in pending],
-                           live_board=store.live_board(spec_hash))
+    return render_template(
+        "board.html",
+        board=hosted,
+        private=private.board_info(hosted),
+        boards=list(registry),
+        entries=entries,
+        ranks=ranks,
+        categories=categories,
+        sort=sort,
+        order=order,
+        page=page,
+        total=total,
+        first=(page - 1) * BOARD_PAGE,
+        marks=_ctx()["store"].marks(rows + pending),
+        pending=[(r, json.loads(r.aggregates_json)) for r in pending],
+        live_board=store.live_board(spec_hash),
+    )
 
 
 @pages.get("/submission/<int:submission_id>")
@@ -86,15 +110,29 @@ def submission(submission_id: int) -> Any:
         bundle = {**bundle, "episodes": []}
     others = [] if withheld else [r for r in _ctx()["store"].submissions(row.spec_hash) if r.id != row.id]
     marks = _ctx()["store"].marks([row])[row.id]
-    live_runs = _ctx()["live"].counts(row.token_id, row.spec_hash) if marks["live"] and row.token_id is not None else None
+    live_runs = (
+        _ctx()["live"].counts(row.token_id, row.spec_hash) if marks["live"] and row.token_id is not None else None
+    )
     board_runs = _ctx()["store"].live_board(row.spec_hash, listed=0) if marks["live"] else None  # every token's runs
     pages_total = max(1, -(-len(bundle["episodes"]) // summaries.PAGE))
     page = min(max(request.args.get("page", 1, type=int), 1), pages_total)
     first = (page - 1) * summaries.PAGE
-    return render_template("submission.html", row=row, bundle=bundle, chart=category_bars(bundle["aggregates"]),
-                           score_chart=category_bars(bundle["aggregates"], "score"), others=others,
-                           episodes=bundle["episodes"][first:first + summaries.PAGE], first=first, page=page, pages=pages_total,
-                           marks=marks, live_runs=live_runs, board_runs=board_runs, withheld=withheld)
+    return render_template(
+        "submission.html",
+        row=row,
+        bundle=bundle,
+        chart=category_bars(bundle["aggregates"]),
+        score_chart=category_bars(bundle["aggregates"], "score"),
+        others=others,
+        episodes=bundle["episodes"][first : first + summaries.PAGE],
+        first=first,
+        page=page,
+        pages=pages_total,
+        marks=marks,
+        live_runs=live_runs,
+        board_runs=board_runs,
+        withheld=withheld,
+    )
 
 
 @pages.get("/submission/<int:submission_id>/episode/<int:index>")

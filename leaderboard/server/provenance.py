@@ -43,10 +43,12 @@ class EpisodesClaimed(Exception):
     """At least half of these episodes' work was submitted first by another token."""
 
     def __init__(self, submission_id: int, agent_name: str, submitter: str, claimed: int = 1, total: int = 1):
-        super().__init__(f"{claimed} of the {total} distinct episodes (task and outputs) were already submitted by "
-                         f"{submitter!r} as submission {submission_id} ({agent_name!r}) or by other tokens; an episode's "
-                         "work belongs to the token that submitted it first, and a submission at least half of whose "
-                         "episodes are others' work is refused")
+        super().__init__(
+            f"{claimed} of the {total} distinct episodes (task and outputs) were already submitted by "
+            f"{submitter!r} as submission {submission_id} ({agent_name!r}) or by other tokens; an episode's "
+            "work belongs to the token that submitted it first, and a submission at least half of whose "
+            "episodes are others' work is refused"
+        )
         self.submission_id = submission_id
 
 
@@ -58,7 +60,9 @@ def works_of(bundle: Mapping[str, Any]) -> list[str]:
 def _owners(s: Session, works: Sequence[str]) -> dict[str, EpisodeOwner]:
     found: dict[str, EpisodeOwner] = {}
     for i in range(0, len(works), _CHUNK):
-        found.update((o.digest, o) for o in s.scalars(select(EpisodeOwner).where(EpisodeOwner.digest.in_(works[i:i + _CHUNK]))))
+        found.update(
+            (o.digest, o) for o in s.scalars(select(EpisodeOwner).where(EpisodeOwner.digest.in_(works[i : i + _CHUNK])))
+        )
     return found
 
 
@@ -78,12 +82,19 @@ def migrate(session: sessionmaker) -> bool:
             s.flush()  # the claim: another process's migration holds this row until it commits
             s.execute(delete(EpisodeOwner))
             owned: set[str] = set()
-            rows = s.execute(select(Provenance.submission_id, Submission.token_id).join(
-                Submission, Submission.id == Provenance.submission_id).order_by(Provenance.submission_id)).all()
+            rows = s.execute(
+                select(Provenance.submission_id, Submission.token_id)
+                .join(Submission, Submission.id == Provenance.submission_id)
+                .order_by(Provenance.submission_id)
+            ).all()
             for sid, token_id in rows:  # one bundle in memory at a time
                 blob = s.scalar(select(Submission.bundle_gz).where(Submission.id == sid))
                 works = episode_works(json.loads(gzip.decompress(blob)))
-                s.execute(update(Provenance).where(Provenance.submission_id == sid).values(episodes_digest=works_digest(works)))
+                s.execute(
+                    update(Provenance)
+                    .where(Provenance.submission_id == sid)
+                    .values(episodes_digest=works_digest(works))
+                )
                 s.add_all(EpisodeOwner(digest=w, token_id=token_id, submission_id=sid) for w in works if w not in owned)
                 owned.update(works)
                 s.flush()
@@ -107,7 +118,9 @@ def check_owner(s: Session, works: Sequence[str], token_id: int | None) -> None:
     for o in others:
         counts[o.submission_id] = counts.get(o.submission_id, 0) + 1
     first = max(sorted(counts), key=lambda sid: counts[sid])  # the submission holding most of them (lowest id on ties)
-    row = s.execute(select(Submission.id, Submission.agent_name, Submission.submitter).where(Submission.id == first)).first()
+    row = s.execute(
+        select(Submission.id, Submission.agent_name, Submission.submitter).where(Submission.id == first)
+    ).first()
     raise EpisodesClaimed(first, row.agent_name if row else "?", row.submitter if row else "?", len(others), len(works))
 
 
@@ -119,12 +132,24 @@ def _claim(s: Session, submission_id: int, works: Sequence[str], token_id: int |
         s.add_all(EpisodeOwner(digest=w, token_id=token_id, submission_id=submission_id) for w in free)
 
 
-def record(s: Session, submission_id: int, bundle: Mapping[str, Any], works: Sequence[str], token_id: int | None,
-           live_run_id: int | None = None) -> None:
+def record(
+    s: Session,
+    submission_id: int,
+    bundle: Mapping[str, Any],
+    works: Sequence[str],
+    token_id: int | None,
+    live_run_id: int | None = None,
+) -> None:
     """Store the provenance of a new submission and claim the works nobody owns yet."""
     harness = bundle.get("evaluation", {}).get("harness") or {}
-    s.add(Provenance(submission_id=submission_id, episodes_digest=works_digest(works),
-                     privileged=bool(harness.get("privileged_agent")), live_run_id=live_run_id))
+    s.add(
+        Provenance(
+            submission_id=submission_id,
+            episodes_digest=works_digest(works),
+            privileged=bool(harness.get("privileged_agent")),
+            live_run_id=live_run_id,
+        )
+    )
     if harness.get("agent_process") in ("isolated", "in-process"):  # the schema's values; older bundles lack it
         s.add(HarnessClaim(submission_id=submission_id, agent_process=harness["agent_process"]))
     s.flush()
@@ -140,13 +165,30 @@ def marks(s: Session, rows: Iterable[Submission]) -> dict[int, dict[str, Any]]:
     and ``agent_process`` (``isolated`` / ``in-process``) only where the bundle's harness recorded it."""
     rows = list(rows)
     ids = [r.id for r in rows]
-    found = {p.submission_id: p for p in s.scalars(select(Provenance).where(Provenance.submission_id.in_(ids)))} if ids else {}
-    claims = dict(s.execute(select(HarnessClaim.submission_id, HarnessClaim.agent_process)
-                            .where(HarnessClaim.submission_id.in_(ids))).all()) if ids else {}
+    found = (
+        {p.submission_id: p for p in s.scalars(select(Provenance).where(Provenance.submission_id.in_(ids)))}
+        if ids
+        else {}
+    )
+    claims = (
+        dict(
+            s.execute(
+                select(HarnessClaim.submission_id, HarnessClaim.agent_process).where(
+                    HarnessClaim.submission_id.in_(ids)
+                )
+            ).all()
+        )
+        if ids
+        else {}
+    )
     out: dict[int, dict[str, Any]] = {}
     for r in rows:
         p = found.get(r.id)
-        out[r.id] = {"baseline": r.token_id is None, "privileged": bool(p and p.privileged), "live": bool(p and p.live_run_id)}
+        out[r.id] = {
+            "baseline": r.token_id is None,
+            "privileged": bool(p and p.privileged),
+            "live": bool(p and p.live_run_id),
+        }
         if r.id in claims:
             out[r.id]["agent_process"] = claims[r.id]
     return out

@@ -44,14 +44,24 @@ def _fair_key(token_id: int | None, submitter: str) -> str:
 
 def _add_missing_jobs(s) -> None:  # type: ignore[no-untyped-def]
     """Jobs for open submissions that have none (just admitted, or from a database made before the queue table)."""
-    missing = (select(Submission.id, Submission.token_id, Submission.submitter, Submission.episodes, Submission.created_at)
-               .where(Submission.status.in_(_OPEN), ~exists().where(VerifyJob.submission_id == Submission.id))
-               .order_by(Submission.id).limit(1000))
+    missing = (
+        select(Submission.id, Submission.token_id, Submission.submitter, Submission.episodes, Submission.created_at)
+        .where(Submission.status.in_(_OPEN), ~exists().where(VerifyJob.submission_id == Submission.id))
+        .order_by(Submission.id)
+        .limit(1000)
+    )
     for row in s.execute(missing).all():
         try:
             with s.begin_nested():  # another worker may add the same job at the same moment (PostgreSQL)
-                s.add(VerifyJob(submission_id=row.id, submitter=_fair_key(row.token_id, row.submitter),
-                                queued_at=row.created_at, episodes=row.episodes, replayed=0))
+                s.add(
+                    VerifyJob(
+                        submission_id=row.id,
+                        submitter=_fair_key(row.token_id, row.submitter),
+                        queued_at=row.created_at,
+                        episodes=row.episodes,
+                        replayed=0,
+                    )
+                )
         except IntegrityError:
             pass
 
@@ -60,25 +70,40 @@ def _free(now: dt.datetime):  # type: ignore[no-untyped-def]
     return or_(VerifyJob.lease_owner.is_(None), VerifyJob.lease_expires < now)
 
 
-def claim(store: object, owner: str, lease_seconds: float, now: dt.datetime | None = None,
-          skip: Sequence[str] = ()) -> Claim | None:
+def claim(
+    store: object, owner: str, lease_seconds: float, now: dt.datetime | None = None, skip: Sequence[str] = ()
+) -> Claim | None:
     """Lease the job whose turn it is to ``owner``; None when every open job is leased or none is left. Jobs of the
     boards in ``skip`` (spec hashes whose env the worker cannot build) are left to other workers."""
     now = now or utcnow()
     with store.session.begin() as s:  # type: ignore[attr-defined]
         _add_missing_jobs(s)
-        turn = func.row_number().over(partition_by=VerifyJob.submitter, order_by=(VerifyJob.queued_at, VerifyJob.submission_id))
-        free = (select(VerifyJob.submission_id, VerifyJob.queued_at, turn.label("turn"))
-                .join(Submission, Submission.id == VerifyJob.submission_id)
-                .where(_free(now), Submission.status.in_(_OPEN), Submission.spec_hash.notin_(list(skip))).subquery())
+        turn = func.row_number().over(
+            partition_by=VerifyJob.submitter, order_by=(VerifyJob.queued_at, VerifyJob.submission_id)
+        )
+        free = (
+            select(VerifyJob.submission_id, VerifyJob.queued_at, turn.label("turn"))
+            .join(Submission, Submission.id == VerifyJob.submission_id)
+            .where(_free(now), Submission.status.in_(_OPEN), Submission.spec_hash.notin_(list(skip)))
+            .subquery()
+        )
         order = select(free.c.submission_id).order_by(free.c.turn, free.c.queued_at, free.c.submission_id).limit(8)
         for sid in s.scalars(order).all():
-            taken = s.execute(update(VerifyJob).where(VerifyJob.submission_id == sid, _free(now))
-                              .values(lease_owner=owner, lease_expires=now + dt.timedelta(seconds=lease_seconds)))
+            taken = s.execute(
+                update(VerifyJob)
+                .where(VerifyJob.submission_id == sid, _free(now))
+                .values(lease_owner=owner, lease_expires=now + dt.timedelta(seconds=lease_seconds))
+            )
             if taken.rowcount:
                 job = s.get(VerifyJob, sid)
-                s.execute(update(Submission).where(Submission.id == sid).values(
-                    status="verifying", status_message=f"replaying from episode {job.replayed + 1} of {job.episodes}"))
+                s.execute(
+                    update(Submission)
+                    .where(Submission.id == sid)
+                    .values(
+                        status="verifying",
+                        status_message=f"replaying from episode {job.replayed + 1} of {job.episodes}",
+                    )
+                )
                 return Claim(sid, job.replayed, job.episodes)
     return None
 
@@ -91,26 +116,43 @@ def renew(store: object, sid: int, owner: str, lease_seconds: float, now: dt.dat
     """Extend ``owner``'s lease; False when it is no longer theirs."""
     now = now or utcnow()
     with store.session.begin() as s:  # type: ignore[attr-defined]
-        return s.execute(update(VerifyJob).where(_mine(sid, owner))
-                         .values(lease_expires=now + dt.timedelta(seconds=lease_seconds))).rowcount > 0
+        return (
+            s.execute(
+                update(VerifyJob)
+                .where(_mine(sid, owner))
+                .values(lease_expires=now + dt.timedelta(seconds=lease_seconds))
+            ).rowcount
+            > 0
+        )
 
 
 def _served(s, submitter: str, now: dt.datetime) -> None:  # type: ignore[no-untyped-def]
     """A submitter was just served: their waiting jobs go behind everyone who waits already."""
-    s.execute(update(VerifyJob).where(VerifyJob.submitter == submitter, VerifyJob.queued_at < now).values(queued_at=now))
+    s.execute(
+        update(VerifyJob).where(VerifyJob.submitter == submitter, VerifyJob.queued_at < now).values(queued_at=now)
+    )
 
 
 def release(store: object, sid: int, owner: str, replayed: int, now: dt.datetime | None = None) -> bool:
     """After a slice: record the progress, give the lease back and go to the back of the line."""
     now = now or utcnow()
     with store.session.begin() as s:  # type: ignore[attr-defined]
-        done = s.execute(update(VerifyJob).where(_mine(sid, owner))
-                         .values(replayed=replayed, lease_owner=None, lease_expires=None, queued_at=now)).rowcount
+        done = s.execute(
+            update(VerifyJob)
+            .where(_mine(sid, owner))
+            .values(replayed=replayed, lease_owner=None, lease_expires=None, queued_at=now)
+        ).rowcount
         if done:
             job = s.get(VerifyJob, sid)
             _served(s, job.submitter, now)
-            s.execute(update(Submission).where(Submission.id == sid).values(
-                status="pending", status_message=f"replayed {replayed} of {job.episodes} episodes; waiting for its next turn"))
+            s.execute(
+                update(Submission)
+                .where(Submission.id == sid)
+                .values(
+                    status="pending",
+                    status_message=f"replayed {replayed} of {job.episodes} episodes; waiting for its next turn",
+                )
+            )
         return done > 0
 
 
@@ -123,26 +165,41 @@ def defer(store: object, sid: int, owner: str, why: str, now: dt.datetime | None
     submission stays pending, for a worker that can; False when the lease was no longer ``owner``'s."""
     now = now or utcnow()
     with store.session.begin() as s:  # type: ignore[attr-defined]
-        done = s.execute(update(VerifyJob).where(_mine(sid, owner)).values(lease_owner=None, lease_expires=None)).rowcount
+        done = s.execute(
+            update(VerifyJob).where(_mine(sid, owner)).values(lease_owner=None, lease_expires=None)
+        ).rowcount
         if done:
-            s.execute(update(Submission).where(Submission.id == sid).values(
-                status="pending", status_message=f"{NOT_VERIFIABLE}: {why}"[:2000] + "; it waits for a verifier that "
-                "builds the board's env (no verdict was recorded)"))
+            s.execute(
+                update(Submission)
+                .where(Submission.id == sid)
+                .values(
+                    status="pending",
+                    status_message=f"{NOT_VERIFIABLE}: {why}"[:2000] + "; it waits for a verifier that "
+                    "builds the board's env (no verdict was recorded)",
+                )
+            )
         return done > 0
 
 
-_SETUP_FAILURES = ("replay crashed: RuntimeError: % needs this server's private seed%",
-                   "the replay env's spec hash % differs from the bundle's")
+_SETUP_FAILURES = (
+    "replay crashed: RuntimeError: % needs this server's private seed%",
+    "the replay env's spec hash % differs from the bundle's",
+)
 """Verdicts of older verifiers that were their set-up's, not the submission's (reopened by :func:`reopen_setup_failures`)."""
 
 
 def reopen_setup_failures(store: object) -> int:
     """Put back in the queue the submissions failed by a verifier that could not build their env; how many."""
     with store.session.begin() as s:  # type: ignore[attr-defined]
-        return s.execute(update(Submission).where(Submission.status == "failed", or_(
-            *[Submission.status_message.like(p) for p in _SETUP_FAILURES])).values(
-            status="pending", status_message="waiting for replay (an earlier verifier could not build its env)",
-            verified_at=None)).rowcount
+        return s.execute(
+            update(Submission)
+            .where(Submission.status == "failed", or_(*[Submission.status_message.like(p) for p in _SETUP_FAILURES]))
+            .values(
+                status="pending",
+                status_message="waiting for replay (an earlier verifier could not build its env)",
+                verified_at=None,
+            )
+        ).rowcount
 
 
 def finish(store: object, sid: int, owner: str | None, verified: bool, message: str) -> bool:
@@ -155,8 +212,11 @@ def finish(store: object, sid: int, owner: str | None, verified: bool, message: 
         s.execute(delete(VerifyJob).where(mine))
         if submitter is not None:
             _served(s, submitter, utcnow())
-        s.execute(update(Submission).where(Submission.id == sid).values(
-            status="verified" if verified else "failed", status_message=message[:2000], verified_at=utcnow()))
+        s.execute(
+            update(Submission)
+            .where(Submission.id == sid)
+            .values(status="verified" if verified else "failed", status_message=message[:2000], verified_at=utcnow())
+        )
         return True
 
 
@@ -167,8 +227,14 @@ def expire(store: object, now: dt.datetime | None = None) -> int:
         stale = list(s.scalars(select(VerifyJob.submission_id).where(VerifyJob.lease_expires < now)))
         if not stale:
             return 0
-        s.execute(update(VerifyJob).where(VerifyJob.submission_id.in_(stale), VerifyJob.lease_expires < now)
-                  .values(lease_owner=None, lease_expires=None))
-        s.execute(update(Submission).where(Submission.id.in_(stale), Submission.status == "verifying")
-                  .values(status="pending", status_message="waiting for replay (its worker stopped)"))
+        s.execute(
+            update(VerifyJob)
+            .where(VerifyJob.submission_id.in_(stale), VerifyJob.lease_expires < now)
+            .values(lease_owner=None, lease_expires=None)
+        )
+        s.execute(
+            update(Submission)
+            .where(Submission.id.in_(stale), Submission.status == "verifying")
+            .values(status="pending", status_message="waiting for replay (its worker stopped)")
+        )
         return len(stale)

@@ -35,11 +35,15 @@ def ranks(store: object, ids: Iterable[int]) -> dict[int, int]:
     wanted = sorted(set(ids))
     if not wanted:
         return {}
-    position = func.row_number().over(partition_by=Submission.spec_hash,
-                                      order_by=(Submission.success.desc(), Submission.score.desc(), Submission.id))
+    position = func.row_number().over(
+        partition_by=Submission.spec_hash, order_by=(Submission.success.desc(), Submission.score.desc(), Submission.id)
+    )
     board_of = select(Submission.spec_hash).where(Submission.id.in_(wanted)).distinct()
-    ranked = (select(Submission.id.label("id"), position.label("rank"))
-              .where(Submission.status == "verified", Submission.spec_hash.in_(board_of)).subquery())
+    ranked = (
+        select(Submission.id.label("id"), position.label("rank"))
+        .where(Submission.status == "verified", Submission.spec_hash.in_(board_of))
+        .subquery()
+    )
     query = select(ranked.c.id, ranked.c.rank).where(ranked.c.id.in_(wanted))
     with store.session() as s:  # type: ignore[attr-defined]
         return {int(i): int(r) for i, r in s.execute(query)}

@@ -28,10 +28,16 @@ __all__ = ["MAX_ID", "BoundedInt", "install", "external_url", "check_base_url"]
 MAX_ID = 2**63 - 1
 """Largest id a route accepts (SQL BIGINT)."""
 
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; "
-       "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
-           "Referrer-Policy": "same-origin"}
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; "
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+}
 
 
 class BoundedInt(IntegerConverter):
@@ -56,8 +62,11 @@ def external_url(endpoint: str, **values: object) -> str:
 
 def _strict_json_body() -> Response | None:
     """A 400 for an API JSON body with a lone surrogate or a huge integer literal (submissions check their own)."""
-    if request.method not in ("POST", "PUT", "PATCH") or not request.path.startswith("/api/") \
-            or request.path == "/api/v1/submissions":
+    if (
+        request.method not in ("POST", "PUT", "PATCH")
+        or not request.path.startswith("/api/")
+        or request.path == "/api/v1/submissions"
+    ):
         return None
     data = read_body(current_app.config["MAX_CONTENT_LENGTH"])  # 413 past the limit; the endpoint gets the same bytes
     try:

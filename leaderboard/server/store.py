@@ -78,8 +78,14 @@ class Store:
             return s.execute(update(Token).where(Token.id == token_id).values(revoked=True)).rowcount > 0
 
     # ------------------------------------------------------------------ submissions
-    def add(self, bundle: Mapping[str, Any], board: Board, submitter: str, token_id: int | None,
-            live_run_id: int | None = None) -> Added:
+    def add(
+        self,
+        bundle: Mapping[str, Any],
+        board: Board,
+        submitter: str,
+        token_id: int | None,
+        live_run_id: int | None = None,
+    ) -> Added:
         """Store an admitted bundle once (by content digest), status ``pending``; raises
         :class:`~leaderboard.server.provenance.EpisodesClaimed` when other tokens own half its episodes' work or more
         (also when another token stored this very bundle first, at any moment), :class:`~leaderboard.server.names.NameTaken`
@@ -89,10 +95,20 @@ class Store:
         digest = hashlib.sha256(blob).hexdigest()
         agg = bundle["aggregates"]
         row = Submission(
-            digest=digest, token_id=token_id, submitter=submitter, env_id=board.env_id, split=board.split,
-            spec_hash=board.spec_hash, agent_name=bundle["agent"]["name"], agent_json=json.dumps(bundle["agent"]),
-            episodes=int(agg["all"]["episodes"]), success=float(agg["all"]["success"]), score=float(agg["all"]["score"]),
-            aggregates_json=json.dumps(agg), status="pending", status_message="waiting for replay",
+            digest=digest,
+            token_id=token_id,
+            submitter=submitter,
+            env_id=board.env_id,
+            split=board.split,
+            spec_hash=board.spec_hash,
+            agent_name=bundle["agent"]["name"],
+            agent_json=json.dumps(bundle["agent"]),
+            episodes=int(agg["all"]["episodes"]),
+            success=float(agg["all"]["success"]),
+            score=float(agg["all"]["score"]),
+            aggregates_json=json.dumps(agg),
+            status="pending",
+            status_message="waiting for replay",
             bundle_gz=gzip.compress(blob, compresslevel=6, mtime=0),
         )
         try:
@@ -106,15 +122,23 @@ class Store:
                 return Added(row.id, True, row.status)
         except IntegrityError:  # another transaction stored this bundle, or claimed its works, at the same moment
             with self.session() as s:
-                existing = s.execute(select(Submission.id, Submission.status, Submission.token_id, Submission.agent_name,
-                                            Submission.submitter).where(Submission.digest == digest)).first()
+                existing = s.execute(
+                    select(
+                        Submission.id,
+                        Submission.status,
+                        Submission.token_id,
+                        Submission.agent_name,
+                        Submission.submitter,
+                    ).where(Submission.digest == digest)
+                ).first()
                 # the answer a request sent after the winner's commit gets: the winner's works are visible now
                 provenance.check_owner(s, works, token_id)
             if existing is None:
                 raise
             if existing.token_id != token_id and token_id is not None:  # never another token's id as a "duplicate"
-                raise provenance.EpisodesClaimed(existing.id, existing.agent_name, existing.submitter, len(works),
-                                                 len(works)) from None
+                raise provenance.EpisodesClaimed(
+                    existing.id, existing.agent_name, existing.submitter, len(works), len(works)
+                ) from None
             return Added(existing.id, False, existing.status)
 
     def get(self, submission_id: int) -> Submission | None:
@@ -127,12 +151,26 @@ class Store:
     def bundle_of(row: Submission) -> dict[str, Any]:
         return json.loads(gzip.decompress(row.bundle_gz))
 
-    def submissions(self, spec_hash: str | None = None, sort: str = "success", descending: bool = True, limit: int = 500,
-                    statuses: Sequence[str] | None = None, verified_first: bool = False, offset: int = 0) -> list[Submission]:
+    def submissions(
+        self,
+        spec_hash: str | None = None,
+        sort: str = "success",
+        descending: bool = True,
+        limit: int = 500,
+        statuses: Sequence[str] | None = None,
+        verified_first: bool = False,
+        offset: int = 0,
+    ) -> list[Submission]:
         """Submissions (without their bundles loaded into memory twice), best first by default; only
         ``statuses`` when given; ``verified_first``: verified, then pending/verifying, then failed."""
-        column = {"success": Submission.success, "score": Submission.score, "agent": func.lower(Submission.agent_name),
-                  "episodes": Submission.episodes, "created": Submission.created_at, "status": Submission.status}[sort]
+        column = {
+            "success": Submission.success,
+            "score": Submission.score,
+            "agent": func.lower(Submission.agent_name),
+            "episodes": Submission.episodes,
+            "created": Submission.created_at,
+            "status": Submission.status,
+        }[sort]
         order = [column.desc() if descending else column.asc(), Submission.score.desc(), Submission.id]
         if verified_first:
             order.insert(0, case((Submission.status == "verified", 0), (Submission.status == "failed", 2), else_=1))
@@ -177,8 +215,10 @@ class Store:
 
     def counts(self) -> dict[str, int]:
         with self.session() as s:
-            return {"submissions": s.scalar(select(func.count(Submission.id))) or 0,
-                    "tokens": s.scalar(select(func.count(Token.id))) or 0}
+            return {
+                "submissions": s.scalar(select(func.count(Submission.id))) or 0,
+                "tokens": s.scalar(select(func.count(Token.id))) or 0,
+            }
 
     # ------------------------------------------------------------------ verification queue
     # (leases and fair turns: leaderboard.server.queue)

@@ -67,7 +67,11 @@ def ensure(store: Any, sid: int, bundle: Mapping[str, Any] | None = None) -> dic
     try:
         with store.session.begin() as s:
             for start in range(0, len(episodes), CHUNK):
-                s.add(EpisodeChunk(submission_id=sid, chunk=start // CHUNK, episodes_gz=_gz(episodes[start:start + CHUNK])))
+                s.add(
+                    EpisodeChunk(
+                        submission_id=sid, chunk=start // CHUNK, episodes_gz=_gz(episodes[start : start + CHUNK])
+                    )
+                )
             s.add(SubmissionSummary(submission_id=sid, summary_gz=_gz(summary_)))
     except IntegrityError:  # written by another request at the same moment
         pass
@@ -82,7 +86,9 @@ def chunk(store: Any, sid: int, number: int) -> list[dict[str, Any]]:
     """Full episodes ``number * CHUNK`` .. of submission ``sid`` (turns included); [] past the last."""
     ensure(store, sid)
     with store.session() as s:
-        blob = s.scalar(select(EpisodeChunk.episodes_gz).where(EpisodeChunk.submission_id == sid, EpisodeChunk.chunk == number))
+        blob = s.scalar(
+            select(EpisodeChunk.episodes_gz).where(EpisodeChunk.submission_id == sid, EpisodeChunk.chunk == number)
+        )
     return _ungz(blob) if blob is not None else []
 
 
@@ -103,11 +109,22 @@ def _swapped(result: Comparison) -> Comparison:
     """The comparison of B with A from that of A with B: every pair, count and mean trades sides; the
     p-values stay (McNemar is symmetric, and the permutation test's sign flips draw the same signs for
     the negated differences)."""
-    def test(t: PairedTest) -> PairedTest:
-        return replace(t, success_a=t.success_b, success_b=t.success_a, only_a=t.only_b, only_b=t.only_a,
-                       score_a=t.score_b, score_b=t.score_a)
 
-    rows = [replace(r, success_a=r.success_b, success_b=r.success_a, score_a=r.score_b, score_b=r.score_a) for r in result.rows]
+    def test(t: PairedTest) -> PairedTest:
+        return replace(
+            t,
+            success_a=t.success_b,
+            success_b=t.success_a,
+            only_a=t.only_b,
+            only_b=t.only_a,
+            score_a=t.score_b,
+            score_b=t.score_a,
+        )
+
+    rows = [
+        replace(r, success_a=r.success_b, success_b=r.success_a, score_a=r.score_b, score_b=r.score_a)
+        for r in result.rows
+    ]
     return Comparison(rows, test(result.test), {k: test(v) for k, v in result.categories.items()}, result.only_in_one)
 
 
@@ -116,7 +133,9 @@ def comparison(store: Any, a: Submission, b: Submission) -> Comparison:
 
     Cached once per unordered pair: B against A is derived from A against B, never computed again."""
     swap = b.digest < a.digest
-    key = (b.digest, a.digest) if swap else (a.digest, b.digest)  # content digests: a result holds wherever they are stored
+    key = (
+        (b.digest, a.digest) if swap else (a.digest, b.digest)
+    )  # content digests: a result holds wherever they are stored
     with _LOCK:
         result = _CACHE.get(key)
         if result is not None:

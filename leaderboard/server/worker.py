@@ -41,8 +41,16 @@ log = logging.getLogger(__name__)
 class Verifier:
     """Replays pending submissions slice by slice and records verified/failed with the reason."""
 
-    def __init__(self, store: Store, poll_seconds: float = 1.0, lease_seconds: float = 60.0, slice_seconds: float = 5.0,
-                 slice_episodes: int | None = None, stall_seconds: float = 300.0, retry_seconds: float = 600.0):
+    def __init__(
+        self,
+        store: Store,
+        poll_seconds: float = 1.0,
+        lease_seconds: float = 60.0,
+        slice_seconds: float = 5.0,
+        slice_episodes: int | None = None,
+        stall_seconds: float = 300.0,
+        retry_seconds: float = 600.0,
+    ):
         self.store = store
         self.poll_seconds = poll_seconds
         self.lease_seconds = lease_seconds
@@ -79,8 +87,10 @@ class Verifier:
         if key not in self._envs:
             self._envs[key] = board_env(row.env_id, row.split, row.spec_hash)
         elif self._envs[key].unwrapped.spec_hash() != row.spec_hash:  # the board's env was rebuilt otherwise since
-            raise SetupError(f"this verifier's {row.env_id}:{row.split} env has spec hash "
-                             f"{self._envs[key].unwrapped.spec_hash()}, the board's is {row.spec_hash}")
+            raise SetupError(
+                f"this verifier's {row.env_id}:{row.split} env has spec hash "
+                f"{self._envs[key].unwrapped.spec_hash()}, the board's is {row.spec_hash}"
+            )
         return self._envs[key]
 
     def _skipped(self) -> list[str]:
@@ -103,7 +113,11 @@ class Verifier:
         def beat() -> None:
             while not done.wait(self.lease_seconds / 3):
                 if time.monotonic() - start > self.stall_seconds:  # an env hangs: let another worker take over
-                    log.warning("verifier: slice of submission %s runs past %.0f s; its lease is left to expire", sid, self.stall_seconds)
+                    log.warning(
+                        "verifier: slice of submission %s runs past %.0f s; its lease is left to expire",
+                        sid,
+                        self.stall_seconds,
+                    )
                     lost.set()
                     return
                 try:
@@ -162,7 +176,11 @@ class Verifier:
             log.warning("verifier: lost the lease of submission %s; its result is not recorded", sid)
         if setup is not None:
             self._unbuildable[row.spec_hash] = time.monotonic() + self.retry_seconds
-            log.warning("verifier: submission %s is not verifiable here (left pending): %s", sid, private.redact(row.split, setup))
+            log.warning(
+                "verifier: submission %s is not verifiable here (left pending): %s",
+                sid,
+                private.redact(row.split, setup),
+            )
             queue.defer(self.store, sid, self.owner, private.redact(row.split, setup))
             return sid
         if problem is None and next_index < total:

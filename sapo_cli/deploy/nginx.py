@@ -19,8 +19,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["FrontConfig", "add_front_options", "front_config", "nginx_binary", "render", "nginx_command", "listen",
-           "connection_limits", "WORKER_CONNECTIONS"]
+__all__ = [
+    "FrontConfig",
+    "add_front_options",
+    "front_config",
+    "nginx_binary",
+    "render",
+    "nginx_command",
+    "listen",
+    "connection_limits",
+    "WORKER_CONNECTIONS",
+]
 
 TEMPLATE = Path(__file__).with_name("nginx.conf")
 WORKER_CONNECTIONS = 8192
@@ -59,8 +68,9 @@ class FrontConfig:
         if self.drain_seconds < 0:
             raise ValueError(f"drain-seconds must be >= 0, got {self.drain_seconds}")
         if self.per_client < 1 or self.max_body_bytes < 1:
-            raise ValueError(f"per-client connections and the body limit must be >= 1, got {self.per_client}, "
-                             f"{self.max_body_bytes}")
+            raise ValueError(
+                f"per-client connections and the body limit must be >= 1, got {self.per_client}, {self.max_body_bytes}"
+            )
 
 
 def connection_limits() -> tuple[int, int]:
@@ -79,14 +89,22 @@ def _ms(seconds: float) -> str:
 def render(config: FrontConfig, access_log: str = "/dev/stdout") -> str:
     """The shipped config with ``config``'s values filled in (every ``{{field}}`` of the template)."""
     nofile, connections = connection_limits()
-    values = {"listen": config.listen, "upstream": config.upstream, "max_body_bytes": str(config.max_body_bytes),
-              "peers": "\n".join(f"        server unix:{path};" for path in config.peers),
-              "header_timeout": _ms(config.header_timeout), "client_timeout": _ms(config.client_timeout),
-              "upstream_timeout": _ms(config.upstream_timeout), "drain": _ms(config.drain_seconds), "per_client": str(config.per_client),
-              "worker_connections": str(connections), "nofile": str(nofile),
-              "access_log": access_log,
-              # nginx started by root would run its workers as nobody, who cannot reach the run directory
-              "user": "user root;" if os.geteuid() == 0 else ""}
+    values = {
+        "listen": config.listen,
+        "upstream": config.upstream,
+        "max_body_bytes": str(config.max_body_bytes),
+        "peers": "\n".join(f"        server unix:{path};" for path in config.peers),
+        "header_timeout": _ms(config.header_timeout),
+        "client_timeout": _ms(config.client_timeout),
+        "upstream_timeout": _ms(config.upstream_timeout),
+        "drain": _ms(config.drain_seconds),
+        "per_client": str(config.per_client),
+        "worker_connections": str(connections),
+        "nofile": str(nofile),
+        "access_log": access_log,
+        # nginx started by root would run its workers as nobody, who cannot reach the run directory
+        "user": "user root;" if os.geteuid() == 0 else "",
+    }
     text = TEMPLATE.read_text()
     missing = sorted(set(_FIELD.findall(text)) - set(values))
     if missing:
@@ -98,8 +116,10 @@ def nginx_binary() -> str:
     """The nginx executable: on PATH, or Debian's ``/usr/sbin/nginx`` (not on a user's PATH)."""
     found = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None)
     if found is None:
-        raise FileNotFoundError("nginx is not installed: the server runs behind it (Debian: apt-get install nginx, "
-                                "the 'nginx' package; scripts/setup.sh installs it)")
+        raise FileNotFoundError(
+            "nginx is not installed: the server runs behind it (Debian: apt-get install nginx, "
+            "the 'nginx' package; scripts/setup.sh installs it)"
+        )
     return found
 
 
@@ -126,26 +146,54 @@ def listen(host: str, port: int) -> tuple[socket.socket, str]:
 
 def add_front_options(p: argparse.ArgumentParser) -> None:
     """The options of the nginx in front (both serve commands take them)."""
-    p.add_argument("--header-timeout", type=float, default=20.0,
-                   help="seconds a client has to send a request's line and headers, however they trickle in; also how "
-                        "long an idle keep-alive connection stays open")
-    p.add_argument("--client-timeout", type=float, default=30.0,
-                   help="seconds a client may pause while sending a body (between two reads) or while taking an answer "
-                        "(between two writes) before its connection is closed")
-    p.add_argument("--max-connections-per-client", type=int, default=256, metavar="N",
-                   help="connections one client address may hold with a request in progress (a body still arriving "
-                        "included); one more is answered 503 at once")
-    p.add_argument("--drain-seconds", type=float, default=10.0,
-                   help="on SIGTERM/SIGINT: stop accepting and let the requests in progress finish for at most this long")
+    p.add_argument(
+        "--header-timeout",
+        type=float,
+        default=20.0,
+        help="seconds a client has to send a request's line and headers, however they trickle in; also how "
+        "long an idle keep-alive connection stays open",
+    )
+    p.add_argument(
+        "--client-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a client may pause while sending a body (between two reads) or while taking an answer "
+        "(between two writes) before its connection is closed",
+    )
+    p.add_argument(
+        "--max-connections-per-client",
+        type=int,
+        default=256,
+        metavar="N",
+        help="connections one client address may hold with a request in progress (a body still arriving "
+        "included); one more is answered 503 at once",
+    )
+    p.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=10.0,
+        help="on SIGTERM/SIGINT: stop accepting and let the requests in progress finish for at most this long",
+    )
 
 
-def front_config(args: argparse.Namespace, listen_address: str, upstreams: Sequence[Path], max_body_bytes: int,
-                 upstream_timeout: float) -> FrontConfig:
+def front_config(
+    args: argparse.Namespace,
+    listen_address: str,
+    upstreams: Sequence[Path],
+    max_body_bytes: int,
+    upstream_timeout: float,
+) -> FrontConfig:
     """:class:`FrontConfig` from :func:`add_front_options`'s arguments; ``upstreams``: the app server's sockets, one a
     process, the first one's holding the HTTP sessions."""
     first, *peers = upstreams
-    return FrontConfig(listen=listen_address, upstream=str(first), peers=tuple(str(path) for path in peers),
-                       max_body_bytes=max_body_bytes,
-                       header_timeout=args.header_timeout, client_timeout=args.client_timeout,
-                       per_client=args.max_connections_per_client, upstream_timeout=upstream_timeout,
-                       drain_seconds=args.drain_seconds)
+    return FrontConfig(
+        listen=listen_address,
+        upstream=str(first),
+        peers=tuple(str(path) for path in peers),
+        max_body_bytes=max_body_bytes,
+        header_timeout=args.header_timeout,
+        client_timeout=args.client_timeout,
+        per_client=args.max_connections_per_client,
+        upstream_timeout=upstream_timeout,
+        drain_seconds=args.drain_seconds,
+    )

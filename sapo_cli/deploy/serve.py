@@ -72,8 +72,14 @@ def bind(host: str, port: int) -> Front:
     return Front(sock, address, sock.getsockname()[1])
 
 
-def run(front: Front, app: AppServer, args: argparse.Namespace, max_body_bytes: int, upstream_timeout: float,
-        on_ready: Callable[[bytes], None]) -> int:
+def run(
+    front: Front,
+    app: AppServer,
+    args: argparse.Namespace,
+    max_body_bytes: int,
+    upstream_timeout: float,
+    on_ready: Callable[[bytes], None],
+) -> int:
     """Serve ``app`` behind nginx on ``front`` until SIGTERM or SIGINT (0) or a child's exit (1); ``args`` holds
     :func:`~sapo_cli.deploy.nginx.add_front_options`'s settings. ``on_ready`` gets the answer to ``app.ready_path``."""
     with tempfile.TemporaryDirectory(prefix="sapo-serve-") as tmp:
@@ -87,12 +93,22 @@ def run(front: Front, app: AppServer, args: argparse.Namespace, max_body_bytes: 
             for index, path in enumerate(upstream_paths):
                 with unix_listener(path) as upstream:
                     fd = upstream.fileno()
-                    supervisor.start(app.child_name(index), app.command(fd), app.stop_signal,
-                                     env={**os.environ, **app.env}, pass_fds=[fd])
+                    supervisor.start(
+                        app.child_name(index),
+                        app.command(fd),
+                        app.stop_signal,
+                        env={**os.environ, **app.env},
+                        pass_fds=[fd],
+                    )
             with front.sock:  # nginx takes the socket over (its NGINX variable names inherited sockets)
                 fd = front.sock.fileno()
-                supervisor.start("nginx", nginx.nginx_command(run_dir), signal.SIGQUIT,
-                                 env={**os.environ, "NGINX": f"{fd};"}, pass_fds=[fd])
+                supervisor.start(
+                    "nginx",
+                    nginx.nginx_command(run_dir),
+                    signal.SIGQUIT,
+                    env={**os.environ, "NGINX": f"{fd};"},
+                    pass_fds=[fd],
+                )
             try:
                 answer = [supervisor.wait_ready(path, app.ready_path, START_SECONDS) for path in upstream_paths][0]
             except RuntimeError as exc:

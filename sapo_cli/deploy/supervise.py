@@ -89,12 +89,23 @@ class Supervisor:
         self._signal: str | None = None
         self._previous: dict[signal.Signals, object] = {}
 
-    def start(self, name: str, argv: Sequence[str], stop_signal: signal.Signals, env: dict[str, str] | None = None,
-              pass_fds: Sequence[int] = ()) -> Child:
+    def start(
+        self,
+        name: str,
+        argv: Sequence[str],
+        stop_signal: signal.Signals,
+        env: dict[str, str] | None = None,
+        pass_fds: Sequence[int] = (),
+    ) -> Child:
         """Start ``argv`` as a supervised child (start the children before any thread: it forks)."""
         parent = os.getpid()
-        proc = subprocess.Popen(list(argv), env=env, pass_fds=tuple(pass_fds), start_new_session=True,
-                                preexec_fn=lambda: _die_with_parent(parent))
+        proc = subprocess.Popen(
+            list(argv),
+            env=env,
+            pass_fds=tuple(pass_fds),
+            start_new_session=True,
+            preexec_fn=lambda: _die_with_parent(parent),
+        )
         child = Child(name, proc, stop_signal)
         self.children.append(child)
         return child
@@ -123,7 +134,9 @@ class Supervisor:
     def _check_children(self) -> None:
         for child in self.children:
             if child.proc.poll() is not None:
-                raise RuntimeError(f"{child.name} exited with {child.proc.returncode} at start-up (see its output above)")
+                raise RuntimeError(
+                    f"{child.name} exited with {child.proc.returncode} at start-up (see its output above)"
+                )
 
     def _on_signal(self, signum: int, frame: object) -> None:
         if self._signal is None:

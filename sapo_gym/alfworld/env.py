@@ -89,8 +89,11 @@ class AlfWorldEnv(TextEnv):
         if expert not in EXPERTS:
             raise ValueError(f"unknown ALFWorld expert {expert!r}; valid choices: {list(EXPERTS)}")
         super().__init__(protocol=protocol, split=split, render_mode=render_mode)
-        self.catalog: Catalog = (private_catalog(check_seed(private_seed), private_games, data_dir)
-                                 if split == PRIVATE_SPLIT else resolve(split, data_dir))
+        self.catalog: Catalog = (
+            private_catalog(check_seed(private_seed), private_games, data_dir)
+            if split == PRIVATE_SPLIT
+            else resolve(split, data_dir)
+        )
         self.success_reward = float(success_reward)
         self.engine_name = engine
         self.expert = expert
@@ -146,7 +149,11 @@ class AlfWorldEnv(TextEnv):
             return None
         if self.expert == "search":
             turn = self._turn
-            return None if self._search is None or turn is None or turn.won else self._search.action(turn.admissible_actions)
+            return (
+                None
+                if self._search is None or turn is None or turn.won
+                else self._search.action(turn.admissible_actions)
+            )
         if 0 <= self._on_walkthrough < len(self._walkthrough):
             return self._walkthrough[self._on_walkthrough]
         if self.expert == "planner" and self._turn is not None and not self._turn.won:

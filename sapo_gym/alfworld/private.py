@@ -36,8 +36,16 @@ _SCENES = "eval_out_of_distribution"
 
 def game_key(game: Any) -> tuple:
     """What makes a game the same game: the room, its objects and their places, the agent's start, the goal."""
-    return (game.scene, tuple(game.agent), tuple(sorted(map(tuple, game.objects))), tuple(sorted(game.receptacles)),
-            game.task_type, game.object_target, game.parent_target, game.toggle_target)
+    return (
+        game.scene,
+        tuple(game.agent),
+        tuple(sorted(map(tuple, game.objects))),
+        tuple(sorted(game.receptacles)),
+        game.task_type,
+        game.object_target,
+        game.parent_target,
+        game.toggle_target,
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -58,8 +66,11 @@ def private_games(seed: str, n_games: int, mini: bool = True, workers: int = 1) 
     k, d = MINI_LIMITS if mini else (None, None)
     rng_seed = "private-" + derive(seed, "alfworld-mini" if mini else "alfworld")
     public = public_game_keys()
-    games = [g for g in generate({_SCENES: n_games}, seed=rng_seed, workers=workers, max_receptacles=k, max_distractors=d)
-             if game_key(g) not in public]
+    games = [
+        g
+        for g in generate({_SCENES: n_games}, seed=rng_seed, workers=workers, max_receptacles=k, max_distractors=d)
+        if game_key(g) not in public
+    ]
     index = n_games
     while len(games) < n_games:  # a game equal to a public one was dropped: draw the next index instead
         game = generate_game(rng_seed, _SCENES, index, k, d)
@@ -82,10 +93,19 @@ def private_catalog(seed: str, n_games: int = DEFAULT_PRIVATE_GAMES, data_dir: s
     mini = data_dir == EMBEDDED_MINI
     games = private_games(seed, n_games, mini)
     records = tuple(
-        GameRecord(f"private/{i:03d}", TASK_TYPES[g.task_type], g.task_type,
-                   {"object_target": g.object_target, "object_sliced": False, "mrecep_target": "",
-                    "parent_target": g.parent_target, "toggle_target": g.toggle_target},
-                   generated=g)
+        GameRecord(
+            f"private/{i:03d}",
+            TASK_TYPES[g.task_type],
+            g.task_type,
+            {
+                "object_target": g.object_target,
+                "object_sliced": False,
+                "mrecep_target": "",
+                "parent_target": g.parent_target,
+                "toggle_target": g.toggle_target,
+            },
+            generated=g,
+        )
         for i, g in enumerate(games)
     )
     name = dataset_name(*(MINI_LIMITS if mini else (None, None)))

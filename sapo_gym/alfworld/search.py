@@ -26,8 +26,12 @@ from typing import Any
 __all__ = ["SearchGoal", "SearchExpert"]
 
 _APPLIANCE = {"clean": "sinkbasin", "heat": "microwave", "cool": "fridge"}
-_OPS = {"pick_clean_then_place_in_recep": "clean", "pick_heat_then_place_in_recep": "heat",
-        "pick_cool_then_place_in_recep": "cool", "look_at_obj_in_light": "look"}
+_OPS = {
+    "pick_clean_then_place_in_recep": "clean",
+    "pick_heat_then_place_in_recep": "heat",
+    "pick_cool_then_place_in_recep": "cool",
+    "look_at_obj_in_light": "look",
+}
 _ARRIVE = re.compile(r"^You arrive at (.+?)\.")
 _PICK = re.compile(r"^You pick up the (.+?) from the ")
 _MOVE = re.compile(r"^You move the (.+?) to the ")
@@ -72,8 +76,13 @@ class SearchGoal:
         for pattern in _SENTENCES:
             if m := pattern.match(text):
                 found = m.groupdict()
-                return cls(obj=found["obj"], target=found.get("recep") or "", op=_OPS.get(alfworld_task_type),
-                           lamp=found.get("lamp") or "", count=2 if alfworld_task_type == "pick_two_obj_and_place" else 1)
+                return cls(
+                    obj=found["obj"],
+                    target=found.get("recep") or "",
+                    op=_OPS.get(alfworld_task_type),
+                    lamp=found.get("lamp") or "",
+                    count=2 if alfworld_task_type == "pick_two_obj_and_place" else 1,
+                )
         raise ValueError(f"not an ALFWorld task sentence: {sentence!r}")
 
 
@@ -124,8 +133,12 @@ class SearchExpert:
         """The next command (one of ``admissible``), or None when the goal cannot be pursued from here."""
         if self.holding is not None:
             return self._with_object(admissible)
-        takeable = [a for a in admissible if re.match(rf"take {re.escape(self.goal.obj)} \d+ from ", a)
-                    and a.split(" from ")[0][5:] not in self.placed]
+        takeable = [
+            a
+            for a in admissible
+            if re.match(rf"take {re.escape(self.goal.obj)} \d+ from ", a)
+            and a.split(" from ")[0][5:] not in self.placed
+        ]
         if takeable:
             return takeable[0]
         return self._open_here(admissible) or self._explore(admissible)

@@ -34,11 +34,30 @@ import gymnasium as gym
 from sapo_gym.bounds import bound_output
 from sapo_gym.records import EpisodeRecord, new_record, record_step
 
-__all__ = ["ROW_KEYS", "PAYLOAD_KEY", "PAYLOAD_FORMAT", "make_env", "env_identity", "task_rows", "EpisodePlay",
-           "episode_metrics", "read_payloads", "bundle_inputs"]
+__all__ = [
+    "ROW_KEYS",
+    "PAYLOAD_KEY",
+    "PAYLOAD_FORMAT",
+    "make_env",
+    "env_identity",
+    "task_rows",
+    "EpisodePlay",
+    "episode_metrics",
+    "read_payloads",
+    "bundle_inputs",
+]
 
-ROW_KEYS: tuple[str, ...] = ("env_id", "split", "task_id", "seed", "env_args", "protocol", "horizon", "spec_hash",
-                             "prompt_template")
+ROW_KEYS: tuple[str, ...] = (
+    "env_id",
+    "split",
+    "task_id",
+    "seed",
+    "env_args",
+    "protocol",
+    "horizon",
+    "spec_hash",
+    "prompt_template",
+)
 """The keys of a task row, in order (see the module docstring)."""
 PAYLOAD_KEY = "sapo_gym"
 """The key an adapter files :meth:`EpisodePlay.payload` under in its ecosystem's metadata."""
@@ -56,12 +75,22 @@ def make_env(env_id: str, split: str | None = None, env_args: dict[str, Any] | N
 def env_identity(env: gym.Env) -> dict[str, Any]:
     """What travels with every row and episode of ``env``: protocol, split, horizon, spec hash, prompt template."""
     fields = env.unwrapped.spec_fields()
-    return {"protocol": fields["protocol"], "split": fields["split"], "horizon": fields["horizon"],
-            "spec_hash": env.unwrapped.spec_hash(), "prompt_template": fields["prompt"]}
+    return {
+        "protocol": fields["protocol"],
+        "split": fields["split"],
+        "horizon": fields["horizon"],
+        "spec_hash": env.unwrapped.spec_hash(),
+        "prompt_template": fields["prompt"],
+    }
 
 
-def task_rows(env_id: str, split: str | None = None, seeds: Sequence[int] = (0,), env_args: dict[str, Any] | None = None,
-              limit: int | None = None) -> list[tuple[dict[str, Any], str]]:
+def task_rows(
+    env_id: str,
+    split: str | None = None,
+    seeds: Sequence[int] = (0,),
+    env_args: dict[str, Any] | None = None,
+    limit: int | None = None,
+) -> list[tuple[dict[str, Any], str]]:
     """``(row, first observation)`` for every task of ``split`` (its first ``limit``) once per seed, seeds outermost."""
     args = {k: v for k, v in dict(env_args or {}).items() if k != "split"}
     env = make_env(env_id, split, args)
@@ -88,8 +117,10 @@ class EpisodePlay:
         here = self.env.unwrapped.spec_hash()
         if here != row["spec_hash"]:
             self.env.close()
-            raise ValueError(f"{row['env_id']}:{row['split']} builds spec hash {here} here, the task row was planned on "
-                             f"{row['spec_hash']} (another backend, data or env arguments)")
+            raise ValueError(
+                f"{row['env_id']}:{row['split']} builds spec hash {here} here, the task row was planned on "
+                f"{row['spec_hash']} (another backend, data or env arguments)"
+            )
         self.observation, info = self.env.reset(seed=int(row["seed"]), options={"task_id": row["task_id"]})
         self.info: dict[str, Any] = info
         self.record: EpisodeRecord = new_record(info, row["task_id"], int(row["seed"]))
@@ -108,8 +139,14 @@ class EpisodePlay:
     def payload(self) -> dict[str, Any]:
         """The episode as it leaves with the ecosystem's output: read back by :func:`read_payloads`."""
         unwrapped = self.env.unwrapped
-        return {"format": PAYLOAD_FORMAT, "row": self.row, "complete": self.done, "spec_fields": unwrapped.spec_fields(),
-                "spec_hash": unwrapped.spec_hash(), "record": self.record.to_dict()}
+        return {
+            "format": PAYLOAD_FORMAT,
+            "row": self.row,
+            "complete": self.done,
+            "spec_fields": unwrapped.spec_fields(),
+            "spec_hash": unwrapped.spec_hash(),
+            "record": self.record.to_dict(),
+        }
 
     def close(self) -> None:
         self.env.close()
@@ -118,9 +155,14 @@ class EpisodePlay:
 def episode_metrics(record: EpisodeRecord) -> dict[str, float]:
     """The episode's numbers for an ecosystem's metrics: success, score, return, steps, invalid actions, and the
     success under the task's category (``success/<task_type>``, averaged over that category's episodes alone)."""
-    return {"success": float(record.success), "score": record.score, "return": record.episode_return,
-            "steps": float(record.steps), "invalid_actions": float(record.invalid_actions),
-            f"success/{record.task_type}": float(record.success)}
+    return {
+        "success": float(record.success),
+        "score": record.score,
+        "return": record.episode_return,
+        "steps": float(record.steps),
+        "invalid_actions": float(record.invalid_actions),
+        f"success/{record.task_type}": float(record.success),
+    }
 
 
 def _payloads_in(value: Any) -> Iterator[dict[str, Any]]:
@@ -160,12 +202,16 @@ def bundle_inputs(payloads: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], s
         raise ValueError(f"episodes of {len(hashes)} envs (spec hashes {hashes}): one bundle holds one env's")
     cut = [p["row"] for p in payloads if not p["complete"]]
     if cut:
-        raise ValueError(f"{len(cut)} episode(s) did not end (e.g. task {cut[0]['task_id']}, seed {cut[0]['seed']}): the "
-                         "ecosystem's turn limit or a failed model call stopped them, and a bundle holds whole episodes")
+        raise ValueError(
+            f"{len(cut)} episode(s) did not end (e.g. task {cut[0]['task_id']}, seed {cut[0]['seed']}): the "
+            "ecosystem's turn limit or a failed model call stopped them, and a bundle holds whole episodes"
+        )
     twice = [key for key, n in Counter((p["row"]["seed"], p["row"]["task_id"]) for p in payloads).items() if n > 1]
     if twice:
-        raise ValueError(f"{len(twice)} (seed, task) pairs have several rollouts (e.g. {twice[0]}): a bundle holds one "
-                         "episode per task and seed")
+        raise ValueError(
+            f"{len(twice)} (seed, task) pairs have several rollouts (e.g. {twice[0]}): a bundle holds one "
+            "episode per task and seed"
+        )
     records = [EpisodeRecord.from_dict(p["record"]) for p in payloads]
     seeds = sorted({r.seed for r in records})
     return payloads[0]["spec_fields"], hashes[0], records, seeds

@@ -33,8 +33,17 @@ from typing import Any
 from sapo_gym.integrations.episodes import PAYLOAD_KEY
 from sapo_gym.registration import ENVS
 
-__all__ = ["NEMO_GYM_VERSION", "SERVER", "AGENT", "MODEL", "board_split", "env_entry", "reply_text", "dataset_rows",
-           "write_project"]
+__all__ = [
+    "NEMO_GYM_VERSION",
+    "SERVER",
+    "AGENT",
+    "MODEL",
+    "board_split",
+    "env_entry",
+    "reply_text",
+    "dataset_rows",
+    "write_project",
+]
 
 NEMO_GYM_VERSION = "0.4.0"
 """The NeMo-Gym release this adapter is written and tested against (the ``nemo-gym`` extra pins it)."""
@@ -82,8 +91,14 @@ def reply_text(output: Sequence[Mapping[str, Any]]) -> str:
 def dataset_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """NeMo-Gym dataset rows of task rows: an empty input (the reset's observation is the first prompt), the agent,
     and the task row under ``"sapo_gym"`` (NeMo-Gym passes a row's other keys to the server's reset and step)."""
-    return [{"responses_create_params": {"input": []}, "agent_ref": {"type": "responses_api_agents", "name": AGENT},
-             PAYLOAD_KEY: dict(row)} for row in rows]
+    return [
+        {
+            "responses_create_params": {"input": []},
+            "agent_ref": {"type": "responses_api_agents", "name": AGENT},
+            PAYLOAD_KEY: dict(row),
+        }
+        for row in rows
+    ]
 
 
 def _yaml(value: Any, indent: int = 0) -> list[str]:
@@ -99,7 +114,9 @@ def _yaml(value: Any, indent: int = 0) -> list[str]:
     if isinstance(value, list) and value:
         lines = []
         for item in value:
-            inner = _yaml(item, indent + 2) if isinstance(item, (dict, list)) and item else [f"{pad}  {json.dumps(item)}"]
+            inner = (
+                _yaml(item, indent + 2) if isinstance(item, (dict, list)) and item else [f"{pad}  {json.dumps(item)}"]
+            )
             lines += [f"{pad}- {inner[0].lstrip()}", *inner[1:]]
         return lines
     return [pad + json.dumps(value)]
@@ -119,32 +136,66 @@ def _slug(entry: Mapping[str, Any]) -> str:
 
 
 def _server_config(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    datasets = [{"name": _slug(e), "type": "example", "jsonl_fpath": f"resources_servers/{SERVER}/data/{_slug(e)}.jsonl"}
-                for e in entries]
+    datasets = [
+        {"name": _slug(e), "type": "example", "jsonl_fpath": f"resources_servers/{SERVER}/data/{_slug(e)}.jsonl"}
+        for e in entries
+    ]
     return {
-        SERVER: {"resources_servers": {SERVER: {
-            "entrypoint": "app.py", "domain": "agent", "verified": False,
-            "description": "sapo_gym text envs: " + ", ".join(f"{e['env_id']}:{e['split']}" for e in entries),
-            "value": "multi-turn text envs (<think>/<action> replies) with their spec hashes",
-            "envs": list(entries)}}},
-        AGENT: {"responses_api_agents": {"gymnasium_agent": {
-            "entrypoint": "app.py", "resources_server": {"type": "resources_servers", "name": SERVER},
-            "model_server": {"type": "responses_api_models", "name": MODEL},
-            # the env's TimeLimit ends every episode at its horizon; the agent's cap is never the one that stops it
-            "max_steps": max(int(e["horizon"]) for e in entries), "datasets": datasets}}},
+        SERVER: {
+            "resources_servers": {
+                SERVER: {
+                    "entrypoint": "app.py",
+                    "domain": "agent",
+                    "verified": False,
+                    "description": "sapo_gym text envs: " + ", ".join(f"{e['env_id']}:{e['split']}" for e in entries),
+                    "value": "multi-turn text envs (<think>/<action> replies) with their spec hashes",
+                    "envs": list(entries),
+                }
+            }
+        },
+        AGENT: {
+            "responses_api_agents": {
+                "gymnasium_agent": {
+                    "entrypoint": "app.py",
+                    "resources_server": {"type": "resources_servers", "name": SERVER},
+                    "model_server": {"type": "responses_api_models", "name": MODEL},
+                    # the env's TimeLimit ends every episode at its horizon; the agent's cap is never the one that stops it
+                    "max_steps": max(int(e["horizon"]) for e in entries),
+                    "datasets": datasets,
+                }
+            }
+        },
     }
 
 
 def _model_config() -> dict[str, Any]:
     """NeMo-Gym's ``vllm_model`` (chat completions) with the reply passed through as text: no reasoning parser, so
     the ``<think>`` block stays in the reply the env parses."""
-    return {MODEL: {"responses_api_models": {"vllm_model": {
-        "entrypoint": "app.py", "base_url": "${policy_base_url}", "api_key": "${policy_api_key}",
-        "model": "${policy_model_name}", "return_token_id_information": False, "uses_reasoning_parser": False,
-        "uses_interleaved_reasoning": False, "chat_template_kwargs": None, "extra_body": None, "default_headers": {}}}}}
+    return {
+        MODEL: {
+            "responses_api_models": {
+                "vllm_model": {
+                    "entrypoint": "app.py",
+                    "base_url": "${policy_base_url}",
+                    "api_key": "${policy_api_key}",
+                    "model": "${policy_model_name}",
+                    "return_token_id_information": False,
+                    "uses_reasoning_parser": False,
+                    "uses_interleaved_reasoning": False,
+                    "chat_template_kwargs": None,
+                    "extra_body": None,
+                    "default_headers": {},
+                }
+            }
+        }
+    }
 
 
-_VENV_SERVERS = (f"resources_servers/{SERVER}", "responses_api_agents/gymnasium_agent", "responses_api_models/vllm_model")
+_VENV_SERVERS = (
+    f"resources_servers/{SERVER}",
+    "responses_api_agents/gymnasium_agent",
+    "responses_api_models/vllm_model",
+)
 """The servers a run starts, by folder: NeMo-Gym looks for each one's venv at ``<project>/<folder>/.venv``."""
 
 
@@ -157,8 +208,12 @@ def _link_venv(root: Path, venv: str) -> None:
         link.symlink_to(Path(venv).resolve(), target_is_directory=True)
 
 
-def write_project(directory: str | os.PathLike[str], plans: Sequence[Sequence[Mapping[str, Any]]], venv: str | None = None,
-                  settings: Mapping[str, Any] | None = None) -> Path:
+def write_project(
+    directory: str | os.PathLike[str],
+    plans: Sequence[Sequence[Mapping[str, Any]]],
+    venv: str | None = None,
+    settings: Mapping[str, Any] | None = None,
+) -> Path:
     """Write (or rewrite) a NeMo-Gym project in ``directory`` for ``plans`` (each the task rows of one env, as
     :func:`~sapo_gym.integrations.episodes.task_rows` makes them); returns the server config's path.
 
@@ -182,7 +237,9 @@ def write_project(directory: str | os.PathLike[str], plans: Sequence[Sequence[Ma
     (server / "app.py").write_text(_APP)
     (server / "requirements.txt").write_text(f"sapo-gym[nemo-gym]\nnemo-gym=={NEMO_GYM_VERSION}\n")
     for entry, rows in zip(entries, plans):
-        (server / "data" / f"{_slug(entry)}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in dataset_rows(rows)))
+        (server / "data" / f"{_slug(entry)}.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in dataset_rows(rows))
+        )
     config = server / "configs" / f"{SERVER}.yaml"
     config.write_text("\n".join(_yaml(_server_config(entries))) + "\n")
     (root / "configs" / f"{MODEL}.yaml").write_text("\n".join(_yaml(_model_config())) + "\n")

@@ -25,7 +25,9 @@ try:
     from pydantic import Field, PrivateAttr
     from resources_servers.gymnasium import GymnasiumServer
 except ImportError as exc:
-    raise naming_extra(exc, "the NeMo-Gym resources server (sapo_gym.integrations.nemo_gym_server)", ("nemo-gym",)) from None
+    raise naming_extra(
+        exc, "the NeMo-Gym resources server (sapo_gym.integrations.nemo_gym_server)", ("nemo-gym",)
+    ) from None
 
 from sapo_gym.evaluation import summarize
 from sapo_gym.integrations.episodes import PAYLOAD_KEY, ROW_KEYS, EpisodePlay, make_env
@@ -34,8 +36,21 @@ from sapo_gym.records import EpisodeRecord
 
 __all__ = ["SapoGymServerConfig", "SapoGymServer"]
 
-_PUBLIC = ("task", "task_id", "task_type", "dataset", "admissible_actions", "step", "won", "score", "action", "think",
-           "is_action_valid", "is_action_admissible", "parse_reason")
+_PUBLIC = (
+    "task",
+    "task_id",
+    "task_type",
+    "dataset",
+    "admissible_actions",
+    "step",
+    "won",
+    "score",
+    "action",
+    "think",
+    "is_action_valid",
+    "is_action_admissible",
+    "parse_reason",
+)
 """The info keys each reset and step hands back to NeMo-Gym: the stable ones but the observation (the prompt holds
 it) and the mask (an array); no privileged key."""
 
@@ -72,8 +87,10 @@ class SapoGymServer(GymnasiumServer):
             here = env.unwrapped.spec_hash()
             env.close()
             if here != entry["spec_hash"]:
-                raise RuntimeError(f"{env_id}:{split} builds spec hash {here} here, the config says {entry['spec_hash']} "
-                                   "(another sapo-gym revision, backend or data than the project was written with)")
+                raise RuntimeError(
+                    f"{env_id}:{split} builds spec hash {here} here, the config says {entry['spec_hash']} "
+                    "(another sapo-gym revision, backend or data than the project was written with)"
+                )
 
     async def reset(self, metadata: dict, session_id: str | None = None) -> tuple[str | None, dict]:
         row = metadata.get(PAYLOAD_KEY)
@@ -81,15 +98,18 @@ class SapoGymServer(GymnasiumServer):
             raise ValueError(f"a row needs a task row under {PAYLOAD_KEY!r} with keys {list(ROW_KEYS)}, got {row!r}")
         entry = self._envs.get((row["env_id"], row["split"]))
         if entry is None or env_entry(row) != entry:
-            raise ValueError(f"the row's env {row['env_id']}:{row['split']} (spec {row['spec_hash']}) is not one this "
-                             f"server was configured with: {sorted(self._envs)}")
+            raise ValueError(
+                f"the row's env {row['env_id']}:{row['split']} (spec {row['spec_hash']}) is not one this "
+                f"server was configured with: {sorted(self._envs)}"
+            )
         await self.close_session(session_id)
         play = EpisodePlay(row)
         self.session_state[session_id] = play
         return play.observation, _public(play.info)
 
-    async def step(self, action: NeMoGymResponse, metadata: dict,
-                   session_id: str | None = None) -> tuple[str | None, float, bool, bool, dict]:
+    async def step(
+        self, action: NeMoGymResponse, metadata: dict, session_id: str | None = None
+    ) -> tuple[str | None, float, bool, bool, dict]:
         play = self.session_state.get(session_id)
         if play is None:
             raise ValueError("step before reset (no episode in this session)")
@@ -106,9 +126,16 @@ class SapoGymServer(GymnasiumServer):
 
     def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """sapo_gym's per-category summary of the rollouts' episodes: ``sapo_gym/<category>/<metric>``."""
-        records = [EpisodeRecord.from_dict(r["info"][PAYLOAD_KEY]["record"]) for rollouts in tasks for r in rollouts
-                   if PAYLOAD_KEY in (r.get("info") or {})]
+        records = [
+            EpisodeRecord.from_dict(r["info"][PAYLOAD_KEY]["record"])
+            for rollouts in tasks
+            for r in rollouts
+            if PAYLOAD_KEY in (r.get("info") or {})
+        ]
         if not records:
             return {}
-        return {f"sapo_gym/{category}/{name}": value
-                for category, row in summarize(records).items() for name, value in row.items()}
+        return {
+            f"sapo_gym/{category}/{name}": value
+            for category, row in summarize(records).items()
+            for name, value in row.items()
+        }

@@ -51,12 +51,22 @@ _TURN_KEYS = ("task_type", "step", "won", "score", "action", "is_action_valid", 
 _write_lock = threading.Lock()
 
 
-def dataset_rows(env_id: str, split: str | None = None, seeds: Sequence[int] = (0,), env_args: dict[str, Any] | None = None,
-                 limit: int | None = None) -> list[dict[str, Any]]:
+def dataset_rows(
+    env_id: str,
+    split: str | None = None,
+    seeds: Sequence[int] = (0,),
+    env_args: dict[str, Any] | None = None,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
     """SkyRL dataset rows for every task of ``split`` (its first ``limit``) once per seed (the module docstring)."""
-    return [{"prompt": [{"role": "user", "content": obs}], "env_class": ENV_CLASS,
-             "extra_info": {**row, "env_args": json.dumps(row["env_args"], sort_keys=True)}}
-            for row, obs in task_rows(env_id, split, seeds, env_args, limit)]
+    return [
+        {
+            "prompt": [{"role": "user", "content": obs}],
+            "env_class": ENV_CLASS,
+            "extra_info": {**row, "env_args": json.dumps(row["env_args"], sort_keys=True)},
+        }
+        for row, obs in task_rows(env_id, split, seeds, env_args, limit)
+    ]
 
 
 def _task_row(extras: Mapping[str, Any]) -> dict[str, Any]:
@@ -115,8 +125,13 @@ class SapoTextEnv(BaseTextEnv):
         metadata: dict[str, Any] = {"row": self.play.row, "turn": {k: self.play.info.get(k) for k in _TURN_KEYS}}
         if over:
             metadata[PAYLOAD_KEY] = self.play.payload()
-        return BaseTextEnvStepOutput(observations=[] if over else [{"role": "user", "content": observation}],
-                                     reward=reward, done=over, metadata=metadata, postprocessed_action=None)
+        return BaseTextEnvStepOutput(
+            observations=[] if over else [{"role": "user", "content": observation}],
+            reward=reward,
+            done=over,
+            metadata=metadata,
+            postprocessed_action=None,
+        )
 
     def get_metrics(self) -> dict[str, Any]:
         return episode_metrics(self.play.record) if self.play is not None else {}

@@ -45,8 +45,17 @@ from verifiers.v1.types import content_text  # noqa: E402
 
 from sapo_gym.integrations.episodes import PAYLOAD_KEY, EpisodePlay, episode_metrics, task_rows  # noqa: E402
 
-__all__ = ["SapoData", "SapoTask", "SapoTasksetConfig", "SapoTaskset", "SapoEnvConfig", "SapoEnv", "SapoHarnessConfig",
-           "SapoHarness", "TEXT_PROTOCOLS"]
+__all__ = [
+    "SapoData",
+    "SapoTask",
+    "SapoTasksetConfig",
+    "SapoTaskset",
+    "SapoEnvConfig",
+    "SapoEnv",
+    "SapoHarnessConfig",
+    "SapoHarness",
+    "TEXT_PROTOCOLS",
+]
 
 TEXT_PROTOCOLS = ("verl-agent-v1", "strict-v1")
 """The protocols whose replies are plain text, the ones this harness plays."""
@@ -93,8 +102,10 @@ class SapoTaskset(vf.Taskset[SapoTask, SapoTasksetConfig]):
         split = config.split if config.split is not None else _default_split(config.env)
         for row, prompt in task_rows(config.env, split, config.seeds, config.env_args, config.limit):
             if row["protocol"] not in TEXT_PROTOCOLS:
-                raise ValueError(f"{config.env} plays protocol {row['protocol']!r}; this environment sends text replies "
-                                 f"({', '.join(TEXT_PROTOCOLS)})")
+                raise ValueError(
+                    f"{config.env} plays protocol {row['protocol']!r}; this environment sends text replies "
+                    f"({', '.join(TEXT_PROTOCOLS)})"
+                )
             data = SapoData(id=f"{row['task_id']}@{row['seed']}", name=row["task_id"], prompt=prompt, info=row)
             yield SapoTask(data, config.task)
 
@@ -146,8 +157,16 @@ class SapoHarness(vf.Harness[SapoHarnessConfig]):
     EXECUTES_CODE = False
     NEEDS_CONTAINER = False
 
-    async def launch(self, ctx: vf.ModelContext, trace: vf.Trace, runtime: vf.Runtime, endpoint: str, secret: str,
-                     mcp_urls: dict[str, str], data: vf.TaskData) -> vf.ProgramResult:
+    async def launch(
+        self,
+        ctx: vf.ModelContext,
+        trace: vf.Trace,
+        runtime: vf.Runtime,
+        endpoint: str,
+        secret: str,
+        mcp_urls: dict[str, str],
+        data: vf.TaskData,
+    ) -> vf.ProgramResult:
         system, prompt = self.resolve_prompt(data)
         if prompt is None:
             raise ValueError("a sapo_gym task opens with the env's first observation; this one has no prompt")

@@ -54,13 +54,21 @@ class RemoteEnv(gym.Env[str, str]):
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
 
-    def __init__(self, *, url: str, env_id: str, connect_timeout_s: float = 10.0, message_timeout_s: float = 120.0,
-                 render_mode: str | None = None):
+    def __init__(
+        self,
+        *,
+        url: str,
+        env_id: str,
+        connect_timeout_s: float = 10.0,
+        message_timeout_s: float = 120.0,
+        render_mode: str | None = None,
+    ):
         self.url, self.env_id, self.render_mode = url, env_id, render_mode
         self.observation_space = UnicodeText(OBSERVATION_MAX_LENGTH)
         self.action_space = UnicodeText(ACTION_MAX_LENGTH)
-        self._client = SapoEnvClient(base_url=url, connect_timeout_s=connect_timeout_s,
-                                     message_timeout_s=message_timeout_s).sync()
+        self._client = SapoEnvClient(
+            base_url=url, connect_timeout_s=connect_timeout_s, message_timeout_s=message_timeout_s
+        ).sync()
         self._prompt: str | None = None
         try:
             self._client.connect()
@@ -99,7 +107,9 @@ class RemoteEnv(gym.Env[str, str]):
         try:
             return self._state.task_ids.index(task_id)
         except ValueError:
-            raise ValueError(f"unknown task_id {task_id!r} for split {self.split!r} ({len(self._state.task_ids)} tasks)") from None
+            raise ValueError(
+                f"unknown task_id {task_id!r} for split {self.split!r} ({len(self._state.task_ids)} tasks)"
+            ) from None
 
     # ------------------------------------------------------------ gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:

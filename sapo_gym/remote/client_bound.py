@@ -25,8 +25,15 @@ from contextvars import ContextVar
 from openenv.core.env_server.exceptions import SessionCapacityError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["ClientSessionLimit", "PeerMiddleware", "SessionOwners", "client_key", "default_per_client",
-           "requesting_client", "UNKNOWN_CLIENT"]
+__all__ = [
+    "ClientSessionLimit",
+    "PeerMiddleware",
+    "SessionOwners",
+    "client_key",
+    "default_per_client",
+    "requesting_client",
+    "UNKNOWN_CLIENT",
+]
 
 UNKNOWN_CLIENT = "unknown"
 """The key of a request whose transport names no peer (a Unix socket): all such requests share one bound."""
@@ -70,8 +77,12 @@ class ClientSessionLimit(SessionCapacityError):
     """A new session refused because its client already holds its bound of open sessions."""
 
     def __init__(self, client: str, held: int, limit: int):
-        super().__init__(held, limit, f"client {client} already holds {held} open sessions, the most one client may "
-                                      f"hold (--max-sessions-per-client {limit}); close one to open another")
+        super().__init__(
+            held,
+            limit,
+            f"client {client} already holds {held} open sessions, the most one client may "
+            f"hold (--max-sessions-per-client {limit}); close one to open another",
+        )
         self.client = client
 
 

@@ -65,8 +65,13 @@ class SapoEnvironment(Environment[SapoAction, SapoObservation, SapoState]):
     def _info(self, info: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in info.items() if k not in PRIVILEGED_INFO_KEYS} if self.public_only else info
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None,
-              options: dict[str, Any] | None = None, **unknown: Any) -> SapoObservation:
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        options: dict[str, Any] | None = None,
+        **unknown: Any,
+    ) -> SapoObservation:
         """Start an episode: ``seed`` seeds the task draw; ``options`` may name ``task_id`` or ``task_index``."""
         self._check_open()
         if unknown:
@@ -93,14 +98,21 @@ class SapoEnvironment(Environment[SapoAction, SapoObservation, SapoState]):
     @property
     def state(self) -> SapoState:
         return SapoState(
-            episode_id=self._episode_id, step_count=self._steps, env_id=self.env_id, spec_hash=self._spec_hash,
-            spec_fields=self._spec_fields, split=str(self._spec_fields.get("split")), task_ids=self._task_ids,
-            horizon=self._spec_fields.get("horizon"), task_id=self._task_id,
+            episode_id=self._episode_id,
+            step_count=self._steps,
+            env_id=self.env_id,
+            spec_hash=self._spec_hash,
+            spec_fields=self._spec_fields,
+            split=str(self._spec_fields.get("split")),
+            task_ids=self._task_ids,
+            horizon=self._spec_fields.get("horizon"),
+            task_id=self._task_id,
         )
 
     def get_metadata(self) -> EnvironmentMetadata:
         return EnvironmentMetadata(
-            name=self.env_id, version=str(self._spec_fields.get("version")),
+            name=self.env_id,
+            version=str(self._spec_fields.get("version")),
             description=f"sapo_gym {self.env_id} (spec {self._spec_hash}): text prompt in, raw model output as action",
         )
 

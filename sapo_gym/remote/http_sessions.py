@@ -145,7 +145,9 @@ class SessionRoutes:
         try:
             session_id, _ = await self.server._create_session()
         except ClientSessionLimit as exc:
-            raise HTTPError(429, "client_limit", str(exc), {"held": exc.active_sessions, "limit": exc.max_sessions}) from None
+            raise HTTPError(
+                429, "client_limit", str(exc), {"held": exc.active_sessions, "limit": exc.max_sessions}
+            ) from None
         except SessionCapacityError as exc:
             raise HTTPError(503, "capacity", str(exc)) from None
         except EnvironmentFactoryError as exc:
@@ -193,6 +195,7 @@ def register_session_routes(app: FastAPI, server: Any) -> None:
                 return await handler(request)
             except HTTPError as exc:
                 return exc.response()
+
         return endpoint
 
     app.add_api_route("/sessions", guarded(routes.open), methods=["POST"], status_code=201, tags=["HTTP sessions"])

@@ -52,8 +52,18 @@ from sapo_gym.remote.environment import SapoEnvironment
 from sapo_gym.remote.websocket import guard_websocket_route, serving_socket
 from sapo_gym.remote.wire_types import SapoAction, SapoObservation, SapoState
 
-__all__ = ["ServeConfig", "SapoEnvServer", "create_app", "app_from_environment", "config_json", "CONFIG_VARIABLE",
-           "reap_interval", "idle_sessions", "per_process", "INLINE_BOUND_S"]
+__all__ = [
+    "ServeConfig",
+    "SapoEnvServer",
+    "create_app",
+    "app_from_environment",
+    "config_json",
+    "CONFIG_VARIABLE",
+    "reap_interval",
+    "idle_sessions",
+    "per_process",
+    "INLINE_BOUND_S",
+]
 
 CONFIG_VARIABLE = "SAPO_GYM_ENV_SERVE_CONFIG"
 """The :class:`ServeConfig` (JSON, :func:`config_json`) of the app uvicorn builds (:func:`app_from_environment`)."""
@@ -115,8 +125,12 @@ def per_process(config: ServeConfig, processes: int) -> ServeConfig:
         return -(-n // processes)
 
     per_client = None if config.max_sessions_per_client is None else share(config.max_sessions_per_client)
-    return dataclasses.replace(config, max_sessions=share(config.max_sessions), max_sessions_per_client=per_client,
-                               max_connections=share(config.max_connections))
+    return dataclasses.replace(
+        config,
+        max_sessions=share(config.max_sessions),
+        max_sessions_per_client=per_client,
+        max_connections=share(config.max_connections),
+    )
 
 
 INLINE_BOUND_S = 0.010
@@ -219,11 +233,18 @@ def create_app(config: ServeConfig) -> Any:
     factory = functools.partial(SapoEnvironment, config.env_id, dict(config.env_args), config.public_only)
     factory().close()  # build one env now: a bad id or argument fails at start, not in the first session
     concurrency = ConcurrencyConfig(
-        max_concurrent_envs=config.max_sessions, session_timeout=config.idle_timeout_s or None,
+        max_concurrent_envs=config.max_sessions,
+        session_timeout=config.idle_timeout_s or None,
     )
-    server = SapoEnvServer(factory, SapoAction, SapoObservation, concurrency_config=concurrency,
-                           env_name=config.env_id.replace("/", "_"), state_cls=SapoState,
-                           max_sessions_per_client=config.per_client)
+    server = SapoEnvServer(
+        factory,
+        SapoAction,
+        SapoObservation,
+        concurrency_config=concurrency,
+        env_name=config.env_id.replace("/", "_"),
+        state_cls=SapoState,
+        max_sessions_per_client=config.per_client,
+    )
     app = FastAPI(title=f"sapo_gym {config.env_id} (OpenEnv)", version="1.0.0")
     server.register_routes(app, mode=ServerMode.PRODUCTION)
     guard_websocket_route(app, server, config.idle_timeout_s or None)

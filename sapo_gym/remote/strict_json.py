@@ -23,7 +23,16 @@ import json
 import math
 from typing import Any
 
-__all__ = ["MAX_INT_DIGITS", "MAX_DEPTH", "NotJSON", "loads", "bounded_int", "finite_float", "no_constant", "check_tree"]
+__all__ = [
+    "MAX_INT_DIGITS",
+    "MAX_DEPTH",
+    "NotJSON",
+    "loads",
+    "bounded_int",
+    "finite_float",
+    "no_constant",
+    "check_tree",
+]
 
 MAX_INT_DIGITS = 64
 """Digits of the longest integer literal (a seed is < 2**128: 39 digits)."""
@@ -97,5 +106,5 @@ def _check_text(text: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        bad = text[exc.start:exc.end].encode("unicode_escape").decode()
+        bad = text[exc.start : exc.end].encode("unicode_escape").decode()
         raise NotJSON(f"lone surrogate {bad} at character {exc.start} of a string (not valid Unicode)") from None

@@ -33,8 +33,15 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from sapo_gym.remote import strict_json
 from sapo_gym.remote.wire_types import MAX_BODY_BYTES
 
-__all__ = ["TOO_LARGE", "IDLE_CLOSE_CODE", "FRAME_READ_LIMIT", "GuardedWebSocket", "screen", "guard_websocket_route",
-           "serving_socket"]
+__all__ = [
+    "TOO_LARGE",
+    "IDLE_CLOSE_CODE",
+    "FRAME_READ_LIMIT",
+    "GuardedWebSocket",
+    "screen",
+    "guard_websocket_route",
+    "serving_socket",
+]
 
 TOO_LARGE = "TOO_LARGE"
 """Error code of a frame over :data:`~sapo_gym.remote.wire_types.MAX_BODY_BYTES` (OpenEnv has none for it)."""
@@ -56,8 +63,14 @@ def error_frame(code: str, message: str) -> str:
     return WSErrorResponse(data={"message": message, "code": code}).model_dump_json()
 
 
-_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean",
-               type(None): "null"}
+_JSON_KINDS = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+    type(None): "null",
+}
 
 
 def _utf8_size(text: str) -> int:
@@ -71,15 +84,19 @@ def screen(message: Message, limit: int = MAX_BODY_BYTES) -> tuple[str | None, s
     if size > limit:
         return None, error_frame(TOO_LARGE, f"a frame of {size} bytes is over the limit of {limit} bytes")
     if text is None:
-        return None, error_frame(WSErrorCode.INVALID_JSON.value,
-                                 "Invalid JSON: a binary frame; every message is one JSON object in a text frame")
+        return None, error_frame(
+            WSErrorCode.INVALID_JSON.value,
+            "Invalid JSON: a binary frame; every message is one JSON object in a text frame",
+        )
     try:
         value = strict_json.loads(text)
     except strict_json.NotJSON as exc:
         return None, error_frame(WSErrorCode.INVALID_JSON.value, f"Invalid JSON: {exc}")
     if not isinstance(value, dict):
         kind = _JSON_KINDS.get(type(value), type(value).__name__)
-        return None, error_frame(WSErrorCode.INVALID_JSON.value, f"Invalid JSON: a frame must be a JSON object, got {kind}")
+        return None, error_frame(
+            WSErrorCode.INVALID_JSON.value, f"Invalid JSON: a frame must be a JSON object, got {kind}"
+        )
     return text, None
 
 

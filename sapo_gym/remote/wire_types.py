@@ -21,8 +21,16 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 from sapo_gym.core import ACTION_MAX_LENGTH, INFO_KEYS, STEP_INFO_KEYS, to_jsonable
 
 __all__ = [
-    "ACTION_LIMIT_CHARS", "MAX_BODY_BYTES", "TYPED_INFO_KEYS", "SapoAction", "SapoObservation", "SapoState",
-    "ResetOptions", "ResetRequest", "observation_from_step", "info_from_observation",
+    "ACTION_LIMIT_CHARS",
+    "MAX_BODY_BYTES",
+    "TYPED_INFO_KEYS",
+    "SapoAction",
+    "SapoObservation",
+    "SapoState",
+    "ResetOptions",
+    "ResetRequest",
+    "observation_from_step",
+    "info_from_observation",
 ]
 
 ACTION_LIMIT_CHARS = ACTION_MAX_LENGTH
@@ -103,17 +111,27 @@ class ResetRequest(BaseModel):
 
 
 def observation_from_step(
-    prompt: str, info: dict[str, Any], spec_hash: str, reward: float | None = None,
-    terminated: bool = False, truncated: bool = False,
+    prompt: str,
+    info: dict[str, Any],
+    spec_hash: str,
+    reward: float | None = None,
+    terminated: bool = False,
+    truncated: bool = False,
 ) -> SapoObservation:
     """The wire observation of a reset (``reward=None``) or a step."""
     typed = {k: info[k] for k in TYPED_INFO_KEYS if k in info}
     typed["action_mask"] = [bool(x) for x in np.asarray(info["action_mask"]).tolist()]
     extra = {k: to_jsonable(v) for k, v in info.items() if k not in TYPED_INFO_KEYS}
     return SapoObservation(
-        prompt=prompt, reward=None if reward is None else float(reward), done=bool(terminated or truncated),
-        terminated=bool(terminated), truncated=bool(truncated), spec_hash=spec_hash,
-        info_keys=list(info), extra=extra, **typed,
+        prompt=prompt,
+        reward=None if reward is None else float(reward),
+        done=bool(terminated or truncated),
+        terminated=bool(terminated),
+        truncated=bool(truncated),
+        spec_hash=spec_hash,
+        info_keys=list(info),
+        extra=extra,
+        **typed,
     )
 
 

@@ -58,8 +58,9 @@ class ShopState:
             while len(self.sessions) >= self.max_sessions:
                 dropped, _ = self.sessions.popitem(last=False)
                 self.nonces.pop(dropped, None)
-            self.sessions[sid] = ShopSession(self.catalog, self.index, self.catalog.goals[goal_index], self.nouns,
-                                             show_attrs=self.show_attrs)
+            self.sessions[sid] = ShopSession(
+                self.catalog, self.index, self.catalog.goals[goal_index], self.nouns, show_attrs=self.show_attrs
+            )
             self.nonces[sid] = 0
         return sid
 
@@ -78,8 +79,14 @@ class ShopState:
                 self.nonces[sid] += 1
 
 
-def create_app(catalog: Catalog, index: SearchIndex, *, goal_range: range | None = None, show_attrs: bool = False,
-               nouns: NounRule | None = None) -> Flask:
+def create_app(
+    catalog: Catalog,
+    index: SearchIndex,
+    *,
+    goal_range: range | None = None,
+    show_attrs: bool = False,
+    nouns: NounRule | None = None,
+) -> Flask:
     """A flask app serving ``catalog``; ``/`` draws goals from ``goal_range`` (default: all).
 
     ``nouns``: the type reward's rule (default: the catalog's, :func:`.noun_table.catalog_noun_rule`, fixed now)."""
@@ -108,8 +115,15 @@ def create_app(catalog: Catalog, index: SearchIndex, *, goal_range: range | None
     def show(sid: str) -> Any:
         session = session_of(sid)
         outcome = dataclasses.asdict(session.outcome) if session.outcome else None
-        return render_template("page.html", page=session.render(), sid=sid, nonce=state.nonces.get(sid, 0),
-                               chosen=session.options, score=outcome["total"] if outcome else None, outcome=outcome)
+        return render_template(
+            "page.html",
+            page=session.render(),
+            sid=sid,
+            nonce=state.nonces.get(sid, 0),
+            chosen=session.options,
+            score=outcome["total"] if outcome else None,
+            outcome=outcome,
+        )
 
     @app.post("/s/<sid>/search")
     def search(sid: str) -> Any:
@@ -126,7 +140,11 @@ def create_app(catalog: Catalog, index: SearchIndex, *, goal_range: range | None
     @app.get("/s/<sid>/state.json")
     def state_json(sid: str) -> Any:
         session = session_of(sid)
-        return jsonify(page=session.kind, nonce=state.nonces.get(sid, 0), score=session.score,
-                       breakdown=dataclasses.asdict(session.outcome) if session.outcome else None)
+        return jsonify(
+            page=session.kind,
+            nonce=state.nonces.get(sid, 0),
+            score=session.score,
+            breakdown=dataclasses.asdict(session.outcome) if session.outcome else None,
+        )
 
     return app

@@ -96,8 +96,12 @@ class BM25Index:
     def __init__(self, folder: Path):
         self.folder = folder
         self.indptr, self.docs, self.data = (ArrayFile(folder / f"{name}.npy") for name in ("indptr", "docs", "data"))
-        self.vocab = TermLookup(ArrayFile(folder / "terms.npy"), ArrayFile(folder / "term_offsets.npy"),
-                                SortedFile(folder / "term_hashes.npy"), ArrayFile(folder / "term_ids.npy"))
+        self.vocab = TermLookup(
+            ArrayFile(folder / "terms.npy"),
+            ArrayFile(folder / "term_offsets.npy"),
+            SortedFile(folder / "term_hashes.npy"),
+            ArrayFile(folder / "term_ids.npy"),
+        )
         self.num_docs = int(json.loads((folder / "meta.json").read_text())["num_docs"])
 
     @classmethod
@@ -105,8 +109,9 @@ class BM25Index:
         return cls(Path(folder))
 
     @classmethod
-    def build(cls, documents: Iterable[Sequence[str]], folder: Path | None = None, k1: float = 0.9,
-              b: float = 0.4) -> BM25Index:
+    def build(
+        cls, documents: Iterable[Sequence[str]], folder: Path | None = None, k1: float = 0.9, b: float = 0.4
+    ) -> BM25Index:
         """Index ``documents`` into ``folder`` (a new one; without it, a temporary folder removed once opened)."""
         own = folder is None
         out = Path(tempfile.mkdtemp(prefix="sapo-bm25-")) if own else Path(folder)
@@ -159,7 +164,9 @@ class _Builder:
                     if start % PROGRESS_EVERY == 0:
                         log.info("BM25 index: %d documents counted", start)
             self._count(terms, start)
-            log.info("BM25 index: %d documents counted, %d terms; writing the postings", len(self.lengths), len(self.ids))
+            log.info(
+                "BM25 index: %d documents counted, %d terms; writing the postings", len(self.lengths), len(self.ids)
+            )
             self._write()
         finally:
             shutil.rmtree(self.chunks, ignore_errors=True)
@@ -169,21 +176,30 @@ class _Builder:
         if len(self.lengths) == start:
             return
         term = np.frombuffer(terms, dtype=np.int64) if len(terms) else np.zeros(0, dtype=np.int64)
-        doc = np.repeat(np.arange(start, len(self.lengths), dtype=np.int64), np.frombuffer(self.lengths, np.int64)[start:])
+        doc = np.repeat(
+            np.arange(start, len(self.lengths), dtype=np.int64), np.frombuffer(self.lengths, np.int64)[start:]
+        )
         pairs, tf = np.unique((term << 32) | doc, return_counts=True)  # sorted by term, then document
         chunk_terms = (pairs >> 32).astype(np.int32)
-        for name, values in (("term", chunk_terms), ("doc", (pairs & 0xFFFFFFFF).astype(np.int32)), ("tf", tf.astype(np.int32))):
+        for name, values in (
+            ("term", chunk_terms),
+            ("doc", (pairs & 0xFFFFFFFF).astype(np.int32)),
+            ("tf", tf.astype(np.int32)),
+        ):
             values.tofile(self.chunks / f"{self.n_chunks}-{name}.bin")
         if len(self.df) < len(self.ids):
             self.df = np.concatenate([self.df, np.zeros(len(self.ids) - len(self.df), dtype=np.int64)])
         counts = np.bincount(chunk_terms)
-        self.df[:len(counts)] += counts
+        self.df[: len(counts)] += counts
         self.n_chunks += 1
 
     def _write(self) -> None:
         vocab, df = list(self.ids), self.df
         self.ids = {}
-        n, lengths = len(self.lengths), np.frombuffer(self.lengths, dtype=np.int64) if self.lengths else np.zeros(0, np.int64)
+        n, lengths = (
+            len(self.lengths),
+            np.frombuffer(self.lengths, dtype=np.int64) if self.lengths else np.zeros(0, np.int64),
+        )
         idf_of = {int(f): np.float32(math.log(1 + (n - int(f) + 0.5) / (int(f) + 0.5))) for f in np.unique(df)}
         idf = np.array([idf_of[int(f)] for f in df], dtype=np.float32)
         avgdl = float(lengths.mean()) if n else 1.0  # as bm25s: the exact integer sum over n, in float64
@@ -194,7 +210,9 @@ class _Builder:
         self._postings(idf, norm, indptr)
         np.save(self.folder / "indptr.npy", indptr)
         _save_vocab(self.folder, vocab)
-        (self.folder / "meta.json").write_text(json.dumps({"num_docs": n, "terms": len(vocab), "k1": self.k1, "b": self.b}))
+        (self.folder / "meta.json").write_text(
+            json.dumps({"num_docs": n, "terms": len(vocab), "k1": self.k1, "b": self.b})
+        )
 
     def _read(self, k: int, name: str, lo: int = 0, hi: int = -1) -> np.ndarray:
         """Items ``lo:hi`` of chunk ``k``'s ``name`` array (all of it by default), read from its file, not mapped (a
@@ -205,15 +223,23 @@ class _Builder:
     def _postings(self, idf: np.ndarray, norm: np.ndarray, indptr: np.ndarray) -> None:
         """The postings, by term then document, written block by block (each block about BLOCK_POSTINGS)."""
         nnz, vocab = int(indptr[-1]), len(indptr) - 1
-        edges = np.unique(np.concatenate([[0], np.searchsorted(indptr, np.arange(BLOCK_POSTINGS, nnz, BLOCK_POSTINGS)), [vocab]]))
-        at = [np.searchsorted(self._read(k, "term"), edges).tolist() for k in range(self.n_chunks)]  # each chunk's blocks
+        edges = np.unique(
+            np.concatenate([[0], np.searchsorted(indptr, np.arange(BLOCK_POSTINGS, nnz, BLOCK_POSTINGS)), [vocab]])
+        )
+        at = [
+            np.searchsorted(self._read(k, "term"), edges).tolist() for k in range(self.n_chunks)
+        ]  # each chunk's blocks
         with open(self.folder / "docs.npy", "wb") as f_docs, open(self.folder / "data.npy", "wb") as f_data:
             for fh, dtype in ((f_docs, np.int32), (f_data, np.float32)):
                 np.lib.format.write_array_header_1_0(
-                    fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": (nnz,)})
+                    fh,
+                    {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": (nnz,)},
+                )
             for b in range(len(edges) - 1):
-                term, doc, tf = (np.concatenate([self._read(k, name, at[k][b], at[k][b + 1]) for k in range(self.n_chunks)])
-                                 for name in ("term", "doc", "tf"))
+                term, doc, tf = (
+                    np.concatenate([self._read(k, name, at[k][b], at[k][b + 1]) for k in range(self.n_chunks)])
+                    for name in ("term", "doc", "tf")
+                )
                 order = np.argsort(term, kind="stable")  # by term; each term's runs stay in chunk (document) order
                 term, doc, tf64 = term[order], doc[order], tf[order].astype(np.float64)
                 f_docs.write(doc.tobytes())

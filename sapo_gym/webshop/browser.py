@@ -103,9 +103,18 @@ def chrome_options(user_data_dir: str) -> Any:
 
     opts = Options()
     opts.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update", "--no-first-run",
-                 "--disable-extensions", "--disable-sync", f"--user-data-dir={user_data_dir}"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+        "--disable-extensions",
+        "--disable-sync",
+        f"--user-data-dir={user_data_dir}",
+    ):
         opts.add_argument(flag)
     return opts
 
@@ -135,8 +144,13 @@ class WebShopBrowserEnv(WebShopEnv):
         from sapo_gym.webshop.app import create_app
         from sapo_gym.webshop.search import shared_index
 
-        app = create_app(self.catalog, shared_index(self.catalog), goal_range=self._goal_indices, show_attrs=self.show_attrs,
-                         nouns=self.nouns)
+        app = create_app(
+            self.catalog,
+            shared_index(self.catalog),
+            goal_range=self._goal_indices,
+            show_attrs=self.show_attrs,
+            nouns=self.nouns,
+        )
         self._server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=_QuietHandler)
         threading.Thread(target=self._server.serve_forever, name="webshop-flask", daemon=True).start()
         self.base_url = f"http://127.0.0.1:{self._server.server_port}"
@@ -158,15 +172,27 @@ class WebShopBrowserEnv(WebShopEnv):
     # ------------------------------------------------------------------ DOM
     def _read(self) -> DomPage:
         raw = self._driver.execute_script(_READ_PAGE)
-        return DomPage([str(t) for t in raw["texts"]], [(str(k), str(c)) for k, c in raw["clicks"]], bool(raw["search"]),
-                       str(raw["kind"]), str(raw["nonce"]), raw["score"], raw["outcome"])
+        return DomPage(
+            [str(t) for t in raw["texts"]],
+            [(str(k), str(c)) for k, c in raw["clicks"]],
+            bool(raw["search"]),
+            str(raw["kind"]),
+            str(raw["nonce"]),
+            raw["score"],
+            raw["outcome"],
+        )
 
     def _wait_for_nonce_change(self, old: str) -> None:
         from selenium.webdriver.support.ui import WebDriverWait
 
         WebDriverWait(self._driver, self.page_timeout_s).until(
-            lambda d: d.execute_script("return document.readyState === 'complete' && document.body "
-                                       "&& document.body.dataset.nonce") not in (None, False, old))
+            lambda d: (
+                d.execute_script(
+                    "return document.readyState === 'complete' && document.body && document.body.dataset.nonce"
+                )
+                not in (None, False, old)
+            )
+        )
 
     def _turn_of_dom(self) -> Turn:
         dom = self._dom = self._read()
@@ -179,7 +205,15 @@ class WebShopBrowserEnv(WebShopEnv):
             return Turn(obs, actions, extra=extra)
         won = dom.score == 1.0
         extra["reward_breakdown"] = dom.outcome
-        return Turn(obs, actions, won=won, lost=not won, score=dom.score, reward=self.success_reward if won else 0.0, extra=extra)
+        return Turn(
+            obs,
+            actions,
+            won=won,
+            lost=not won,
+            score=dom.score,
+            reward=self.success_reward if won else 0.0,
+            extra=extra,
+        )
 
     # ------------------------------------------------------------------ backend hooks
     def _load_task(self, index: int) -> tuple[TaskInfo, Turn]:
@@ -188,8 +222,9 @@ class WebShopBrowserEnv(WebShopEnv):
         self._driver.get(f"{self.base_url}/start/{self._goal_indices[index]}")
         self._sid = self._driver.current_url.rstrip("/").rsplit("/", 1)[-1]
         self.session = self._state.sessions[self._sid]
-        info = TaskInfo(task=goal.instruction_text, task_id=self._ids[index], task_type=goal.category,
-                        dataset=self._dataset_name())
+        info = TaskInfo(
+            task=goal.instruction_text, task_id=self._ids[index], task_type=goal.category, dataset=self._dataset_name()
+        )
         return info, self._turn_of_dom()
 
     def is_admissible(self, action: str) -> bool:

@@ -35,8 +35,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CatalogError", "Product", "Goal", "Catalog", "build_catalog", "GoalSplit", "GOAL_SPLITS", "SPLITS",
-           "TEST_GOALS", "goal_split"]
+__all__ = [
+    "CatalogError",
+    "Product",
+    "Goal",
+    "Catalog",
+    "build_catalog",
+    "GoalSplit",
+    "GOAL_SPLITS",
+    "SPLITS",
+    "TEST_GOALS",
+    "goal_split",
+]
 
 PRICE_GRID = [10.0 * i for i in range(1, 100)]
 SHUFFLE_SEED = 233
@@ -61,14 +71,27 @@ class GoalSplit:
     origin: str
 
 
-GOAL_SPLITS: dict[str, GoalSplit] = {s.name: s for s in (
-    GoalSplit("test", "human", SHUFFLE_SEED, "test", "WebShop's human-goal test split (goals 0-499)"),
-    GoalSplit("train", "human", SHUFFLE_SEED, "train", "WebShop's human-goal train goals (500+)"),
-    GoalSplit("verl-agent-test", "synthetic", VERL_AGENT_SEED, "test",
-              "verl-agent's setting: synthetic goals, goals 0-499 of its first validation worker (seed 1000)"),
-    GoalSplit("verl-agent-train", "synthetic", VERL_AGENT_SEED, "train",
-              "verl-agent's setting: synthetic goals 500+ of the same list (disjoint from verl-agent-test)"),
-)}
+GOAL_SPLITS: dict[str, GoalSplit] = {
+    s.name: s
+    for s in (
+        GoalSplit("test", "human", SHUFFLE_SEED, "test", "WebShop's human-goal test split (goals 0-499)"),
+        GoalSplit("train", "human", SHUFFLE_SEED, "train", "WebShop's human-goal train goals (500+)"),
+        GoalSplit(
+            "verl-agent-test",
+            "synthetic",
+            VERL_AGENT_SEED,
+            "test",
+            "verl-agent's setting: synthetic goals, goals 0-499 of its first validation worker (seed 1000)",
+        ),
+        GoalSplit(
+            "verl-agent-train",
+            "synthetic",
+            VERL_AGENT_SEED,
+            "train",
+            "verl-agent's setting: synthetic goals 500+ of the same list (disjoint from verl-agent-test)",
+        ),
+    )
+}
 SPLITS = tuple(GOAL_SPLITS)
 
 
@@ -173,8 +196,10 @@ class Catalog:
         """Goal indices of a named split; the catalog must hold that split's goal set and seed."""
         spec = goal_split(split)
         if (spec.goals, spec.seed) != (self.goal_set, self.goal_seed):
-            raise ValueError(f"split {split!r} needs the {spec.goals} goals with seed {spec.seed}; this catalog holds "
-                             f"{self.goal_set} goals with seed {self.goal_seed} (load_split_catalog({split!r}, ...))")
+            raise ValueError(
+                f"split {split!r} needs the {spec.goals} goals with seed {spec.seed}; this catalog holds "
+                f"{self.goal_set} goals with seed {self.goal_seed} (load_split_catalog({split!r}, ...))"
+            )
         return self.part(spec.part, test_goals)
 
     def part(self, part: str, test_goals: int = TEST_GOALS) -> range:
@@ -221,7 +246,9 @@ def _options(raw: Any, file: str, record: str) -> dict[str, list[str]]:
     for name, contents in raw.items():
         if contents is None:
             continue
-        if not isinstance(contents, list) or not all(isinstance(c, dict) and isinstance(c.get("value"), str) for c in contents):
+        if not isinstance(contents, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("value"), str) for c in contents
+        ):
             raise CatalogError(file, record, f"customization_options.{name}", "expected a list of {'value': str}")
         options[name.lower()] = [c["value"].strip().replace("/", " | ").lower() for c in contents]
     return options
@@ -261,7 +288,7 @@ def price_clause(upper: float) -> str:
 
 def _price_cap(price: float, rng: random.Random) -> tuple[float, str]:
     first = bisect.bisect_right(PRICE_GRID, price)
-    above = PRICE_GRID[first:first + 4]
+    above = PRICE_GRID[first : first + 4]
     if len(above) < 2:
         return UNCAPPED, ""
     upper = sorted(rng.sample(above, 2))[1]
@@ -274,8 +301,13 @@ def _goal_options(raw: Any) -> list[str]:
     return [str(v) for v in values]
 
 
-def goals_from_human(products: Iterable[Product], prices: Mapping[str, float], human: dict[str, Any], rng: random.Random,
-                file: str = "items_human_ins.json") -> list[Goal]:
+def goals_from_human(
+    products: Iterable[Product],
+    prices: Mapping[str, float],
+    human: dict[str, Any],
+    rng: random.Random,
+    file: str = "items_human_ins.json",
+) -> list[Goal]:
     """One goal per human instruction that names at least one attribute (WebShop's ``get_human_goals``)."""
     goals = []
     for p in products:
@@ -286,26 +318,55 @@ def goals_from_human(products: Iterable[Product], prices: Mapping[str, float], h
                 continue
             upper, price_text = _price_cap(prices[p.asin], rng)
             text = _require(ins, "instruction", str, file, record)
-            goals.append(Goal(
-                asin=p.asin, category=p.category, query=p.query, name=p.title, product_category=p.product_category,
-                instruction_text=text.strip(".") + price_text, attributes=list(attrs), price_upper=upper,
-                goal_options=_goal_options(ins.get("instruction_options")),
-            ))
+            goals.append(
+                Goal(
+                    asin=p.asin,
+                    category=p.category,
+                    query=p.query,
+                    name=p.title,
+                    product_category=p.product_category,
+                    instruction_text=text.strip(".") + price_text,
+                    attributes=list(attrs),
+                    price_upper=upper,
+                    goal_options=_goal_options(ins.get("instruction_options")),
+                )
+            )
     return goals
 
 
-def synthetic_goal(p: Product, instruction: str, attrs: list[str], names: list[str], combo: tuple[str, ...],
-                   upper: float, weight: float) -> Goal:
+def synthetic_goal(
+    p: Product,
+    instruction: str,
+    attrs: list[str],
+    names: list[str],
+    combo: tuple[str, ...],
+    upper: float,
+    weight: float,
+) -> Goal:
     """The synthetic goal of one option combination (``combo``, values of the sorted option ``names``) of ``p``."""
     option_text = ", and ".join(f"{n}: {v}" for n, v in zip(names, combo))
-    return Goal(asin=p.asin, category=p.category, query=p.query, name=p.title, product_category=p.product_category,
-                instruction_text=instruction + (f" with {option_text}" if option_text else "") + price_clause(upper),
-                attributes=list(attrs), price_upper=upper, goal_options=list(combo), option_names=tuple(names),
-                weight=weight)
+    return Goal(
+        asin=p.asin,
+        category=p.category,
+        query=p.query,
+        name=p.title,
+        product_category=p.product_category,
+        instruction_text=instruction + (f" with {option_text}" if option_text else "") + price_clause(upper),
+        attributes=list(attrs),
+        price_upper=upper,
+        goal_options=list(combo),
+        option_names=tuple(names),
+        weight=weight,
+    )
 
 
-def goals_from_synthetic(products: Iterable[Product], prices: Mapping[str, float], ins: dict[str, Any],
-                         rng: random.Random, file: str = "items_ins_v2.json") -> list[Goal]:
+def goals_from_synthetic(
+    products: Iterable[Product],
+    prices: Mapping[str, float],
+    ins: dict[str, Any],
+    rng: random.Random,
+    file: str = "items_ins_v2.json",
+) -> list[Goal]:
     """One goal per option combination of each instructed product (WebShop's ``get_synthetic_goals``).
 
     Each goal's ``weight`` is WebShop's: every instruction attribute counted once per goal (option combination),
@@ -334,9 +395,17 @@ def sample_prices(products: Iterable[Product], rng: random.Random) -> dict[str, 
     return {p.asin: (p.pricing[0] if len(p.pricing) == 1 else rng.uniform(*p.pricing[:2])) for p in products}
 
 
-def build_catalog(raw_products: list[Any], ins: dict[str, Any], human: dict[str, Any] | None, *, source: str,
-                  human_goals: bool = True, num_products: int | None = None, goal_seed: int = SHUFFLE_SEED,
-                  files: tuple[str, str, str] = ("items_shuffle.json", "items_ins_v2.json", "items_human_ins.json")) -> Catalog:
+def build_catalog(
+    raw_products: list[Any],
+    ins: dict[str, Any],
+    human: dict[str, Any] | None,
+    *,
+    source: str,
+    human_goals: bool = True,
+    num_products: int | None = None,
+    goal_seed: int = SHUFFLE_SEED,
+    files: tuple[str, str, str] = ("items_shuffle.json", "items_ins_v2.json", "items_human_ins.json"),
+) -> Catalog:
     """Adapt WebShop's three raw structures into a :class:`Catalog` (deduplicated, seeded, shuffled).
 
     ``goal_seed`` seeds one generator for the prices and caps and, afresh, the shuffle (as verl-agent
@@ -366,9 +435,16 @@ def build_catalog(raw_products: list[Any], ins: dict[str, Any], human: dict[str,
     products_hash = _products_hash(products)
     digest = products_hash.copy()
     digest.update(json.dumps([[g.asin, g.instruction_text, g.attributes, g.goal_options] for g in goals]).encode())
-    return Catalog(products=products, prices=prices, goals=goals, source=source, digest=digest.hexdigest()[:20],
-                   goal_set="human" if human_goals else "synthetic", goal_seed=goal_seed,
-                   products_digest=products_hash.hexdigest()[:20])
+    return Catalog(
+        products=products,
+        prices=prices,
+        goals=goals,
+        source=source,
+        digest=digest.hexdigest()[:20],
+        goal_set="human" if human_goals else "synthetic",
+        goal_seed=goal_seed,
+        products_digest=products_hash.hexdigest()[:20],
+    )
 
 
 def read_json(path: Path) -> Any:

@@ -41,19 +41,36 @@ time; an env that finds them missing builds them itself the first time."""
 
 
 def register_data_cli(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("webshop", help="WebShop data: sources, validation, the generated catalog",
-                              description=SOURCES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-dir", default=None, help="validate the WebShop files in this folder (else $SAPO_WEBSHOP_DATA)")
-    p.add_argument("--generate", metavar="DIR", default=None, help="write the generated catalog as WebShop files into DIR")
+    p = subparsers.add_parser(
+        "webshop",
+        help="WebShop data: sources, validation, the generated catalog",
+        description=SOURCES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--data-dir", default=None, help="validate the WebShop files in this folder (else $SAPO_WEBSHOP_DATA)"
+    )
+    p.add_argument(
+        "--generate", metavar="DIR", default=None, help="write the generated catalog as WebShop files into DIR"
+    )
     p.add_argument("--num-products", type=int, default=1000, help="products to generate (with --generate)")
-    p.add_argument("--catalog", default="1k", choices=["1k", "full"], help="which product files to validate or write (default 1k)")
+    p.add_argument(
+        "--catalog", default="1k", choices=["1k", "full"], help="which product files to validate or write (default 1k)"
+    )
     p.add_argument("--synthetic-goals", action="store_true", help="validate with synthetic goals (verl-agent's splits)")
-    p.add_argument("--prepare", action="store_true",
-                   help="build every cache an env of --catalog over --data-dir reads (store, goals, BM25 index, noun "
-                        "table) under $SAPO_GYM_CACHE, with the time each took")
-    p.add_argument("--noun-table", metavar="PATH", default=None,
-                   help="tag the embedded catalog's titles with spaCy (the nlp extra) and write the noun table the "
-                        "package ships (sapo_gym/webshop/nouns_generated.json.gz) to PATH")
+    p.add_argument(
+        "--prepare",
+        action="store_true",
+        help="build every cache an env of --catalog over --data-dir reads (store, goals, BM25 index, noun "
+        "table) under $SAPO_GYM_CACHE, with the time each took",
+    )
+    p.add_argument(
+        "--noun-table",
+        metavar="PATH",
+        default=None,
+        help="tag the embedded catalog's titles with spaCy (the nlp extra) and write the noun table the "
+        "package ships (sapo_gym/webshop/nouns_generated.json.gz) to PATH",
+    )
     p.set_defaults(func=run)
 
 
@@ -92,8 +109,10 @@ def run(args: argparse.Namespace) -> int:
     test_split, train_split = ("verl-agent-test", "verl-agent-train") if args.synthetic_goals else ("test", "train")
     catalog = load_split_catalog(test_split, data_dir, catalog=args.catalog)
     test, train = catalog.goal_indices(test_split), catalog.goal_indices(train_split)
-    print(f"ok: {len(catalog.products)} products, {len(catalog.goals)} goals "
-          f"(test {len(test)}, train {len(train)}), digest {catalog.digest}")
+    print(
+        f"ok: {len(catalog.products)} products, {len(catalog.goals)} goals "
+        f"(test {len(test)}, train {len(train)}), digest {catalog.digest}"
+    )
     return 0
 
 
@@ -106,8 +125,10 @@ def prepare(data_dir: Path, catalog: str) -> int:
     from sapo_gym.webshop.prepare import prepare_caches
     from sapo_gym.webshop.search import cache_root
 
-    print(f"preparing the caches of catalog={catalog!r} over {data_dir} in {cache_root() / 'webshop'} "
-          "($SAPO_GYM_CACHE)", flush=True)
+    print(
+        f"preparing the caches of catalog={catalog!r} over {data_dir} in {cache_root() / 'webshop'} ($SAPO_GYM_CACHE)",
+        flush=True,
+    )
     logger, handler = logging.getLogger("sapo_gym.webshop"), logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("  %(message)s"))
     level = logger.level
@@ -122,5 +143,7 @@ def prepare(data_dir: Path, catalog: str) -> int:
         logger.removeHandler(handler)
         logger.setLevel(level)
     built = sum(len(step.built) for step in steps)
-    print(f"ready: {built} cache entries built in {sum(step.seconds for step in steps):.1f} s, under {cache_root() / 'webshop'}")
+    print(
+        f"ready: {built} cache entries built in {sum(step.seconds for step in steps):.1f} s, under {cache_root() / 'webshop'}"
+    )
     return 0

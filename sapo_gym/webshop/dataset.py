@@ -29,8 +29,17 @@ from sapo_gym.webshop.generate import generate_raw
 from sapo_gym.webshop.store import files_digest, open_store
 from sapo_gym.webshop.store_goals import store_catalog
 
-__all__ = ["DATA_ENV", "DEFAULT_NUM_PRODUCTS", "CATALOGS", "DEFAULT_CATALOG", "WebShopFiles", "find_files",
-           "load_catalog", "load_split_catalog", "catalog_name"]
+__all__ = [
+    "DATA_ENV",
+    "DEFAULT_NUM_PRODUCTS",
+    "CATALOGS",
+    "DEFAULT_CATALOG",
+    "WebShopFiles",
+    "find_files",
+    "load_catalog",
+    "load_split_catalog",
+    "catalog_name",
+]
 
 DATA_ENV = "SAPO_WEBSHOP_DATA"
 DEFAULT_NUM_PRODUCTS = 1000
@@ -50,7 +59,9 @@ class WebShopFiles:
         self.products, self.instructions, self.human = products, instructions, human
 
     def __repr__(self) -> str:
-        return f"WebShopFiles({self.products.name}, {self.instructions.name}, {self.human.name if self.human else None})"
+        return (
+            f"WebShopFiles({self.products.name}, {self.instructions.name}, {self.human.name if self.human else None})"
+        )
 
 
 def _check_choice(catalog: str) -> None:
@@ -88,15 +99,17 @@ def catalog_name(data_dir: str | Path | None, catalog: str = DEFAULT_CATALOG) ->
 
 
 @functools.lru_cache(maxsize=8)
-def _load(data_dir: Path | None, num_products: int | None, human_goals: bool, seed: int, catalog: str,
-          goal_seed: int) -> Catalog:
+def _load(
+    data_dir: Path | None, num_products: int | None, human_goals: bool, seed: int, catalog: str, goal_seed: int
+) -> Catalog:
     if data_dir is None:
         if catalog != DEFAULT_CATALOG:
             raise ValueError(f"catalog={catalog!r} reads WebShop's files: pass data_dir= or set {DATA_ENV}")
         n = num_products or DEFAULT_NUM_PRODUCTS
         products, ins, human = generate_raw(n, seed)
-        return build_catalog(products, ins, human, source=f"generated-{n}-seed{seed}", human_goals=human_goals,
-                             goal_seed=goal_seed)
+        return build_catalog(
+            products, ins, human, source=f"generated-{n}-seed{seed}", human_goals=human_goals, goal_seed=goal_seed
+        )
     files = find_files(data_dir, catalog)
     if human_goals and files.human is None:
         raise FileNotFoundError(f"{data_dir}: human goals need {HUMAN_FILE} (or a split of synthetic goals)")
@@ -104,25 +117,46 @@ def _load(data_dir: Path | None, num_products: int | None, human_goals: bool, se
         return _store_catalog(files, data_dir, num_products, human_goals, goal_seed)
     names = (files.products.name, files.instructions.name, HUMAN_FILE)
     return build_catalog(
-        read_json(files.products), read_json(files.instructions), read_json(files.human) if human_goals and files.human else None,
-        source=str(data_dir), human_goals=human_goals, num_products=num_products, goal_seed=goal_seed, files=names,
+        read_json(files.products),
+        read_json(files.instructions),
+        read_json(files.human) if human_goals and files.human else None,
+        source=str(data_dir),
+        human_goals=human_goals,
+        num_products=num_products,
+        goal_seed=goal_seed,
+        files=names,
     )
 
 
-def _store_catalog(files: WebShopFiles, data_dir: Path, num_products: int | None, human_goals: bool,
-                   goal_seed: int) -> Catalog:
+def _store_catalog(
+    files: WebShopFiles, data_dir: Path, num_products: int | None, human_goals: bool, goal_seed: int
+) -> Catalog:
     """The full set through the product store: parsed once into a disk cache (:mod:`.store`)."""
     store = open_store(files.products, files.instructions, num_products)
     human = read_json(files.human) if human_goals and files.human else None
     if human_goals and not isinstance(human, dict):
         raise CatalogError(HUMAN_FILE, "<top>", "<root>", "expected an object keyed by asin")
     read = [files.products, files.instructions] + ([files.human] if human_goals and files.human else [])
-    return store_catalog(store, human, human_goals=human_goals, goal_seed=goal_seed, source=str(data_dir),
-                         data_digest=f"{files_digest(read)}|{num_products}", human_file=HUMAN_FILE)
+    return store_catalog(
+        store,
+        human,
+        human_goals=human_goals,
+        goal_seed=goal_seed,
+        source=str(data_dir),
+        data_digest=f"{files_digest(read)}|{num_products}",
+        human_file=HUMAN_FILE,
+    )
 
 
-def load_catalog(data_dir: str | Path | None = None, *, num_products: int | None = None, human_goals: bool = True,
-                 seed: int = 0, catalog: str = DEFAULT_CATALOG, goal_seed: int = SHUFFLE_SEED) -> Catalog:
+def load_catalog(
+    data_dir: str | Path | None = None,
+    *,
+    num_products: int | None = None,
+    human_goals: bool = True,
+    seed: int = 0,
+    catalog: str = DEFAULT_CATALOG,
+    goal_seed: int = SHUFFLE_SEED,
+) -> Catalog:
     """The catalog for ``data_dir`` (else ``$SAPO_WEBSHOP_DATA``, else the generated one), cached per process.
 
     ``seed`` seeds the generator (generated catalogs only); ``goal_seed`` the prices, caps and goal shuffle.
@@ -136,9 +170,21 @@ def load_catalog(data_dir: str | Path | None = None, *, num_products: int | None
         raise CatalogError(str(data_dir), "<unknown>", str(exc), "unexpected structure") from exc
 
 
-def load_split_catalog(split: str, data_dir: str | Path | None = None, *, num_products: int | None = None, seed: int = 0,
-                       catalog: str = DEFAULT_CATALOG) -> Catalog:
+def load_split_catalog(
+    split: str,
+    data_dir: str | Path | None = None,
+    *,
+    num_products: int | None = None,
+    seed: int = 0,
+    catalog: str = DEFAULT_CATALOG,
+) -> Catalog:
     """The catalog holding the goals of the named ``split`` (its goal set and seed; see ``GOAL_SPLITS``)."""
     spec = goal_split(split)
-    return load_catalog(data_dir, num_products=num_products, human_goals=spec.goals == "human", seed=seed,
-                        catalog=catalog, goal_seed=spec.seed)
+    return load_catalog(
+        data_dir,
+        num_products=num_products,
+        human_goals=spec.goals == "human",
+        seed=seed,
+        catalog=catalog,
+        goal_seed=spec.seed,
+    )

@@ -84,7 +84,9 @@ class WebShopEnv(TextEnv):
                 raise ValueError("split='private' draws its goals over the generated catalog: leave data_dir unset")
             self.catalog: Catalog = private_catalog(check_seed(private_seed), private_goals, num_products, catalog_seed)
         else:
-            self.catalog = load_split_catalog(split, data_dir, num_products=num_products, seed=catalog_seed, catalog=catalog)
+            self.catalog = load_split_catalog(
+                split, data_dir, num_products=num_products, seed=catalog_seed, catalog=catalog
+            )
         self.nouns = catalog_noun_rule(self.catalog)  # fixed here: the spec's rule is the one every purchase uses
         self.success_reward, self.show_attrs = float(success_reward), show_attrs
         self._goal_indices = range(len(self.catalog.goals)) if private else self.catalog.goal_indices(split, test_goals)
@@ -131,8 +133,9 @@ class WebShopEnv(TextEnv):
     def _load_task(self, index: int) -> tuple[TaskInfo, Turn]:
         goal = self.goal(index)
         self.session = self._new_session(goal)
-        info = TaskInfo(task=goal.instruction_text, task_id=self._ids[index], task_type=goal.category,
-                        dataset=self._dataset_name())
+        info = TaskInfo(
+            task=goal.instruction_text, task_id=self._ids[index], task_type=goal.category, dataset=self._dataset_name()
+        )
         return info, self._turn_of(self.session.render())
 
     def _backend_step(self, action: str) -> Turn:
@@ -149,8 +152,15 @@ class WebShopEnv(TextEnv):
         score = self.session.outcome.total
         won = score == 1.0
         extra["reward_breakdown"] = dataclasses.asdict(self.session.outcome)
-        return Turn(page.agent_observation(), actions, won=won, lost=not won, score=score,
-                    reward=self.success_reward if won else 0.0, extra=extra)
+        return Turn(
+            page.agent_observation(),
+            actions,
+            won=won,
+            lost=not won,
+            score=score,
+            reward=self.success_reward if won else 0.0,
+            extra=extra,
+        )
 
     def is_admissible(self, action: str) -> bool:
         """The listed actions, and any query the page's search box takes (the list shows ``search[<your query>]``)."""

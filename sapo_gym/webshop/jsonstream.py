@@ -45,11 +45,11 @@ class _Reader:
     def peek(self) -> str:
         """The next non-space character ('' at the end of the file); drops the decoded part of the buffer."""
         if self.pos > READ_CHARS:
-            self.buf, self.pos = self.buf[self.pos:], 0
+            self.buf, self.pos = self.buf[self.pos :], 0
         while True:
             self.pos = _SPACE.match(self.buf, self.pos).end()  # type: ignore[union-attr]
             if self.pos < len(self.buf) or not self._more():
-                return self.buf[self.pos:self.pos + 1]
+                return self.buf[self.pos : self.pos + 1]
 
     def expect(self, chars: str, record: str) -> str:
         found = self.peek()

@@ -88,8 +88,10 @@ class SortedFile(ArrayFile):
         super().__init__(path)
         self.stride = FENCE_STRIDE
         step = self.stride * max(1, _FENCE_READ // self.stride)
-        self.fences = np.concatenate([self.slice(s, min(s + step, self.length))[::self.stride]
-                                      for s in range(0, self.length, step)] or [np.empty(0, dtype=self.dtype)])
+        self.fences = np.concatenate(
+            [self.slice(s, min(s + step, self.length))[:: self.stride] for s in range(0, self.length, step)]
+            or [np.empty(0, dtype=self.dtype)]
+        )
 
     def searchsorted(self, key: Any, side: Literal["left", "right"] = "left") -> int:
         """``np.searchsorted(array, key, side)``. The insertion point lies after the last fence before it (``left``:

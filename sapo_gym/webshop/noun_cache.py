@@ -45,7 +45,7 @@ def tag_workers(n_titles: int) -> int:
 
 
 def _tagged(titles: list[str], package: str, workers: int) -> Iterator[list[tuple[str, ...]]]:
-    chunks = [titles[i:i + TAG_CHUNK] for i in range(0, len(titles), TAG_CHUNK)]
+    chunks = [titles[i : i + TAG_CHUNK] for i in range(0, len(titles), TAG_CHUNK)]
     if workers <= 1:
         yield from (spacy_nouns_batch(chunk, package) for chunk in chunks)
         return
@@ -53,8 +53,9 @@ def _tagged(titles: list[str], package: str, workers: int) -> Iterator[list[tupl
         yield from pool.map(spacy_nouns_batch, chunks, itertools.repeat(package))
 
 
-def build_mapped_table(folder: Path, titles: list[str], rule_id: str, package: str, source: str,
-                       workers: int | None = None) -> None:
+def build_mapped_table(
+    folder: Path, titles: list[str], rule_id: str, package: str, source: str, workers: int | None = None
+) -> None:
     """Tag ``titles`` (unique) with spaCy ``package`` and write the table into the new folder ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     offsets = array("q", [0])

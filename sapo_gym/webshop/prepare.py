@@ -78,14 +78,19 @@ def prepare_caches(data_dir: Path, catalog: str, report: Callable[[str], None] =
     steps: list[Step] = []
     catalogs: dict[str, Catalog] = {}
     for split in splits:
-        step, catalogs[split] = _timed(f"catalog {catalog}, split {split} (products, prices, goals)",
-                                       lambda s=split: load_split_catalog(s, data_dir, catalog=catalog), report)
+        step, catalogs[split] = _timed(
+            f"catalog {catalog}, split {split} (products, prices, goals)",
+            lambda s=split: load_split_catalog(s, data_dir, catalog=catalog),
+            report,
+        )
         steps.append(step)
     indexed: set[str] = set()
     for cat in catalogs.values():
         if cat.products_digest not in indexed:  # the splits of one product list share its index
             indexed.add(cat.products_digest)
-            steps.append(_timed(f"BM25 index of {len(cat.products)} products", lambda c=cat: shared_index(c), report)[0])
+            steps.append(
+                _timed(f"BM25 index of {len(cat.products)} products", lambda c=cat: shared_index(c), report)[0]
+            )
     rules: set[str] = set()
     for split, cat in catalogs.items():
         step, rule = _timed(f"noun table, split {split}", lambda c=cat: catalog_noun_rule(c), report)

@@ -25,8 +25,13 @@ from sapo_gym.webshop.generate import PRODUCT_TYPES, _instruction
 __all__ = ["DEFAULT_PRIVATE_GOALS", "PRIVATE_GOALS", "goal_key", "private_catalog", "public_goal_keys"]
 
 DEFAULT_PRIVATE_GOALS = 100
-PRIVATE_GOALS = GoalSplit("private", "private", SHUFFLE_SEED, "all",
-                          "held-out goals drawn from a secret seed over the generated catalog (prices of seed 233)")
+PRIVATE_GOALS = GoalSplit(
+    "private",
+    "private",
+    SHUFFLE_SEED,
+    "all",
+    "held-out goals drawn from a secret seed over the generated catalog (prices of seed 233)",
+)
 """The spec's goal fields of a private split: the set, the seed of the shop's prices (not the secret), the part."""
 _MAX_DRAWS = 200
 
@@ -50,8 +55,9 @@ def public_goal_keys(num_products: int | None, catalog_seed: int) -> tuple[froze
     keys: set = set()
     texts: set[str] = set()
     for spec in {(s.goals, s.seed) for s in GOAL_SPLITS.values()}:
-        public = load_catalog(None, num_products=num_products, human_goals=spec[0] == "human", seed=catalog_seed,
-                              goal_seed=spec[1])
+        public = load_catalog(
+            None, num_products=num_products, human_goals=spec[0] == "human", seed=catalog_seed, goal_seed=spec[1]
+        )
         keys |= {goal_key(g) for g in public.goals}
         texts |= {_text(g) for g in public.goals}
     return frozenset(keys), frozenset(texts)
@@ -62,15 +68,23 @@ def _draw(rng: random.Random, shop: Catalog) -> Goal:
     product = shop.products[rng.randrange(len(shop.products))]
     record, _ = _instruction(rng, types[product.query], list(product.attributes), product.options)
     upper, price_text = _price_cap(shop.prices[product.asin], rng)
-    return Goal(asin=product.asin, category=product.category, query=product.query, name=product.title,
-                product_category=product.product_category, instruction_text=record["instruction"].strip(".") + price_text,
-                attributes=list(record["instruction_attributes"]), price_upper=upper,
-                goal_options=list(record["instruction_options"]))
+    return Goal(
+        asin=product.asin,
+        category=product.category,
+        query=product.query,
+        name=product.title,
+        product_category=product.product_category,
+        instruction_text=record["instruction"].strip(".") + price_text,
+        attributes=list(record["instruction_attributes"]),
+        price_upper=upper,
+        goal_options=list(record["instruction_options"]),
+    )
 
 
 @functools.lru_cache(maxsize=4)
-def private_catalog(seed: str, n_goals: int = DEFAULT_PRIVATE_GOALS, num_products: int | None = None,
-                    catalog_seed: int = 0) -> Catalog:
+def private_catalog(
+    seed: str, n_goals: int = DEFAULT_PRIVATE_GOALS, num_products: int | None = None, catalog_seed: int = 0
+) -> Catalog:
     """The generated shop with ``n_goals`` held-out goals drawn from ``seed`` (see the module docstring)."""
     from sapo_gym.webshop.dataset import load_catalog
 
@@ -92,5 +106,7 @@ def private_catalog(seed: str, n_goals: int = DEFAULT_PRIVATE_GOALS, num_product
         texts.add(_text(goal))
         goals.append(goal)
     digest = hashlib.sha256(shop.digest.encode())
-    digest.update(json.dumps([[g.asin, g.instruction_text, g.attributes, g.goal_options, g.price_upper] for g in goals]).encode())
+    digest.update(
+        json.dumps([[g.asin, g.instruction_text, g.attributes, g.goal_options, g.price_upper] for g in goals]).encode()
+    )
     return replace(shop, goals=goals, digest=digest.hexdigest()[:20], goal_set="private")

@@ -42,19 +42,122 @@ from difflib import SequenceMatcher
 from sapo_gym.webshop.catalog import Goal, Product
 from sapo_gym.webshop.nouns import NounRule
 
-__all__ = ["COLOR_SET", "GoalOption", "normalize_color", "token_set_ratio", "goal_option_keys", "type_reward",
-           "attribute_matches", "option_matches", "RewardBreakdown", "purchase_reward"]
+__all__ = [
+    "COLOR_SET",
+    "GoalOption",
+    "normalize_color",
+    "token_set_ratio",
+    "goal_option_keys",
+    "type_reward",
+    "attribute_matches",
+    "option_matches",
+    "RewardBreakdown",
+    "purchase_reward",
+]
 
 COLOR_SET = (
-    "alabaster", "apricot", "aqua", "ash", "asphalt", "azure", "banana", "beige", "black", "blue", "blush", "bordeaux",
-    "bronze", "brown", "burgundy", "camel", "camo", "caramel", "champagne", "charcoal", "cheetah", "chestnut",
-    "chocolate", "christmas", "coffee", "cognac", "copper", "coral", "cranberry", "cream", "crystal", "dark", "denim",
-    "eggplant", "elephant", "espresso", "fuchsia", "gold", "granite", "grape", "graphite", "grass", "gray", "green",
-    "grey", "heather", "indigo", "ivory", "ivy", "khaki", "lavender", "lemon", "leopard", "light", "lilac", "lime",
-    "magenta", "maroon", "mauve", "merlot", "midnight", "mint", "mocha", "multicolor", "mushroom", "mustard", "natural",
-    "navy", "nude", "olive", "orange", "peach", "pewter", "pink", "plum", "purple", "rainbow", "red", "rose", "royal",
-    "rust", "sand", "sapphire", "seashell", "silver", "skull", "slate", "steel", "stone", "stonewash", "sunflower", "tan",
-    "taupe", "teal", "tiger", "turquoise", "violet", "walnut", "wheat", "white", "wine", "yellow",
+    "alabaster",
+    "apricot",
+    "aqua",
+    "ash",
+    "asphalt",
+    "azure",
+    "banana",
+    "beige",
+    "black",
+    "blue",
+    "blush",
+    "bordeaux",
+    "bronze",
+    "brown",
+    "burgundy",
+    "camel",
+    "camo",
+    "caramel",
+    "champagne",
+    "charcoal",
+    "cheetah",
+    "chestnut",
+    "chocolate",
+    "christmas",
+    "coffee",
+    "cognac",
+    "copper",
+    "coral",
+    "cranberry",
+    "cream",
+    "crystal",
+    "dark",
+    "denim",
+    "eggplant",
+    "elephant",
+    "espresso",
+    "fuchsia",
+    "gold",
+    "granite",
+    "grape",
+    "graphite",
+    "grass",
+    "gray",
+    "green",
+    "grey",
+    "heather",
+    "indigo",
+    "ivory",
+    "ivy",
+    "khaki",
+    "lavender",
+    "lemon",
+    "leopard",
+    "light",
+    "lilac",
+    "lime",
+    "magenta",
+    "maroon",
+    "mauve",
+    "merlot",
+    "midnight",
+    "mint",
+    "mocha",
+    "multicolor",
+    "mushroom",
+    "mustard",
+    "natural",
+    "navy",
+    "nude",
+    "olive",
+    "orange",
+    "peach",
+    "pewter",
+    "pink",
+    "plum",
+    "purple",
+    "rainbow",
+    "red",
+    "rose",
+    "royal",
+    "rust",
+    "sand",
+    "sapphire",
+    "seashell",
+    "silver",
+    "skull",
+    "slate",
+    "steel",
+    "stone",
+    "stonewash",
+    "sunflower",
+    "tan",
+    "taupe",
+    "teal",
+    "tiger",
+    "turquoise",
+    "violet",
+    "walnut",
+    "wheat",
+    "white",
+    "wine",
+    "yellow",
 )
 """WebShop's colour list, in its order (the first contained colour wins)."""
 
@@ -124,10 +227,19 @@ def type_reward(product: Product, goal: Goal, rule: NounRule) -> tuple[float, bo
 
 def attribute_matches(product: Product, goal_attributes: Iterable[str]) -> int:
     """How many goal attributes the product has (fuzzy on its attributes, else a text substring)."""
-    title, bullets, description = product.title.lower(), " ".join(product.bullet_points).lower(), product.description.lower()
+    title, bullets, description = (
+        product.title.lower(),
+        " ".join(product.bullet_points).lower(),
+        product.description.lower(),
+    )
     count = 0
     for wanted in goal_attributes:
-        if any(token_set_ratio(have, wanted) > 85 for have in product.attributes) or wanted in title or wanted in bullets or wanted in description:
+        if (
+            any(token_set_ratio(have, wanted) > 85 for have in product.attributes)
+            or wanted in title
+            or wanted in bullets
+            or wanted in description
+        ):
             count += 1
     return count
 
@@ -164,13 +276,24 @@ class RewardBreakdown:
         ]
 
 
-def purchase_reward(product: Product, goal: Goal, price: float, options: dict[str, str],
-                    nouns: NounRule) -> RewardBreakdown:
+def purchase_reward(
+    product: Product, goal: Goal, price: float, options: dict[str, str], nouns: NounRule
+) -> RewardBreakdown:
     """WebShop's ``get_reward`` for buying ``product`` at ``price`` with the chosen ``options`` (name → value)."""
     r_type, query_match, category_match, title_score = type_reward(product, goal, nouns)
     price_ok = price <= goal.price_upper if goal.price_upper > 0 else False
     n_attr = attribute_matches(product, goal.attributes)
     n_opt = option_matches(list(options.values()), goal_option_keys(goal))
     total = (n_attr + n_opt + int(price_ok)) / (len(goal.attributes) + len(goal.goal_options) + 1) * r_type
-    return RewardBreakdown(total, r_type, query_match, category_match, title_score, n_attr, len(goal.attributes),
-                           n_opt, len(goal.goal_options), price_ok)
+    return RewardBreakdown(
+        total,
+        r_type,
+        query_match,
+        category_match,
+        title_score,
+        n_attr,
+        len(goal.attributes),
+        n_opt,
+        len(goal.goal_options),
+        price_ok,
+    )

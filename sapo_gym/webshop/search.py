@@ -40,8 +40,18 @@ import numpy as np
 from sapo_gym.webshop.bm25 import BM25Index
 from sapo_gym.webshop.catalog import Catalog, Product
 
-__all__ = ["SEARCH_RETURN_N", "BM25_K1", "BM25_B", "BM25S_VERSION", "tokenize", "product_text", "BM25Index",
-           "SearchIndex", "cache_root", "shared_index"]
+__all__ = [
+    "SEARCH_RETURN_N",
+    "BM25_K1",
+    "BM25_B",
+    "BM25S_VERSION",
+    "tokenize",
+    "product_text",
+    "BM25Index",
+    "SearchIndex",
+    "cache_root",
+    "shared_index",
+]
 
 SEARCH_RETURN_N = 50
 BM25_K1, BM25_B = 0.9, 0.4
@@ -81,7 +91,9 @@ def tokenize(text: str) -> list[str]:
     """
     words = [w for w in _TOKEN.findall(_POSSESSIVE.sub("", text.lower())) if w not in _STOPWORDS]
     stems = iter(_stemmer().stemWords([w for w in words if len(w) > 2]))
-    return [w if len(w) <= 2 else next(stems) for w in words]  # Lucene's Porter leaves words of <= 2 letters as they are
+    return [
+        w if len(w) <= 2 else next(stems) for w in words
+    ]  # Lucene's Porter leaves words of <= 2 letters as they are
 
 
 def product_text(p: Product) -> str:

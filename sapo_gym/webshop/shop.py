@@ -31,9 +31,24 @@ from sapo_gym.webshop.nouns import NounRule
 from sapo_gym.webshop.reward import RewardBreakdown, normalize_color, purchase_reward, token_set_ratio
 from sapo_gym.webshop.search import SearchIndex
 
-__all__ = ["Element", "Page", "ShopSession", "parse_shop_action", "accepts", "agent_observation", "simple_observation",
-           "available_actions", "valid_query", "PRODUCT_WINDOW", "MAX_QUERY_CHARS",
-           "BACK_TO_SEARCH", "NEXT_PAGE", "PREV_PAGE", "BUY_NOW", "SUB_PAGES"]
+__all__ = [
+    "Element",
+    "Page",
+    "ShopSession",
+    "parse_shop_action",
+    "accepts",
+    "agent_observation",
+    "simple_observation",
+    "available_actions",
+    "valid_query",
+    "PRODUCT_WINDOW",
+    "MAX_QUERY_CHARS",
+    "BACK_TO_SEARCH",
+    "NEXT_PAGE",
+    "PREV_PAGE",
+    "BUY_NOW",
+    "SUB_PAGES",
+]
 
 PRODUCT_WINDOW = 10
 MAX_QUERY_CHARS = 500
@@ -238,7 +253,7 @@ class ShopSession:
         if self.page_no > 1:
             out.append(prev)
         out.append(Element("button", NEXT_PAGE, NEXT_PAGE.lower()))
-        for asin in self.results[(self.page_no - 1) * PRODUCT_WINDOW: self.page_no * PRODUCT_WINDOW]:
+        for asin in self.results[(self.page_no - 1) * PRODUCT_WINDOW : self.page_no * PRODUCT_WINDOW]:
             p = self.catalog.by_asin[asin]
             out += [Element("link", asin, asin.lower()), Element("text", p.title), Element("text", p.price_tag)]
         return out
@@ -249,7 +264,11 @@ class ShopSession:
         for name, values in p.options.items():
             out.append(Element("text", name))
             out += [Element("option", v, v, name) for v in values]
-        out += [Element("text", p.title), Element("text", f"Price: {p.price_tag}"), Element("text", f"Rating: {p.rating}")]
+        out += [
+            Element("text", p.title),
+            Element("text", f"Price: {p.price_tag}"),
+            Element("text", f"Rating: {p.rating}"),
+        ]
         for sub in SUB_PAGES if self.show_attrs else SUB_PAGES[:3]:
             out.append(Element("button", sub, sub.lower()))
         return out + [Element("button", BUY_NOW, BUY_NOW.lower())]
@@ -261,15 +280,24 @@ class ShopSession:
         elif self.sub_page == "Features":
             texts = list(p.bullet_points)
         elif self.sub_page == "Reviews":  # WebShop's review card: the quoted title, the score, the body
-            texts = [t for r in p.reviews for t in (f'"{r.get("title", "")}"', str(r.get("score", "")), str(r.get("body", "")))]
+            texts = [
+                t
+                for r in p.reviews
+                for t in (f'"{r.get("title", "")}"', str(r.get("score", "")), str(r.get("body", "")))
+            ]
         else:
             texts = list(p.attributes)
         return [Element("text", t) for t in texts if t.strip()]
 
     def _done_body(self) -> list[Element]:
         assert self.outcome is not None
-        lines = [f"Purchased: {self.asin}", *(f"{k}: {v}" for k, v in self.options.items()),
-                 "Your score (min 0.0, max 1.0)", f"{self.outcome.total:.4f}", *self.outcome.lines()]
+        lines = [
+            f"Purchased: {self.asin}",
+            *(f"{k}: {v}" for k, v in self.options.items()),
+            "Your score (min 0.0, max 1.0)",
+            f"{self.outcome.total:.4f}",
+            *self.outcome.lines(),
+        ]
         return [Element("text", "Thank you for shopping with us!"), *(Element("text", t) for t in lines)]
 
     # ------------------------------------------------------------------ oracle
@@ -311,8 +339,11 @@ def _ascii_query(text: str) -> str:
 
 def _best_option(options: dict[str, list[str]], wanted: str) -> tuple[str, str] | None:
     """The product's (option name, value) that best matches a goal option, if it matches (> 85)."""
-    scored = [(token_set_ratio(normalize_color(v), normalize_color(wanted)), token_set_ratio(v, wanted), name, v)
-              for name, values in options.items() for v in values]
+    scored = [
+        (token_set_ratio(normalize_color(v), normalize_color(wanted)), token_set_ratio(v, wanted), name, v)
+        for name, values in options.items()
+        for v in values
+    ]
     if not scored:
         return None
     best = max(scored, key=lambda s: (s[0], s[1]))

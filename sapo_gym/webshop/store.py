@@ -44,8 +44,7 @@ from sapo_gym.webshop.catalog import CatalogError, Product, product_from_raw
 from sapo_gym.webshop.jsonstream import iter_array, iter_object
 from sapo_gym.webshop.mapped import PROGRESS_EVERY, ArrayFile, FileBytes, SortedFile
 
-__all__ = ["STORE_FORMAT", "ProductStore", "open_store", "files_digest", "StoreProducts", "StoreAsins",
-           "StoreByAsin"]
+__all__ = ["STORE_FORMAT", "ProductStore", "open_store", "files_digest", "StoreProducts", "StoreAsins", "StoreByAsin"]
 
 STORE_FORMAT = "store2"
 """Names the layout in the cache key (change it when the layout or the adaptation changes)."""
@@ -135,8 +134,11 @@ def _build(products: Path, instructions: Path, num_products: int | None, out: Pa
             writer.add(product_from_raw(raw, attrs, products.name, i), entry, instructions.name)
             seen.add(asin)
     del ins, seen
-    writer.finish(products_digest=hashlib.sha256(f"{content}|products".encode()).hexdigest()[:20],
-                  files=[products.name, instructions.name], num_products=num_products)
+    writer.finish(
+        products_digest=hashlib.sha256(f"{content}|products".encode()).hexdigest()[:20],
+        files=[products.name, instructions.name],
+        num_products=num_products,
+    )
 
 
 class _Writer:
@@ -160,12 +162,27 @@ class _Writer:
         ins_attrs = None
         if instruction is not None:  # what WebShop's synthetic goals read, checked here
             if not isinstance(instruction, str):
-                raise CatalogError(ins_file, p.asin, "instruction", f"expected a string, got {type(instruction).__name__}")
+                raise CatalogError(
+                    ins_file, p.asin, "instruction", f"expected a string, got {type(instruction).__name__}"
+                )
             ins_attrs = entry.get("instruction_attributes")
             if not isinstance(ins_attrs, list):
                 raise CatalogError(ins_file, p.asin, "instruction_attributes", "expected a list")
-        record = [p.asin, p.title, p.category, p.query, p.product_category, list(p.pricing), p.price_tag, p.options,
-                  p.attributes, p.bullet_points, p.description, instruction, ins_attrs]
+        record = [
+            p.asin,
+            p.title,
+            p.category,
+            p.query,
+            p.product_category,
+            list(p.pricing),
+            p.price_tag,
+            p.options,
+            p.attributes,
+            p.bullet_points,
+            p.description,
+            instruction,
+            ins_attrs,
+        ]
         self.offsets.append(self.offsets[-1] + self.records.write(json.dumps(record, separators=(",", ":")).encode()))
         self.title_offsets.append(self.title_offsets[-1] + self.titles.write(p.title.encode()))
         self.asins.append(p.asin)
@@ -180,11 +197,19 @@ class _Writer:
         order = np.argsort(asins, kind="stable")
         high = np.array(self.high, dtype=np.float64)
         ranged = np.flatnonzero(~np.isnan(high))
-        arrays = {"offsets": np.array(self.offsets, dtype=np.int64), "title_offsets": np.array(self.title_offsets, np.int64),
-                  "asins": asins, "sorted_asins": asins[order], "asin_order": order.astype(np.int32),
-                  "price_low": np.array(self.low, dtype=np.float64), "ranged": ranged, "ranged_high": high[ranged],
-                  "combos": np.array(self.combos, dtype=np.int64),
-                  "instructed": np.frombuffer(bytes(self.instructed), dtype=np.uint8).astype(bool), "weights": self._weights()}
+        arrays = {
+            "offsets": np.array(self.offsets, dtype=np.int64),
+            "title_offsets": np.array(self.title_offsets, np.int64),
+            "asins": asins,
+            "sorted_asins": asins[order],
+            "asin_order": order.astype(np.int32),
+            "price_low": np.array(self.low, dtype=np.float64),
+            "ranged": ranged,
+            "ranged_high": high[ranged],
+            "combos": np.array(self.combos, dtype=np.int64),
+            "instructed": np.frombuffer(bytes(self.instructed), dtype=np.uint8).astype(bool),
+            "weights": self._weights(),
+        }
         for name, values in arrays.items():
             np.save(self.out / f"{name}.npy", values)
         (self.out / "meta.json").write_text(json.dumps({"format": STORE_FORMAT, "products": len(self.asins), **meta}))
@@ -229,10 +254,22 @@ class ProductStore:
         return json.loads(self._records.read(*self.offsets.span(i)))
 
     def _product(self, i: int) -> Product:
-        (asin, title, category, query, breadcrumb, pricing, tag, options, attributes, bullets, description, *_) = self.record(i)
-        return Product(asin=asin, title=title, category=category, query=query, product_category=breadcrumb,
-                       pricing=tuple(pricing), price_tag=tag, options=options, attributes=attributes,
-                       bullet_points=bullets, description=description)
+        (asin, title, category, query, breadcrumb, pricing, tag, options, attributes, bullets, description, *_) = (
+            self.record(i)
+        )
+        return Product(
+            asin=asin,
+            title=title,
+            category=category,
+            query=query,
+            product_category=breadcrumb,
+            pricing=tuple(pricing),
+            price_tag=tag,
+            options=options,
+            attributes=attributes,
+            bullet_points=bullets,
+            description=description,
+        )
 
     def instruction(self, i: int) -> tuple[str | None, list[str] | None]:
         """The product's ``items_ins_v2`` instruction and instruction attributes (None, None without one)."""

@@ -73,7 +73,9 @@ class SyntheticGoals(Sequence[Goal]):
     def __init__(self, store: ProductStore, prices: np.ndarray, rng: random.Random, seed: int):
         self.store = store
         folder = _seeded_folder(store, prices, rng, seed)
-        self.products, self.uppers, self.order = (ArrayFile(folder / f"{n}.npy") for n in ("products", "uppers", "order"))
+        self.products, self.uppers, self.order = (
+            ArrayFile(folder / f"{n}.npy") for n in ("products", "uppers", "order")
+        )
         self.starts = SortedFile(folder / "starts.npy")
 
     def __len__(self) -> int:
@@ -91,8 +93,15 @@ class SyntheticGoals(Sequence[Goal]):
         instruction, attrs = self.store.instruction(i)
         names = sorted(p.options)
         combo = _mixed_radix(g - int(self.starts.item(j)), [p.options[n] for n in names])
-        return synthetic_goal(p, instruction, attrs, names, combo, float(self.uppers.item(j)),  # type: ignore[arg-type]
-                              float(self.store.weights.item(i)))
+        return synthetic_goal(
+            p,
+            instruction,
+            attrs,
+            names,
+            combo,
+            float(self.uppers.item(j)),  # type: ignore[arg-type]
+            float(self.store.weights.item(i)),
+        )
 
 
 def _drawn(store: ProductStore, prices: np.ndarray, rng: random.Random, seed: int) -> dict[str, np.ndarray]:
@@ -106,8 +115,12 @@ def _drawn(store: ProductStore, prices: np.ndarray, rng: random.Random, seed: in
     np.cumsum(combos[keep], out=starts[1:])
     order = list(range(int(starts[-1])))
     random.Random(seed).shuffle(order)
-    return {"products": instructed[keep].astype(np.int64), "uppers": uppers[keep], "starts": starts,
-            "order": np.array(order, dtype=np.int64)}
+    return {
+        "products": instructed[keep].astype(np.int64),
+        "uppers": uppers[keep],
+        "starts": starts,
+        "order": np.array(order, dtype=np.int64),
+    }
 
 
 def _saved(folder: Path, arrays: dict[str, np.ndarray]) -> Path:
@@ -136,8 +149,16 @@ def _seeded_folder(store: ProductStore, prices: np.ndarray, rng: random.Random, 
     return folder
 
 
-def store_catalog(store: ProductStore, human: dict[str, Any] | None, *, human_goals: bool, goal_seed: int,
-                  source: str, data_digest: str, human_file: str) -> Catalog:
+def store_catalog(
+    store: ProductStore,
+    human: dict[str, Any] | None,
+    *,
+    human_goals: bool,
+    goal_seed: int,
+    source: str,
+    data_digest: str,
+    human_file: str,
+) -> Catalog:
     """The :class:`~.catalog.Catalog` over ``store``; ``data_digest`` names the files it came from (with the goal set
     and seed it makes the dataset's digest)."""
     rng = random.Random(goal_seed)
@@ -153,6 +174,15 @@ def store_catalog(store: ProductStore, human: dict[str, Any] | None, *, human_go
         goals = SyntheticGoals(store, prices, rng, goal_seed)
     goal_set = "human" if human_goals else "synthetic"
     digest = hashlib.sha256(f"{data_digest}|{goal_set}|{goal_seed}".encode()).hexdigest()[:20]
-    return Catalog(products=StoreProducts(store), prices=price_map, goals=goals, source=source, digest=digest,
-                   goal_set=goal_set, goal_seed=goal_seed, products_digest=store.products_digest,
-                   by_asin=StoreByAsin(store), asins=StoreAsins(store))
+    return Catalog(
+        products=StoreProducts(store),
+        prices=price_map,
+        goals=goals,
+        source=source,
+        digest=digest,
+        goal_set=goal_set,
+        goal_seed=goal_seed,
+        products_digest=store.products_digest,
+        by_asin=StoreByAsin(store),
+        asins=StoreAsins(store),
+    )

@@ -49,63 +49,294 @@ HUMAN_STRIDE = 250
 """Products 0-999 and every this-many-th after carry human instructions (about 12 k instructions at full size)."""
 
 CATEGORIES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "beauty": ("Beauty & Personal Care", (
-        "face serum", "toner", "cleanser", "mascara", "eyeliner", "conditioner", "hair dryer", "perfume", "body lotion",
-        "sunscreen", "face mask", "lip balm", "nail polish", "razor", "hair oil", "body scrub", "foundation",
-        "concealer", "blush", "eyeshadow palette", "setting spray", "hair clip", "wig", "bath bomb", "shampoo")),
-    "electronics": ("Electronics", (
-        "earbuds", "headphones", "phone case", "charger", "hdmi cable", "speaker", "power bank", "memory card",
-        "keyboard", "mouse", "webcam", "monitor", "tablet stand", "usb hub", "router", "smart watch", "dash cam",
-        "microphone", "projector", "screen protector", "laptop sleeve", "car mount", "ring light", "remote", "tripod")),
-    "fashion": ("Clothing, Shoes & Jewelry", (
-        "t-shirt", "hoodie", "jeans", "leggings", "running shoes", "sneakers", "dress", "jacket", "socks", "boots",
-        "sandals", "belt", "backpack", "necklace", "earrings", "sweater", "shorts", "blouse", "pajama set", "swimsuit",
-        "hat", "scarf", "gloves", "watch band", "wallet")),
-    "food": ("Grocery & Gourmet Food", (
-        "green tea", "coffee beans", "protein bars", "olive oil", "trail mix", "dark chocolate", "honey", "granola",
-        "hot sauce", "pasta", "rice", "almonds", "beef jerky", "cookies", "popcorn", "maple syrup", "sea salt",
-        "spice set", "energy drink", "candy", "crackers", "peanut butter", "oatmeal", "dried fruit", "soup mix")),
-    "furniture": ("Home & Kitchen", (
-        "office chair", "bookshelf", "area rug", "coffee table", "bed sheets", "floor lamp", "nightstand", "sofa",
-        "dining chair", "tv stand", "desk", "shoe rack", "bar stool", "mattress topper", "curtains", "throw pillow",
-        "wall shelf", "storage bench", "ottoman", "dresser", "bed frame", "side table", "mirror", "blanket",
-        "recliner")),
+    "beauty": (
+        "Beauty & Personal Care",
+        (
+            "face serum",
+            "toner",
+            "cleanser",
+            "mascara",
+            "eyeliner",
+            "conditioner",
+            "hair dryer",
+            "perfume",
+            "body lotion",
+            "sunscreen",
+            "face mask",
+            "lip balm",
+            "nail polish",
+            "razor",
+            "hair oil",
+            "body scrub",
+            "foundation",
+            "concealer",
+            "blush",
+            "eyeshadow palette",
+            "setting spray",
+            "hair clip",
+            "wig",
+            "bath bomb",
+            "shampoo",
+        ),
+    ),
+    "electronics": (
+        "Electronics",
+        (
+            "earbuds",
+            "headphones",
+            "phone case",
+            "charger",
+            "hdmi cable",
+            "speaker",
+            "power bank",
+            "memory card",
+            "keyboard",
+            "mouse",
+            "webcam",
+            "monitor",
+            "tablet stand",
+            "usb hub",
+            "router",
+            "smart watch",
+            "dash cam",
+            "microphone",
+            "projector",
+            "screen protector",
+            "laptop sleeve",
+            "car mount",
+            "ring light",
+            "remote",
+            "tripod",
+        ),
+    ),
+    "fashion": (
+        "Clothing, Shoes & Jewelry",
+        (
+            "t-shirt",
+            "hoodie",
+            "jeans",
+            "leggings",
+            "running shoes",
+            "sneakers",
+            "dress",
+            "jacket",
+            "socks",
+            "boots",
+            "sandals",
+            "belt",
+            "backpack",
+            "necklace",
+            "earrings",
+            "sweater",
+            "shorts",
+            "blouse",
+            "pajama set",
+            "swimsuit",
+            "hat",
+            "scarf",
+            "gloves",
+            "watch band",
+            "wallet",
+        ),
+    ),
+    "food": (
+        "Grocery & Gourmet Food",
+        (
+            "green tea",
+            "coffee beans",
+            "protein bars",
+            "olive oil",
+            "trail mix",
+            "dark chocolate",
+            "honey",
+            "granola",
+            "hot sauce",
+            "pasta",
+            "rice",
+            "almonds",
+            "beef jerky",
+            "cookies",
+            "popcorn",
+            "maple syrup",
+            "sea salt",
+            "spice set",
+            "energy drink",
+            "candy",
+            "crackers",
+            "peanut butter",
+            "oatmeal",
+            "dried fruit",
+            "soup mix",
+        ),
+    ),
+    "furniture": (
+        "Home & Kitchen",
+        (
+            "office chair",
+            "bookshelf",
+            "area rug",
+            "coffee table",
+            "bed sheets",
+            "floor lamp",
+            "nightstand",
+            "sofa",
+            "dining chair",
+            "tv stand",
+            "desk",
+            "shoe rack",
+            "bar stool",
+            "mattress topper",
+            "curtains",
+            "throw pillow",
+            "wall shelf",
+            "storage bench",
+            "ottoman",
+            "dresser",
+            "bed frame",
+            "side table",
+            "mirror",
+            "blanket",
+            "recliner",
+        ),
+    ),
 }
 """Category → (breadcrumb root, product nouns): WebShop's five categories."""
 _MODIFIERS = ("", "men's", "women's", "kids", "premium", "organic", "wireless", "portable", "large", "mini")
 _ATTRIBUTES = (
-    "long lasting", "easy to use", "high quality", "non slip", "water resistant", "machine wash", "gluten free",
-    "cruelty free", "paraben free", "fast charging", "noise cancelling", "easy assemble", "solid wood", "heavy duty",
-    "lightweight", "breathable", "soft material", "stainless steel", "low sugar", "non gmo", "travel size",
-    "dry skin", "sensitive skin", "natural ingredients", "long battery life", "high speed", "slim fit",
-    "button closure", "elastic waist", "memory foam", "living room", "space saving", "storage space", "bpa free",
-    "dishwasher safe", "easy clean", "quick release", "hands free", "plant based", "individually wrapped",
-    "high protein", "wireless charging", "4k ultra hd", "usb c", "anti slip", "daily wear", "gift set",
-    "hair growth", "fine mist", "dark circles", "leak proof", "fair trade", "keto friendly", "machine washable",
+    "long lasting",
+    "easy to use",
+    "high quality",
+    "non slip",
+    "water resistant",
+    "machine wash",
+    "gluten free",
+    "cruelty free",
+    "paraben free",
+    "fast charging",
+    "noise cancelling",
+    "easy assemble",
+    "solid wood",
+    "heavy duty",
+    "lightweight",
+    "breathable",
+    "soft material",
+    "stainless steel",
+    "low sugar",
+    "non gmo",
+    "travel size",
+    "dry skin",
+    "sensitive skin",
+    "natural ingredients",
+    "long battery life",
+    "high speed",
+    "slim fit",
+    "button closure",
+    "elastic waist",
+    "memory foam",
+    "living room",
+    "space saving",
+    "storage space",
+    "bpa free",
+    "dishwasher safe",
+    "easy clean",
+    "quick release",
+    "hands free",
+    "plant based",
+    "individually wrapped",
+    "high protein",
+    "wireless charging",
+    "4k ultra hd",
+    "usb c",
+    "anti slip",
+    "daily wear",
+    "gift set",
+    "hair growth",
+    "fine mist",
+    "dark circles",
+    "leak proof",
+    "fair trade",
+    "keto friendly",
+    "machine washable",
 )
 _COLOURS = (
-    "black", "white", "navy blue", "grey", "red", "green", "beige", "pink", "brown", "purple", "rose gold", "silver",
-    "heather grey", "light blue", "dark green", "khaki", "burgundy", "teal", "coral", "ivory", "charcoal", "mint",
-    "mustard", "olive", "lavender", "wine red", "sky blue", "black/white", "blue/grey", "multicolor",
+    "black",
+    "white",
+    "navy blue",
+    "grey",
+    "red",
+    "green",
+    "beige",
+    "pink",
+    "brown",
+    "purple",
+    "rose gold",
+    "silver",
+    "heather grey",
+    "light blue",
+    "dark green",
+    "khaki",
+    "burgundy",
+    "teal",
+    "coral",
+    "ivory",
+    "charcoal",
+    "mint",
+    "mustard",
+    "olive",
+    "lavender",
+    "wine red",
+    "sky blue",
+    "black/white",
+    "blue/grey",
+    "multicolor",
 )
 _SIZES = {
     "beauty": ("0.5 fl oz", "1 fl oz", "1.7 fl oz (pack of 1)", "3.4 fl oz", "6.8 fl oz", "16.9 fl oz (pack of 2)"),
     "electronics": ("32gb", "64gb", "128gb", "256gb", "1tb", "3 ft", "6 ft", "10 ft", "pack of 2"),
-    "fashion": ("x-small", "small", "medium", "large", "x-large", "xx-large", "3x-large", "6", "7", "7.5", "8",
-                "8.5", "9", "10", "11", "12", "13", "28w x 30l", "32w x 32l", "one size"),
+    "fashion": (
+        "x-small",
+        "small",
+        "medium",
+        "large",
+        "x-large",
+        "xx-large",
+        "3x-large",
+        "6",
+        "7",
+        "7.5",
+        "8",
+        "8.5",
+        "9",
+        "10",
+        "11",
+        "12",
+        "13",
+        "28w x 30l",
+        "32w x 32l",
+        "one size",
+    ),
     "food": ("4 ounce (pack of 1)", "8 ounce", "12 ounce (pack of 6)", "1 pound", "2 pound (pack of 2)", "24 count"),
     "furniture": ("twin", "full", "queen", "king", "24 x 36 inch", "5 x 7 feet", "8 x 10 feet", "2-pack", "set of 4"),
 }
 _OPTION_NAMES = ("style", "pattern name", "flavor name", "scent", "material type", "item package quantity")
-_INSTRUCTIONS = ("i am looking for {a} {noun}{o}", "i need {a} {noun}{o}", "find me {a} {noun}{o}",
-                 "i want to buy {a} {noun}{o}", "i'm looking for a {noun} that is {a}{o}")
+_INSTRUCTIONS = (
+    "i am looking for {a} {noun}{o}",
+    "i need {a} {noun}{o}",
+    "find me {a} {noun}{o}",
+    "i want to buy {a} {noun}{o}",
+    "i'm looking for a {noun} that is {a}{o}",
+)
 
 
 @functools.cache
 def _lexicon() -> tuple[tuple[str, ...], list[float]]:
     """20,000 pronounceable filler words and their Zipf-Mandelbrot cumulative weights (rank r: 1 / (r + 20)^1.07)."""
     rng = random.Random(20220702)
-    onsets, vowels, codas = "b c d f g h j k l m n p r s t v w z br cl st tr pl gr sh ch".split(), "aeiou", ["", "n", "r", "s", "l", "t", "m"]
+    onsets, vowels, codas = (
+        "b c d f g h j k l m n p r s t v w z br cl st tr pl gr sh ch".split(),
+        "aeiou",
+        ["", "n", "r", "s", "l", "t", "m"],
+    )
     words: dict[str, None] = {}
     while len(words) < 20_000:
         word = "".join(rng.choice(onsets) + rng.choice(vowels) + rng.choice(codas) for _ in range(rng.randint(1, 3)))
@@ -150,7 +381,7 @@ def _options(rng: random.Random, category: str) -> dict[str, list[str]]:
 
 
 def _title(rng: random.Random, noun: str, attrs: list[str]) -> str:
-    words = [_brand(rng), *(a.title() for a in attrs[:rng.randint(0, 2)]), noun.title()]
+    words = [_brand(rng), *(a.title() for a in attrs[: rng.randint(0, 2)]), noun.title()]
     if rng.random() < 0.5:
         words.append(_model_code(rng))
     words += [w.capitalize() for w in _words(rng, rng.randint(4, 14))]
@@ -177,16 +408,29 @@ def synthetic_product(seed: int, index: int) -> tuple[dict[str, Any], dict[str, 
     asin = _asin(seed, index)
     bullets = [_text(rng, noun, [attrs[i % len(attrs)]], rng.randint(8, 30)) for i in range(rng.randint(3, 7))]
     raw = {
-        "asin": asin, "name": _title(rng, query, attrs), "full_description": _text(rng, noun, attrs, rng.randint(30, 250)),
-        "small_description": bullets[0] if rng.random() < 0.02 else bullets, "pricing": _price(rng),
+        "asin": asin,
+        "name": _title(rng, query, attrs),
+        "full_description": _text(rng, noun, attrs, rng.randint(30, 250)),
+        "small_description": bullets[0] if rng.random() < 0.02 else bullets,
+        "pricing": _price(rng),
         "images": [f"https://m.media-amazon.com/images/I/{asin}-{i}.jpg" for i in range(rng.randint(1, 7))],
-        "query": query, "category": category,
+        "query": query,
+        "category": category,
         "product_category": f"{root} › {category.title()} › {noun.title()}s",
-        "customization_options": {name: [{"value": v, "image": None} for v in values] for name, values in options.items()},
-        "product_information": {"Brand": _brand(rng), "Item Weight": f"{rng.randint(1, 90)} ounces",
-                                "Date First Available": f"{rng.randint(1, 12)}/{rng.randint(1, 28)}/20{rng.randint(10, 21)}"},
-        "brand": _brand(rng), "list_price": "", "total_reviews": rng.randint(0, 5000),
-        "availability_status": "In Stock.", "seller_name": _brand(rng), "fulfilled_by_amazon": rng.random() < 0.5,
+        "customization_options": {
+            name: [{"value": v, "image": None} for v in values] for name, values in options.items()
+        },
+        "product_information": {
+            "Brand": _brand(rng),
+            "Item Weight": f"{rng.randint(1, 90)} ounces",
+            "Date First Available": f"{rng.randint(1, 12)}/{rng.randint(1, 28)}/20{rng.randint(10, 21)}",
+        },
+        "brand": _brand(rng),
+        "list_price": "",
+        "total_reviews": rng.randint(0, 5000),
+        "availability_status": "In Stock.",
+        "seller_name": _brand(rng),
+        "fulfilled_by_amazon": rng.random() < 0.5,
     }
     entry: dict[str, Any] = {"attributes": attrs}
     if rng.random() < 0.92:  # the rest have no synthetic instruction (no synthetic goal), as some of WebShop's
@@ -196,7 +440,9 @@ def synthetic_product(seed: int, index: int) -> tuple[dict[str, Any], dict[str, 
     return raw, entry, human
 
 
-def _instruction(rng: random.Random, attrs: list[str], noun: str, options: dict[str, list[str]]) -> tuple[str, list[str]]:
+def _instruction(
+    rng: random.Random, attrs: list[str], noun: str, options: dict[str, list[str]]
+) -> tuple[str, list[str]]:
     chosen = {name.lower(): rng.choice(values) for name, values in options.items() if rng.random() < 0.8}
     said = "".join(f", {n}: {v}" if i else f" with {n}: {v}" for i, (n, v) in enumerate(chosen.items()))
     text = rng.choice(_INSTRUCTIONS).format(a=" and ".join(attrs), noun=noun, o=said)
@@ -206,12 +452,19 @@ def _instruction(rng: random.Random, attrs: list[str], noun: str, options: dict[
 def _human(rng: random.Random, attrs: list[str], noun: str, options: dict[str, list[str]]) -> dict[str, Any]:
     named = rng.sample(attrs, rng.randint(1, min(3, len(attrs)))) if rng.random() < 0.98 else []
     text, values = _instruction(rng, named or attrs[:1], noun, options)
-    return {"instruction": text, "instruction_attributes": named, "instruction_options": values,
-            "assignment_id": f"3{rng.getrandbits(64):016X}", "worker_id": f"A{rng.getrandbits(40):010X}"}
+    return {
+        "instruction": text,
+        "instruction_attributes": named,
+        "instruction_options": values,
+        "assignment_id": f"3{rng.getrandbits(64):016X}",
+        "worker_id": f"A{rng.getrandbits(40):010X}",
+    }
 
 
-FILE_NAMES = {"full": ("items_shuffle.json", "items_ins_v2.json", "items_human_ins.json"),
-              "1k": ("items_shuffle_1000.json", "items_ins_v2_1000.json", "items_human_ins.json")}
+FILE_NAMES = {
+    "full": ("items_shuffle.json", "items_ins_v2.json", "items_human_ins.json"),
+    "1k": ("items_shuffle_1000.json", "items_ins_v2_1000.json", "items_human_ins.json"),
+}
 
 
 class _JsonStream:
@@ -222,7 +475,9 @@ class _JsonStream:
         fh.write("{" if keyed else "[")
 
     def add(self, value: Any, key: str = "") -> None:
-        self.fh.write(("" if self.first else ",\n") + (json.dumps(key) + ": " if self.keyed else "") + json.dumps(value))
+        self.fh.write(
+            ("" if self.first else ",\n") + (json.dumps(key) + ": " if self.keyed else "") + json.dumps(value)
+        )
         self.first = False
 
     def close(self) -> None:
@@ -251,8 +506,11 @@ def write_catalog(out: str | Path, products: int = FULL_PRODUCTS, seed: int = 0,
 
 
 def _write(temps: list[Path], seed: int, n: int, counts: dict[str, int]) -> None:
-    with (open(temps[0], "w", encoding="utf-8") as f_items, open(temps[1], "w", encoding="utf-8") as f_ins,
-          open(temps[2], "w", encoding="utf-8") as f_human):
+    with (
+        open(temps[0], "w", encoding="utf-8") as f_items,
+        open(temps[1], "w", encoding="utf-8") as f_ins,
+        open(temps[2], "w", encoding="utf-8") as f_human,
+    ):
         items, ins, human = _JsonStream(f_items, False), _JsonStream(f_ins, True), _JsonStream(f_human, True)
         for i in range(n):
             raw, entry, instructions = synthetic_product(seed, i)
@@ -275,11 +533,17 @@ def _count(counts: dict[str, int], raw: dict[str, Any], entry: dict[str, Any], h
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sapo_gym.webshop.synthetic", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--products", type=int, default=FULL_PRODUCTS, help=f"products to write (default {FULL_PRODUCTS:,})")
+    parser.add_argument(
+        "--products", type=int, default=FULL_PRODUCTS, help=f"products to write (default {FULL_PRODUCTS:,})"
+    )
     parser.add_argument("--out", required=True, help="the folder to write the three files into")
     parser.add_argument("--seed", type=int, default=0, help="the catalog's seed (default 0)")
-    parser.add_argument("--names", choices=tuple(FILE_NAMES), default="full",
-                        help="file names: the full pair's (default) or the 1k pair's")
+    parser.add_argument(
+        "--names",
+        choices=tuple(FILE_NAMES),
+        default="full",
+        help="file names: the full pair's (default) or the 1k pair's",
+    )
     args = parser.parse_args(argv)
     counts = write_catalog(args.out, args.products, args.seed, args.names)
     print(json.dumps(counts))

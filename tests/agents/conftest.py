@@ -25,7 +25,7 @@ def steer_logits(policy, edit: Callable[[Any, Any], None]) -> Iterator[None]:
         positions = kwargs.get("position_ids")
         if positions is None:
             positions = torch.arange(output.logits.shape[1]).expand(output.logits.shape[:2])
-        edit(output.logits, positions[:, -output.logits.shape[1]:])
+        edit(output.logits, positions[:, -output.logits.shape[1] :])
         return output
 
     handle = policy.model.register_forward_hook(hook, with_kwargs=True)

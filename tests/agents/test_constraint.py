@@ -20,7 +20,9 @@ def _ids(tokenizer, text: str) -> list[int]:
 
 def test_restrict_logits_by_hand():
     logits = torch.tensor([[1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0], [0.5, 0.5, 0.5, 0.5]])
-    allowed = torch.tensor([[0, 2], [-1, -1], [3, -1]])  # row 0: {0, 2} (token 0 beside padding), row 1 free, row 2: {3}
+    allowed = torch.tensor(
+        [[0, 2], [-1, -1], [3, -1]]
+    )  # row 0: {0, 2} (token 0 beside padding), row 1 free, row 2: {3}
     out = restrict_logits(logits, allowed)
     inf = float("-inf")
     assert out.tolist() == [[1.0, inf, 3.0, inf], [1.0, 2.0, 3.0, 4.0], [inf, inf, inf, 0.5]]
@@ -83,7 +85,9 @@ def test_sampled_actions_are_always_admissible_and_fallback_is_flagged(tiny_poli
     from agents.llm import LLMAgent
     from sapo_gym.parsing import parse_action
 
-    agent = LLMAgent(tiny_policy, params=GenerationParams(max_new_tokens=16, temperature=1.0), seed=3, constrain="admissible")
+    agent = LLMAgent(
+        tiny_policy, params=GenerationParams(max_new_tokens=16, temperature=1.0), seed=3, constrain="admissible"
+    )
     obs = ["Task: put a pen in the shelf.\nObservation: you are in a room.\n"] * 32
     infos = [{"admissible_actions": ADMISSIBLE}] * 31 + [{"admissible_actions": []}]
     with steer(tiny_policy, _boost_action_tag(tiny_policy)):
@@ -118,16 +122,22 @@ def test_the_same_mask_in_sampling_old_current_log_probs_and_entropy(cloned_poli
     from trainers.forward import action_entropy, action_log_probs, forward_positions
 
     policy = cloned_policy
-    agent = LLMAgent(policy, params=GenerationParams(max_new_tokens=24, temperature=1.0), seed=0, constrain="admissible")
+    agent = LLMAgent(
+        policy, params=GenerationParams(max_new_tokens=24, temperature=1.0), seed=0, constrain="admissible"
+    )
     turns = agent.act_detailed(["Task: x\nActions: [...]\n"] * 12, [{"admissible_actions": ADMISSIBLE}] * 12)
     assert sum(any(a is not None for a in t.allowed_tokens) for t in turns) >= 6  # most rows entered the trie
-    exp = Experience.collate([TurnRecord("", t, 0.0, False, False, i, 0) for i, t in enumerate(turns)], policy.pad_token_id)
+    exp = Experience.collate(
+        [TurnRecord("", t, 0.0, False, False, i, 0) for i, t in enumerate(turns)], policy.pad_token_id
+    )
     with torch.no_grad():
         logits = forward_positions(policy.model, exp)
         recomputed = action_log_probs(logits, exp, policy.value_token_ids, 1.0)
         entropy = action_entropy(logits, exp, policy.value_token_ids, 1.0)
-        free = Experience.collate([TurnRecord("", replace(t, allowed_tokens=None), 0.0, False, False, i, 0)
-                                   for i, t in enumerate(turns)], policy.pad_token_id)
+        free = Experience.collate(
+            [TurnRecord("", replace(t, allowed_tokens=None), 0.0, False, False, i, 0) for i, t in enumerate(turns)],
+            policy.pad_token_id,
+        )
         unmasked = action_log_probs(logits, free, policy.value_token_ids, 1.0)
     # Same weights, float32, the same masked softmax; only the kernels differ (KV-cache decode vs one full
     # forward): each logit carries ~1e-6 relative rounding through 2 layers of hidden 64 (O(10) magnitudes,
@@ -149,9 +159,20 @@ def test_trainer_iteration_under_the_constraint(tmp_path):
     from trainers.config import TrainConfig
     from trainers.loop import Trainer
 
-    cfg = TrainConfig(algo="sapo", env="sapo/Vault-v0", iterations=1, episodes_per_iteration=4, max_response_tokens=8,
-                      prompt="plain", history_length=0, lr=1e-3, constrain="admissible", out_dir=str(tmp_path), progress=False,
-                      old_log_probs="rollout")
+    cfg = TrainConfig(
+        algo="sapo",
+        env="sapo/Vault-v0",
+        iterations=1,
+        episodes_per_iteration=4,
+        max_response_tokens=8,
+        prompt="plain",
+        history_length=0,
+        lr=1e-3,
+        constrain="admissible",
+        out_dir=str(tmp_path),
+        progress=False,
+        old_log_probs="rollout",
+    )
     trainer = Trainer(cfg)
     row = trainer.run_iteration()
     assert math.isfinite(row["actor/loss"])

@@ -11,7 +11,11 @@ from agents.generation.hf import HFGenerator  # noqa: E402
 from agents.logits import mask_value_tokens  # noqa: E402
 from agents.policy import PolicyModel  # noqa: E402
 
-PROMPTS = ["You stand before a vault with 3 buttons. The panel glows red.", "look", "Your task is to: put a mug in fridge 1."]
+PROMPTS = [
+    "You stand before a vault with 3 buttons. The panel glows red.",
+    "look",
+    "Your task is to: put a mug in fridge 1.",
+]
 
 
 def _recompute(policy: PolicyModel, prompt: list[int], response: list[int], temperature: float) -> torch.Tensor:
@@ -41,7 +45,9 @@ def test_value_tokens_are_never_sampled_even_when_they_dominate(tiny_policy, ste
 @pytest.mark.parametrize("temperature", [1.0, 0.7, 0.0])
 def test_log_probs_match_a_forward_pass(tiny_policy, temperature):
     prompts = tiny_policy.encode_prompts(PROMPTS).token_ids
-    outs = HFGenerator(tiny_policy).generate(prompts, GenerationParams(max_new_tokens=12, temperature=temperature, seed=1))
+    outs = HFGenerator(tiny_policy).generate(
+        prompts, GenerationParams(max_new_tokens=12, temperature=temperature, seed=1)
+    )
     for prompt, out in zip(prompts, outs):
         assert len(out.token_ids) == len(out.log_probs) > 0
         expected = _recompute(tiny_policy, prompt, out.token_ids, temperature)

@@ -18,13 +18,32 @@ from sapo_gym.interfaces import TurnResponder
 ATTACKS = "tests.support.isolation"
 
 
-def _evaluate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str, *extra: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _evaluate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str, *extra: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """``sapo-gym evaluate`` of ``spec`` on Vault's test split: (the bundle, what the agent reported)."""
     report, out = tmp_path / "report.json", tmp_path / "bundle.json"
     report.unlink(missing_ok=True)
     monkeypatch.setenv("SAPO_ATTACK_REPORT", str(report))
-    assert main(["evaluate", "--env", "sapo/Vault-v0", "--split", "test", "--agent", spec, "--batch-size", "4",
-                 "--out", str(out), *extra]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--env",
+                "sapo/Vault-v0",
+                "--split",
+                "test",
+                "--agent",
+                spec,
+                "--batch-size",
+                "4",
+                "--out",
+                str(out),
+                *extra,
+            ]
+        )
+        == 0
+    )
     return json.loads(out.read_text()), json.loads(report.read_text()) if report.exists() else {}
 
 
@@ -35,8 +54,12 @@ def test_frame_and_gc_attacks_get_nothing_from_the_unmodified_harness(tmp_path, 
     assert report["pid"] != os.getpid() and report["turns"] > 0
     assert report["found"] == 0 and report["stolen"] == 0, report  # no info dict with expert_action, no env object
     assert bundle["aggregates"]["all"]["success"] == 0.0  # what an agent that only says 'look' gets
-    assert bundle["evaluation"]["harness"] == {"info_filter": "public", "withheld_keys": ["expert_action", "pddl_params"],
-                                               "privileged_agent": False, "agent_process": "isolated"}
+    assert bundle["evaluation"]["harness"] == {
+        "info_filter": "public",
+        "withheld_keys": ["expert_action", "pddl_params"],
+        "privileged_agent": False,
+        "agent_process": "isolated",
+    }
     # the control: the same agent run in the harness's process steals every turn, and the bundle says in-process
     bundle, report = _evaluate(tmp_path, monkeypatch, f"{ATTACKS}:{attack}", "--agent-process", "in-process")
     assert report["pid"] == os.getpid() and report["found"] > 0 and report["stolen"] == report["turns"], report
@@ -59,8 +82,9 @@ def test_an_honest_module_agent_plays_the_same_episodes_isolated_and_in_process(
     """``agents.baselines:RandomAgent`` named as a module:Class spec (so isolated by default), seeded, two seeds."""
     bundles = {}
     for process in ("auto", "in-process"):
-        bundles[process], _ = _evaluate(tmp_path, monkeypatch, "agents.baselines:RandomAgent", "--seeds", "0,1",
-                                        "--agent-process", process)
+        bundles[process], _ = _evaluate(
+            tmp_path, monkeypatch, "agents.baselines:RandomAgent", "--seeds", "0,1", "--agent-process", process
+        )
     isolated, in_process = bundles["auto"], bundles["in-process"]
     assert json.dumps(isolated["episodes"]) == json.dumps(in_process["episodes"])  # the same outputs, the same episodes
     assert isolated["aggregates"] == in_process["aggregates"] and 0.0 < isolated["aggregates"]["all"]["success"] < 1.0
@@ -79,18 +103,30 @@ def test_the_proxy_hands_over_json_infos_with_arrays_rebuilt(tmp_path, monkeypat
         assert agent.name == "info-types" and agent.privileged is False and agent_process(agent) == "isolated"
         assert not isinstance(agent, TurnResponder)  # a batch agent: the harness plays it in lockstep
         agent.reset(1)
-        info = {"task_id": "t", "step": 0, "action_mask": np.ones(3, dtype=bool), "score": np.float32(0.5),
-                "admissible_actions": ("look", "press red")}
+        info = {
+            "task_id": "t",
+            "step": 0,
+            "action_mask": np.ones(3, dtype=bool),
+            "score": np.float32(0.5),
+            "admissible_actions": ("look", "press red"),
+        }
         assert agent.act(["obs"], [info]) == ["<think></think><action>look</action>"]
         seen = json.loads(report.read_text())
         assert seen["pid"] != os.getpid() and seen["seed"] == 5
-        assert seen["types"] == {"task_id": "builtins.str", "step": "builtins.int", "action_mask": "numpy.ndarray[bool]",
-                                 "score": "builtins.float", "admissible_actions": "builtins.list"}
+        assert seen["types"] == {
+            "task_id": "builtins.str",
+            "step": "builtins.int",
+            "action_mask": "numpy.ndarray[bool]",
+            "score": "builtins.float",
+            "admissible_actions": "builtins.list",
+        }
         with pytest.raises(AgentProcessError, match="the agent exploded"):  # the child's traceback, and it lives on
             agent.act(["obs"], [{"task_id": "explode"}])
         with pytest.raises(AgentProcessError, match="num_envs must be"):
             agent.reset(-1)
-        assert agent.act(["a", "b"], [{"task_id": "x"}, {"task_id": "y"}]) == ["<think></think><action>look</action>"] * 2
+        assert (
+            agent.act(["a", "b"], [{"task_id": "x"}, {"task_id": "y"}]) == ["<think></think><action>look</action>"] * 2
+        )
     with pytest.raises(AgentProcessError, match="closed"):
         agent.act(["obs"], [{"task_id": "t"}])
     with pytest.raises(ValueError, match="cannot load agent"):  # a bad spec fails as load_agent's would
@@ -108,6 +144,7 @@ def test_an_answer_that_cannot_be_encoded_fails_that_request_and_never_hangs(spe
     outcome: list[Any] = []
     with isolate(f"tests.support.hostile_agents:{spec}") as agent:
         assert isinstance(agent, IsolatedResponder) and isinstance(agent, TurnResponder)  # its agent has respond
+
         def call() -> None:
             try:
                 outcome.append(agent.respond("The panel glows red.", {}))

@@ -16,8 +16,14 @@ from sapo_gym.evaluation import evaluate  # noqa: E402
 def test_llm_agent_plays_vault_episodes(tiny_policy):
     agent = LLMAgent(tiny_policy, params=GenerationParams(max_new_tokens=8), seed=0)
     assert isinstance(agent, Agent)
-    records = evaluate(agent, "sapo/Vault-v0", task_ids=["vault-train-000", "vault-train-001"], batch_size=2,
-                       env_kwargs={"max_episode_steps": 3}, progress=False)
+    records = evaluate(
+        agent,
+        "sapo/Vault-v0",
+        task_ids=["vault-train-000", "vault-train-001"],
+        batch_size=2,
+        env_kwargs={"max_episode_steps": 3},
+        progress=False,
+    )
     assert [r.steps for r in records] == [3, 3]  # random text: invalid no-ops until the horizon
     assert all(isinstance(t.output, str) and not t.valid for r in records for t in r.turns)
 
@@ -50,7 +56,12 @@ def test_critic_reads_the_last_prompt_token_and_trains_everything(tiny_policy):
     mask = ids != 0
     prompt_lengths = torch.tensor([3, 2])
     v = critic.values(ids, mask, prompt_lengths)
-    alone = torch.stack([critic(ids[:1, :3], mask[:1, :3], torch.tensor([2]))[0], critic(ids[1:, :2], mask[1:, :2], torch.tensor([1]))[0]])
+    alone = torch.stack(
+        [
+            critic(ids[:1, :3], mask[:1, :3], torch.tensor([2]))[0],
+            critic(ids[1:, :2], mask[1:, :2], torch.tensor([1]))[0],
+        ]
+    )
     # response tokens cannot change V(s): causal attention, the same prompt positions in a longer batch (other
     # shapes at every matmul: RECOMPUTE_ATOL's derivation in tests/support/float_bounds.py, 1e-4 + 1e-4·|V|)
     torch.testing.assert_close(v, alone, atol=1e-4, rtol=1e-4)

@@ -31,7 +31,9 @@ def test_tiny_spec_and_unknown_hub_ids():
 
 
 def test_importing_agents_and_the_registry_stays_torch_free():
-    code = ("import sys, sapo_gym, agents, agents.registry, agents.generation, agents.loaders; "
-            "heavy = [m for m in ('torch', 'transformers', 'requests') if m in sys.modules]; print(heavy)")
+    code = (
+        "import sys, sapo_gym, agents, agents.registry, agents.generation, agents.loaders; "
+        "heavy = [m for m in ('torch', 'transformers', 'requests') if m in sys.modules]; print(heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -31,8 +31,10 @@ def test_tokenizer_round_trips_env_prompts_compactly():
     env = gym.make("sapo/Vault-v0", num_buttons=5)
     prompt, _ = env.reset(seed=0)
     env.close()
-    alfworld = ("You arrive at countertop 1. On the countertop 1, you see a butterknife 2, a mug 1, and a "
-                "peppershaker 3.\n Your admissible actions are: ['take mug 1 from countertop 1', 'go to fridge 1']")
+    alfworld = (
+        "You arrive at countertop 1. On the countertop 1, you see a butterknife 2, a mug 1, and a "
+        "peppershaker 3.\n Your admissible actions are: ['take mug 1 from countertop 1', 'go to fridge 1']"
+    )
     for text in (prompt, alfworld, "click[buy now] search[red hoodie] ünïcode ✓"):
         ids = tok(text, add_special_tokens=False)["input_ids"]
         assert tok.decode(ids) == text

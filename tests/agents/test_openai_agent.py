@@ -35,8 +35,15 @@ def _tool_reply(body: dict):
         message = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
         return flask.jsonify({"object": "error", "message": message, "type": "BadRequestError", "code": 400}), 400
     if body["model"] == "tool-model":
-        return {"role": "assistant", "content": "The panel says.", "tool_calls": [{"id": "c0", "type": "function", "function": call}]}
-    return {"role": "assistant", "content": json.dumps({"name": call["name"], "arguments": json.loads(call["arguments"])})}
+        return {
+            "role": "assistant",
+            "content": "The panel says.",
+            "tool_calls": [{"id": "c0", "type": "function", "function": call}],
+        }
+    return {
+        "role": "assistant",
+        "content": json.dumps({"name": call["name"], "arguments": json.loads(call["arguments"])}),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -56,11 +63,21 @@ def server():
             return flask.jsonify({"error": "overloaded"}), 503
         if body["model"] == "broken":
             return flask.jsonify({"error": {"message": "unknown model"}}), 404
-        reply = _tool_reply(body) if body["model"] in ("tool-model", "no-tools", "tool-in-text") else {"role": "assistant", "content": _vault_reply(prompt)}
+        reply = (
+            _tool_reply(body)
+            if body["model"] in ("tool-model", "no-tools", "tool-in-text")
+            else {"role": "assistant", "content": _vault_reply(prompt)}
+        )
         if isinstance(reply, tuple):
             return reply
-        return flask.jsonify({"id": "x", "object": "chat.completion", "model": body["model"],
-                              "choices": [{"index": 0, "message": reply, "finish_reason": "stop"}]})
+        return flask.jsonify(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "model": body["model"],
+                "choices": [{"index": 0, "message": reply, "finish_reason": "stop"}],
+            }
+        )
 
     srv = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
@@ -75,7 +92,9 @@ def test_openai_agent_solves_vault_through_the_server(server):
     seen.clear()
     agent = load_agent(f"openai:{url}#fake-model", seed=3)
     assert isinstance(agent, OpenAIChatAgent) and agent.name == "openai:fake-model"
-    records = evaluate(agent, "sapo/Vault-v0", task_ids=[f"vault-train-{i:03d}" for i in range(4)], batch_size=4, progress=False)
+    records = evaluate(
+        agent, "sapo/Vault-v0", task_ids=[f"vault-train-{i:03d}" for i in range(4)], batch_size=4, progress=False
+    )
     assert summarize(records)["all"]["success"] == 1.0
     assert len(seen) == sum(r.steps for r in records) == 8
     body = seen[0]["body"]
@@ -112,7 +131,14 @@ VAULT_TASKS = [f"vault-train-{i:03d}" for i in range(4)]
 
 
 def _tool_episodes(agent: OpenAIChatAgent):
-    records = evaluate(agent, "sapo/Vault-v0", task_ids=VAULT_TASKS, batch_size=4, progress=False, env_kwargs={"protocol": "tool-call-v1"})
+    records = evaluate(
+        agent,
+        "sapo/Vault-v0",
+        task_ids=VAULT_TASKS,
+        batch_size=4,
+        progress=False,
+        env_kwargs={"protocol": "tool-call-v1"},
+    )
     return records, summarize(records)["all"]["success"]
 
 
@@ -126,7 +152,9 @@ def test_tool_call_env_gets_messages_tools_and_the_call_back(server):
     bodies = [s["body"] for s in seen]
     assert len(bodies) == sum(r.steps for r in records) == 8
     assert all(b["tools"][0]["function"]["name"] == "take_action" for b in bodies)
-    assert all(b["messages"][0]["role"] == "system" and b["messages"][0]["content"].startswith("Be brief.\n\n") for b in bodies)
+    assert all(
+        b["messages"][0]["role"] == "system" and b["messages"][0]["content"].startswith("Be brief.\n\n") for b in bodies
+    )
     later = [b for b in bodies if len(b["messages"]) > 2]
     assert later and all([m["role"] for m in b["messages"]] == ["system", "user", "assistant", "tool"] for b in later)
     # the env's own tool call comes back in the history of the next turn
@@ -152,7 +180,9 @@ def test_auto_falls_back_to_text_calls_when_the_server_refuses_tools(server):
     refused = [s for s in seen if "tools" in s["body"]]
     assert 1 <= len(refused) <= 4  # the first batch probes, once per request in flight; then never again
     text_turns = [s["body"] for s in seen if "tools" not in s["body"]]
-    assert len(text_turns) == 8 and all(m["role"] in ("system", "user", "assistant") for b in text_turns for m in b["messages"])
+    assert len(text_turns) == 8 and all(
+        m["role"] in ("system", "user", "assistant") for b in text_turns for m in b["messages"]
+    )
     assert all("This server takes no tools" in b["messages"][0]["content"] for b in text_turns)
     history = [m["content"] for b in text_turns for m in b["messages"] if m["role"] == "assistant"]
     assert history and all(json.loads(h)["name"] == "take_action" for h in history)  # past calls shown as JSON text

@@ -25,8 +25,14 @@ NOW = 1_800_000_000.0
 
 
 def _agent(url: str, sleeps: list[float] | None = None, **kwargs: Any) -> OpenAIChatAgent:
-    return OpenAIChatAgent(url, "m", sleep=(sleeps.append if sleeps is not None else lambda s: None), wall_clock=lambda: NOW,
-                           rng=random.Random(5), **kwargs)
+    return OpenAIChatAgent(
+        url,
+        "m",
+        sleep=(sleeps.append if sleeps is not None else lambda s: None),
+        wall_clock=lambda: NOW,
+        rng=random.Random(5),
+        **kwargs,
+    )
 
 
 def _returns(call: Callable[[], Any], outer: float = 120.0) -> BaseException | Any:
@@ -48,7 +54,10 @@ def _returns(call: Callable[[], Any], outer: float = 120.0) -> BaseException | A
 
 @pytest.mark.parametrize("status", [302, 307])
 def test_a_redirect_to_another_origin_is_refused_and_nothing_reaches_it(status: int) -> None:
-    with FakeOpenAI() as other, HostileServer("redirect", status=status, location=other.url + "/chat/completions") as server:
+    with (
+        FakeOpenAI() as other,
+        HostileServer("redirect", status=status, location=other.url + "/chat/completions") as server,
+    ):
         agent = _agent(server.url, api_key="sk-secret", headers={"X-Api-Key": "team-secret"}, retry_total=0)
         with pytest.raises(RuntimeError, match=rf"HTTP {status}: a redirect to .*not followed"):
             agent.respond(PROMPT, {})
@@ -107,12 +116,20 @@ def test_retries_are_bounded_by_the_time_spent_too() -> None:
     waits = []
     while (wait := budget.next_wait("0")) is not None:
         waits.append(wait)
-    assert budget.attempts == 3 and waits == [backoff_floor(0), backoff_floor(1)]  # 150 s since the first attempt: given up
+    assert budget.attempts == 3 and waits == [
+        backoff_floor(0),
+        backoff_floor(1),
+    ]  # 150 s since the first attempt: given up
 
 
-@pytest.mark.parametrize("usage", ['{"prompt_tokens": 1' + "0" * 400 + ', "completion_tokens": 5}',
-                                   '{"prompt_tokens": 1e400, "completion_tokens": -3}',
-                                   '{"prompt_tokens": true, "completion_tokens": 4294967296}'])
+@pytest.mark.parametrize(
+    "usage",
+    [
+        '{"prompt_tokens": 1' + "0" * 400 + ', "completion_tokens": 5}',
+        '{"prompt_tokens": 1e400, "completion_tokens": -3}',
+        '{"prompt_tokens": true, "completion_tokens": 4294967296}',
+    ],
+)
 def test_token_counts_out_of_range_are_unknown(usage: str) -> None:
     with HostileServer("usage", usage=usage) as server:
         reply = _agent(server.url).respond(PROMPT, {})

@@ -83,8 +83,19 @@ def test_budget_and_header_parsing() -> None:
 
 def test_every_setting_reaches_the_request_and_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_KEY", "sk-mine")
-    config = AgentConfig(max_tokens=33, temperature=0.0, top_p=0.5, stop=("</action>",), system_prompt="Be brief.",
-                         api_key_env="MY_KEY", header=("X-Team: sapo",), timeout=5, retry_total=1, concurrency=2, tools="never")
+    config = AgentConfig(
+        max_tokens=33,
+        temperature=0.0,
+        top_p=0.5,
+        stop=("</action>",),
+        system_prompt="Be brief.",
+        api_key_env="MY_KEY",
+        header=("X-Team: sapo",),
+        timeout=5,
+        retry_total=1,
+        concurrency=2,
+        tools="never",
+    )
     with FakeOpenAI() as server:
         agent = load_agent(f"openai:{server.url}#m", seed=10, config=config)
         agent.respond(PROMPT, {}, turn_seed=5)
@@ -92,12 +103,25 @@ def test_every_setting_reaches_the_request_and_is_recorded(monkeypatch: pytest.M
         unseeded.respond(PROMPT, {}, turn_seed=5)
         first, second = server.requests
     body = first["body"]
-    assert (body["max_tokens"], body["temperature"], body["top_p"], body["stop"], body["seed"]) == (33, 0.0, 0.5, ["</action>"], 15)
+    assert (body["max_tokens"], body["temperature"], body["top_p"], body["stop"], body["seed"]) == (
+        33,
+        0.0,
+        0.5,
+        ["</action>"],
+        15,
+    )
     assert body["messages"][0] == {"role": "system", "content": "Be brief."}
     assert first["headers"]["Authorization"] == "Bearer sk-mine" and first["headers"]["X-Team"] == "sapo"
     assert agent.timeout == 5 and agent.retry_total == 1 and agent.max_concurrency == 2 and agent.tools == "never"
-    assert agent.generation == {"max_tokens": 33, "temperature": 0.0, "top_p": 0.5, "stop": ["</action>"], "request_seed": True,
-                                "tools": "never", "system_prompt": "Be brief."}
+    assert agent.generation == {
+        "max_tokens": 33,
+        "temperature": 0.0,
+        "top_p": 0.5,
+        "stop": ["</action>"],
+        "request_seed": True,
+        "tools": "never",
+        "system_prompt": "Be brief.",
+    }
     assert "seed" not in second["body"] and unseeded.generation["request_seed"] is False
 
 
@@ -105,7 +129,9 @@ def test_kinds_that_cannot_honour_a_setting_name_its_flag() -> None:
     with pytest.raises(ValueError, match="--temperature: a builtin agent cannot honour"):
         load_agent("random", config=AgentConfig(temperature=0.1))
     with pytest.raises(ValueError, match="--system-prompt, --header: a module agent"):
-        load_agent("tests.support.scripted_agent:ScriptedAgent", config=AgentConfig(system_prompt="x", header=("A: b",)))
+        load_agent(
+            "tests.support.scripted_agent:ScriptedAgent", config=AgentConfig(system_prompt="x", header=("A: b",))
+        )
     with pytest.raises(ValueError, match="--tools: a model agent"):
         load_agent("tiny", config=AgentConfig(tools="never"))
     assert load_agent("random", config=AgentConfig(concurrency=4)).name  # the harness's setting: every kind

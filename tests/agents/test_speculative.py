@@ -13,7 +13,11 @@ from agents.generation.base import GenerationParams  # noqa: E402
 from agents.generation.hf import HFGenerator  # noqa: E402
 from agents.generation.speculative import DraftMemory, accept_draft  # noqa: E402
 
-PROMPTS = ["You stand before a vault with 3 buttons. The panel glows red.", "look", "Your task is to: put a mug in fridge 1."]
+PROMPTS = [
+    "You stand before a vault with 3 buttons. The panel glows red.",
+    "look",
+    "Your task is to: put a mug in fridge 1.",
+]
 
 
 def test_draft_memory_proposes_the_newest_continuation_of_the_prefix_then_of_its_last_tokens():
@@ -74,12 +78,16 @@ def test_greedy_keeps_exactly_the_draft_tokens_that_are_the_argmax():
 @pytest.mark.parametrize("value_logits", [False, True])
 def test_greedy_decoding_with_drafts_writes_what_it_writes_without(tiny_policy, value_logits):
     prompts = tiny_policy.encode_prompts(PROMPTS).token_ids
-    plain = HFGenerator(tiny_policy).generate(prompts, GenerationParams(max_new_tokens=20, temperature=0, value_logits=value_logits))
+    plain = HFGenerator(tiny_policy).generate(
+        prompts, GenerationParams(max_new_tokens=20, temperature=0, value_logits=value_logits)
+    )
     gen = HFGenerator(tiny_policy)
     for out in plain:  # drafts that agree, disagree after a few tokens, and run past the budget
         gen.drafts.remember(out.token_ids[:3] + [out.token_ids[0]] * 30)
         gen.drafts.remember(out.token_ids)
-    spec = gen.generate(prompts, GenerationParams(max_new_tokens=20, temperature=0, value_logits=value_logits, draft_tokens=8))
+    spec = gen.generate(
+        prompts, GenerationParams(max_new_tokens=20, temperature=0, value_logits=value_logits, draft_tokens=8)
+    )
     for a, b in zip(plain, spec):
         assert a.token_ids == b.token_ids and a.truncated == b.truncated
         # the same logits from blocks of other shapes: rounding only (RECOMPUTE_ATOL, tests/support/float_bounds.py)

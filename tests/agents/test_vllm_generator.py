@@ -58,11 +58,31 @@ def test_vllm_generator_matches_hf_and_takes_pushed_weights(tmp_path):
     save_file({k: v.clone().contiguous() for k, v in pushed.state_dict().items()}, str(tmp_path / "pushed.safetensors"))
     (tmp_path / "prompts.json").write_text(json.dumps(prompts))
 
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([vllm_python, str(ROOT / "tests/agents/vllm_worker.py"), str(tmp_path / "model"),
-                           str(tmp_path / "pushed.safetensors"), str(tmp_path / "prompts.json"), str(tmp_path / "out.json")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "PYTHONPATH": str(ROOT),
+    }
+    proc = subprocess.run(
+        [
+            vllm_python,
+            str(ROOT / "tests/agents/vllm_worker.py"),
+            str(tmp_path / "model"),
+            str(tmp_path / "pushed.safetensors"),
+            str(tmp_path / "prompts.json"),
+            str(tmp_path / "out.json"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = json.loads((tmp_path / "out.json").read_text())
 
@@ -120,18 +140,44 @@ def constrained_run(tmp_path_factory) -> tuple[dict, object]:
     tmp = tmp_path_factory.mktemp("vllm_constrained")
     policy.save_pretrained(tmp / "model")
     n = N_CONSTRAINED + 1 + len(BAD_LISTS)
-    spec = {"prompts": policy.encode_prompts([OBSERVATION] * n).token_ids, "observations": [OBSERVATION] * n,
-            "admissible": [ADMISSIBLE] * (N_CONSTRAINED + 1) + BAD_LISTS, "unconstrained": [UNCONSTRAINED],
-            "runs": {"greedy": {"max_new_tokens": 32, "temperature": 0.0},
-                     "sampled": {"max_new_tokens": 32, "temperature": 1.0, "seed": 3},
-                     "tempered": {"max_new_tokens": 32, "temperature": 0.7, "seed": 4}},
-            "agent": {"max_new_tokens": 32, "temperature": 1.0, "seed": 5}}
+    spec = {
+        "prompts": policy.encode_prompts([OBSERVATION] * n).token_ids,
+        "observations": [OBSERVATION] * n,
+        "admissible": [ADMISSIBLE] * (N_CONSTRAINED + 1) + BAD_LISTS,
+        "unconstrained": [UNCONSTRAINED],
+        "runs": {
+            "greedy": {"max_new_tokens": 32, "temperature": 0.0},
+            "sampled": {"max_new_tokens": 32, "temperature": 1.0, "seed": 3},
+            "tempered": {"max_new_tokens": 32, "temperature": 0.7, "seed": 4},
+        },
+        "agent": {"max_new_tokens": 32, "temperature": 1.0, "seed": 5},
+    }
     (tmp / "spec.json").write_text(json.dumps(spec))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([vllm_python, str(ROOT / "tests/agents/vllm_worker.py"), "constrained", str(tmp / "model"),
-                           str(tmp / "spec.json"), str(tmp / "out.json")], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "PYTHONPATH": str(ROOT),
+    }
+    proc = subprocess.run(
+        [
+            vllm_python,
+            str(ROOT / "tests/agents/vllm_worker.py"),
+            "constrained",
+            str(tmp / "model"),
+            str(tmp / "spec.json"),
+            str(tmp / "out.json"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = json.loads((tmp / "out.json").read_text())
     out["prompts"] = spec["prompts"]
@@ -190,9 +236,12 @@ def _runs(out: dict) -> list[tuple[str, float, list[dict], list[list[int]], list
     """(name, temperature of its log-probs, outputs, prompts, indices of the rows built from ADMISSIBLE)."""
     direct = list(range(N_CONSTRAINED))
     agent = direct + [UNCONSTRAINED]  # the agent builds a constraint for every turn
-    return [("greedy", 1.0, out["greedy"], out["prompts"], direct), ("sampled", 1.0, out["sampled"], out["prompts"], direct),
-            ("tempered", 0.7, out["tempered"], out["prompts"], direct),
-            ("agent", 1.0, out["agent"], [t["prompt_ids"] for t in out["agent"]], agent)]
+    return [
+        ("greedy", 1.0, out["greedy"], out["prompts"], direct),
+        ("sampled", 1.0, out["sampled"], out["prompts"], direct),
+        ("tempered", 0.7, out["tempered"], out["prompts"], direct),
+        ("agent", 1.0, out["agent"], [t["prompt_ids"] for t in out["agent"]], agent),
+    ]
 
 
 def _constrained_text(tokenizer, tokens: list[int], allowed: list) -> tuple[str, str]:
@@ -225,14 +274,20 @@ def test_vllm_constrained_actions_are_admissible_and_recorded_as_hf_would(constr
             allowed = _as_tuples(o["allowed_tokens"])
             assert allowed == _replayed(builder, ADMISSIBLE, o["token_ids"]), (name, i)
             before, action = _constrained_text(policy.tokenizer, o["token_ids"], allowed)
-            if action:  # entered right after <action>; an admissible action and </action>, or (cut by the budget) a prefix
+            if (
+                action
+            ):  # entered right after <action>; an admissible action and </action>, or (cut by the budget) a prefix
                 assert before.endswith(OPEN_TAG), (name, i, before)
-                assert action in targets or (o["truncated"] and any(t.startswith(action) for t in targets)), (name, i, action)
+                assert action in targets or (o["truncated"] and any(t.startswith(action) for t in targets)), (
+                    name,
+                    i,
+                    action,
+                )
                 complete += action in targets
                 chosen.add(action)
         # the briefly taught model reaches <action> at T = 1 in some rows only (at T = 0 in all)
         assert complete >= (len(constrained) if name == "greedy" else 4), (name, complete)
-        for bad, o in zip(BAD_LISTS, rows[N_CONSTRAINED + 1:]):  # free decoding, flagged, never a crash
+        for bad, o in zip(BAD_LISTS, rows[N_CONSTRAINED + 1 :]):  # free decoding, flagged, never a crash
             assert o["constraint_fallback"] and o["token_ids"], (name, bad)
             assert o["allowed_tokens"] == [None] * len(o["token_ids"]), (name, bad)
         assert not any(t in policy.value_token_ids for o in rows for t in o["token_ids"])  # the ban still holds
@@ -242,7 +297,12 @@ def test_vllm_constrained_actions_are_admissible_and_recorded_as_hf_would(constr
     assert free["allowed_tokens"] is None and not free["constraint_fallback"]
     assert parse_action(free["text"], fallback_chars=30).action not in ADMISSIBLE, free["text"]
     zero = out["budget_zero"][0]
-    assert zero["token_ids"] == [] and zero["truncated"] and zero["allowed_tokens"] == [] and not zero["constraint_fallback"]
+    assert (
+        zero["token_ids"] == []
+        and zero["truncated"]
+        and zero["allowed_tokens"] == []
+        and not zero["constraint_fallback"]
+    )
 
 
 @pytest.mark.slow
@@ -283,8 +343,9 @@ def test_vllm_constrained_greedy_is_hf_constrained_greedy(constrained_run):
     builder = ConstraintBuilder(policy.tokenizer)
     rows = range(N_CONSTRAINED)
     prompts = [out["prompts"][i] for i in rows]
-    hf = HFGenerator(policy).generate(prompts, GenerationParams(max_new_tokens=32, temperature=0.0),
-                                      [builder.build(ADMISSIBLE) for _ in rows])
+    hf = HFGenerator(policy).generate(
+        prompts, GenerationParams(max_new_tokens=32, temperature=0.0), [builder.build(ADMISSIBLE) for _ in rows]
+    )
     for prompt, mine, theirs in zip(prompts, (out["greedy"][i] for i in rows), hf):
         a, b = mine["token_ids"], theirs.token_ids
         if a == b:
@@ -298,5 +359,7 @@ def test_vllm_constrained_greedy_is_hf_constrained_greedy(constrained_run):
 def test_the_trainer_accepts_constrained_vllm_rollouts():
     from trainers.config import TrainConfig
 
-    cfg = TrainConfig(constrain="admissible", generator="vllm")  # old_log_probs='recompute' (the default) applies the mask
+    cfg = TrainConfig(
+        constrain="admissible", generator="vllm"
+    )  # old_log_probs='recompute' (the default) applies the mask
     assert cfg.constrain == "admissible" and cfg.old_log_probs == "recompute"

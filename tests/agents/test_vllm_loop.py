@@ -27,10 +27,30 @@ def loop_run(tmp_path_factory) -> tuple[dict, Path]:
     vllm_python = _vllm_python()
     out = tmp_path_factory.mktemp("vllm_loop")
     (out / "prompts.json").write_text(json.dumps(PolicyModel.tiny(seed=0).encode_prompts(TEXTS).token_ids))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([vllm_python, str(ROOT / "tests/agents/vllm_worker.py"), "trainer", str(out / "prompts.json"),
-                           str(out / "run")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "PYTHONPATH": str(ROOT),
+    }
+    proc = subprocess.run(
+        [
+            vllm_python,
+            str(ROOT / "tests/agents/vllm_worker.py"),
+            "trainer",
+            str(out / "prompts.json"),
+            str(out / "run"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads((out / "run" / "out.json").read_text()), out
 
@@ -56,7 +76,8 @@ def test_trainer_samples_with_vllm_and_pushes_the_update(loop_run):
         # vLLM's CPU kernels against HF eager: two implementations, each within ~1e-4 of exact on these log-probs
         # (the random-walk bound of RECOMPUTE_ATOL in tests/support/float_bounds.py), so within 2e-4 of each other
         assert t["log_probs"] == pytest.approx(
-            _hf_log_probs(initial.model, t["prompt_ids"], t["token_ids"], banned, 1.0), abs=2e-4)
+            _hf_log_probs(initial.model, t["prompt_ids"], t["token_ids"], banned, 1.0), abs=2e-4
+        )
 
     # before the update the engine serves the initial weights, after it the updated ones
     assert _same_greedy(initial.model, prompts, [o["token_ids"] for o in out["greedy_before"]], banned, eos)
@@ -67,4 +88,6 @@ def test_trainer_samples_with_vllm_and_pushes_the_update(loop_run):
         assert o["log_probs"] == pytest.approx(_hf_log_probs(updated.model, p, o["token_ids"], banned, 1.0), abs=2e-4)
         stale = _hf_log_probs(initial.model, p, o["token_ids"], banned, 1.0)
         moved = max(moved, max(abs(a - b) for a, b in zip(o["log_probs"], stale)))
-    assert moved > 1e-2  # 50x the 2e-4 noise above: the update is visible in the served log-probs: the push reached the engine
+    assert (
+        moved > 1e-2
+    )  # 50x the 2e-4 noise above: the update is visible in the served log-probs: the push reached the engine

@@ -15,7 +15,7 @@ import pytest
 from tests.support import vllm_server
 from tests.support.leaderboard import free_port
 
-FAKE_VLLM = r'''
+FAKE_VLLM = r"""
 import argparse, http.server, json, sys
 p = argparse.ArgumentParser()
 p.add_argument("--port", type=int)
@@ -33,7 +33,7 @@ except OSError as exc:  # what uvicorn prints, lower-cased by the harness
     print(f"ERROR: [Errno 98] error while attempting to bind on address ('127.0.0.1', {args.port}): address already in use ({exc})", flush=True)
     sys.exit(1)
 server.serve_forever()
-'''
+"""
 
 
 class _Decoy(http.server.BaseHTTPRequestHandler):
@@ -71,7 +71,8 @@ def decoy() -> Iterator[int]:
 
 
 def test_a_port_taken_before_the_server_binds_it_is_not_mistaken_for_the_server(
-        fake_python: str, decoy: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_python: str, decoy: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The first port handed out is the decoy's: the harness must neither return the decoy as its server nor fail,
     but start again on another port and wait for its own instance name there."""
     ports = iter([decoy, free_port()])
@@ -86,8 +87,9 @@ def test_a_port_taken_before_the_server_binds_it_is_not_mistaken_for_the_server(
     assert server.proc.poll() is not None
 
 
-def test_every_port_taken_is_an_error_naming_the_attempts(fake_python: str, decoy: int, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_port_taken_is_an_error_naming_the_attempts(
+    fake_python: str, decoy: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(vllm_server, "free_port", lambda: decoy)
     with pytest.raises(RuntimeError, match="2 ports taken"):
         vllm_server.VLLMServer(fake_python, tmp_path, tmp_path / "server.log", timeout=30, attempts=2)
@@ -95,5 +97,5 @@ def test_every_port_taken_is_an_error_naming_the_attempts(fake_python: str, deco
 
 def test_the_unique_name_is_served_beside_the_public_one() -> None:
     command = vllm_server.serve_command("python", Path("m"), 8000, "sapo-gym-test-x")
-    names = command[command.index("--served-model-name") + 1:command.index("--host")]
+    names = command[command.index("--served-model-name") + 1 : command.index("--host")]
     assert names == [vllm_server.SERVED_NAME, "sapo-gym-test-x"]

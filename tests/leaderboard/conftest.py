@@ -77,14 +77,14 @@ def token_for(tmp_path: Path):  # type: ignore[no-untyped-def]
     return _token
 
 
-
-
 @pytest.fixture
 def app(tmp_path: Path):  # type: ignore[no-untyped-def]
     """An in-process app on a fresh SQLite file (1 MiB upload limit, verifier not started)."""
     from leaderboard.server.app import ServerConfig, create_app
 
-    app = create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=(VAULT,), verify=False, max_upload_mb=1))
+    app = create_app(
+        ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=(VAULT,), verify=False, max_upload_mb=1)
+    )
     yield app
     app.extensions["sapo_gym"]["store"].engine.dispose()
 

@@ -16,8 +16,12 @@ from tests.support.leaderboard import VAULT, body, bulk_verified
 # --- the board pages its verified rows ---------------------------------------------------------------------
 def _rows(page: str) -> list[tuple[int, str]]:
     table = page.split('<table id="board"', 1)[1].split("</table>", 1)[0]
-    return [(int(rank), name) for rank, name in re.findall(
-        r'<td class="rank">(\d+)</td>.*?<td class="agent"><a href="/submission/\d+">([^<]+)</a>', table, flags=re.S)]
+    return [
+        (int(rank), name)
+        for rank, name in re.findall(
+            r'<td class="rank">(\d+)</td>.*?<td class="agent"><a href="/submission/\d+">([^<]+)</a>', table, flags=re.S
+        )
+    ]
 
 
 def test_the_board_pages_every_verified_row(client, auth, store, vault_board, random_bundle) -> None:  # type: ignore[no-untyped-def]
@@ -37,10 +41,15 @@ def test_the_board_pages_every_verified_row(client, auth, store, vault_board, ra
     assert sorted(name for _, name in rows) == sorted(f"agent {i:03d}" for i in range(n))  # every row, once
     # sorted otherwise, paging keeps the sort (and the ranks stay the board's)
     by_name = client.get(f"{url}?sort=agent&order=asc&page=2").text
-    assert _rows(by_name)[0] == (n - BOARD_PAGE, f"agent {BOARD_PAGE:03d}") and "sort=agent" in by_name.split('rel="prev"', 1)[1][:200]
+    assert (
+        _rows(by_name)[0] == (n - BOARD_PAGE, f"agent {BOARD_PAGE:03d}")
+        and "sort=agent" in by_name.split('rel="prev"', 1)[1][:200]
+    )
     for bad in ("0", "-1", "x", "1.5", "9" * 40):
         assert client.get(f"{url}?page={bad}").status_code == 400, bad
-    assert f"Showing {BOARD_PAGE + 1}–{n} of {n}" in client.get(f"{url}?page=999999").text  # past the end: the last page
+    assert (
+        f"Showing {BOARD_PAGE + 1}–{n} of {n}" in client.get(f"{url}?page=999999").text
+    )  # past the end: the last page
     # the JSON list says how many there are and where the next page is
     listing = client.get("/api/v1/submissions?status=verified").json
     assert len(listing["submissions"]) == 500 and listing["total"] == n and listing["offset"] == 0
@@ -57,8 +66,16 @@ def test_polling_tokens_cannot_keep_every_live_slot(tmp_path: Path) -> None:
     from leaderboard.server.app import ServerConfig, create_app
 
     idle = 2.0
-    app = create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=(VAULT,), verify=False, rate_per_minute=0,
-                                  live_idle_seconds=idle, live_max_open=4))
+    app = create_app(
+        ServerConfig(
+            db_url=f"sqlite:///{tmp_path / 'lb.db'}",
+            boards=(VAULT,),
+            verify=False,
+            rate_per_minute=0,
+            live_idle_seconds=idle,
+            live_max_open=4,
+        )
+    )
     store, client = app.extensions["sapo_gym"]["store"], app.test_client()
     auth = [{"Authorization": f"Bearer {store.create_token(f'token {k}')[1]}"} for k in range(5)]
     start = {"env_id": "sapo/Vault-v0", "split": "test", "agent": {"name": "x"}}
@@ -81,7 +98,11 @@ def test_polling_tokens_cannot_keep_every_live_slot(tmp_path: Path) -> None:
         fifth = client.post("/api/v1/live/runs", json=start, headers=auth[4])
         if fifth.status_code == 201:
             break
-        assert fifth.status_code == 429 and int(fifth.headers["Retry-After"]) >= 1 and "number 1 in line" in fifth.json["message"]
+        assert (
+            fifth.status_code == 429
+            and int(fifth.headers["Retry-After"]) >= 1
+            and "number 1 in line" in fifth.json["message"]
+        )
         refusals += 1
         time.sleep(0.05)
     assert refusals >= 1 and time.monotonic() - began >= idle  # it had to wait for an expiry, and got the first slot
@@ -93,16 +114,23 @@ def test_polling_tokens_cannot_keep_every_live_slot(tmp_path: Path) -> None:
         if not playing:
             r, playing, turn = client.post(f"/api/v1/live/runs/{run_id}/reset", headers=auth[4]), True, 0
         else:
-            r = client.post(f"/api/v1/live/runs/{run_id}/step", json={"output": "<think>x</think><action>look</action>",
-                                                                     "turn": turn}, headers=auth[4])
+            r = client.post(
+                f"/api/v1/live/runs/{run_id}/step",
+                json={"output": "<think>x</think><action>look</action>", "turn": turn},
+                headers=auth[4],
+            )
             playing, turn = not (r.json["terminated"] or r.json["truncated"]), turn + 1
         assert r.status_code == 200, r.json
-    assert client.get(f"/api/v1/live/runs/{run_id}", headers=auth[4]).status_code == 200  # open: this look expires no run
+    assert (
+        client.get(f"/api/v1/live/runs/{run_id}", headers=auth[4]).status_code == 200
+    )  # open: this look expires no run
     store.engine.dispose()
 
 
 # --- /compare?a=X&b=Y and ?a=Y&b=X share one computation --------------------------------------------------------
-def test_a_swapped_comparison_is_not_computed_again(client, auth, store, monkeypatch, expert_bundle, random_bundle) -> None:  # type: ignore[no-untyped-def]
+def test_a_swapped_comparison_is_not_computed_again(
+    client, auth, store, monkeypatch, expert_bundle, random_bundle
+) -> None:  # type: ignore[no-untyped-def]
     from dataclasses import asdict
 
     from leaderboard.paired_comparison import compare_bundles
@@ -124,6 +152,12 @@ def test_a_swapped_comparison_is_not_computed_again(client, auth, store, monkeyp
     page = client.get(f"/compare?a={y}&b={x}")
     assert page.status_code == 200 and len(calls) == 1
     direct = compare_bundles(summaries.summary(store, store.get(y)), summaries.summary(store, store.get(x)))
-    assert yx == {**json.loads(json.dumps(xy)), "a": y, "b": x, "test": asdict(direct.test),
-                  "categories": {k: asdict(v) for k, v in direct.categories.items()}, "pairs": [asdict(r) for r in direct.rows]}
+    assert yx == {
+        **json.loads(json.dumps(xy)),
+        "a": y,
+        "b": x,
+        "test": asdict(direct.test),
+        "categories": {k: asdict(v) for k, v in direct.categories.items()},
+        "pairs": [asdict(r) for r in direct.rows],
+    }
     assert yx["test"]["only_a"] == xy["test"]["only_b"] and yx["test"]["success_a"] == xy["test"]["success_b"]

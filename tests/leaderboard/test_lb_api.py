@@ -20,7 +20,11 @@ def test_submit_list_detail_bundle(client, auth, store, random_bundle) -> None: 
     r = client.post("/api/v1/submissions", data=body(random_bundle), headers=auth)
     assert r.status_code == 201, r.json
     sid = r.json["id"]
-    assert r.json["status"] == "pending" and not r.json["duplicate"] and r.headers["Location"].endswith(f"/api/v1/submissions/{sid}")
+    assert (
+        r.json["status"] == "pending"
+        and not r.json["duplicate"]
+        and r.headers["Location"].endswith(f"/api/v1/submissions/{sid}")
+    )
     listing = client.get("/api/v1/submissions").json["submissions"]
     assert [s["id"] for s in listing] == [sid]
     detail = client.get(f"/api/v1/submissions/{sid}").json
@@ -28,7 +32,9 @@ def test_submit_list_detail_bundle(client, auth, store, random_bundle) -> None: 
     assert detail["aggregates"] == random_bundle["aggregates"] and detail["verified"] is False
     assert client.get(f"/api/v1/submissions/{sid}/bundle").json == random_bundle
     # the same bundle again (a retried request) is stored once
-    again = client.post("/api/v1/submissions", data=gzip.compress(body(random_bundle)), headers={**auth, "Content-Encoding": "gzip"})
+    again = client.post(
+        "/api/v1/submissions", data=gzip.compress(body(random_bundle)), headers={**auth, "Content-Encoding": "gzip"}
+    )
     assert again.status_code == 200 and again.json == {**r.json, "duplicate": True}
     assert store.counts()["submissions"] == 1
     by_board = client.get("/api/v1/submissions?env=sapo/Vault-v0&split=test").json["submissions"]
@@ -44,14 +50,23 @@ def test_verification_status_in_api_and_page(client, auth, store, expert_bundle,
     assert Verifier(store).drain() == 2
     assert client.get(f"/api/v1/submissions/{honest}").json["verified"] is True
     record = client.get(f"/api/v1/submissions/{bad}").json
-    assert record["status"] == "failed" and "episode 0" in record["status_message"] and "observation" in record["status_message"]
+    assert (
+        record["status"] == "failed"
+        and "episode 0" in record["status_message"]
+        and "observation" in record["status_message"]
+    )
     assert "&#10003; verified" in client.get(f"/submission/{honest}").text
     assert "&#10007; failed" in client.get(f"/submission/{bad}").text
 
 
 @pytest.mark.parametrize(
     "headers",
-    [{}, {"Authorization": "Basic dXNlcjpwYXNz"}, {"Authorization": "Bearer"}, {"Authorization": "Bearer sgl_not-a-token"}],
+    [
+        {},
+        {"Authorization": "Basic dXNlcjpwYXNz"},
+        {"Authorization": "Bearer"},
+        {"Authorization": "Bearer sgl_not-a-token"},
+    ],
     ids=["none", "basic", "empty", "unknown"],
 )
 def test_unauthenticated_writes_are_401(client, store, auth, random_bundle, headers) -> None:  # type: ignore[no-untyped-def]
@@ -96,27 +111,99 @@ BAD_INPUTS: dict[str, tuple[Callable[[dict[str, Any]], bytes], dict[str, str], i
     "empty body": (lambda b: b"", {}, 400, "malformed JSON"),
     "wrong schema version": (_mutate(lambda b: b.__setitem__("version", 2)), {}, 422, "unsupported bundle version 2"),
     "not a bundle": (_mutate(lambda b: b.__setitem__("format", "balrog")), {}, 422, "not a sapo-gym bundle"),
-    "oversize": (lambda b: body(named(b, "big")).replace(b'"agent": {', b'"agent": {"pad": "' + b"x" * (1 << 20) + b'", '), {}, 413, "too large"),
-    "gzip bomb": (lambda b: gzip.compress(b"{" + b" " * (4 << 20) + b"}"), {"Content-Encoding": "gzip"}, 413, "too large"),
+    "oversize": (
+        lambda b: body(named(b, "big")).replace(b'"agent": {', b'"agent": {"pad": "' + b"x" * (1 << 20) + b'", '),
+        {},
+        413,
+        "too large",
+    ),
+    "gzip bomb": (
+        lambda b: gzip.compress(b"{" + b" " * (4 << 20) + b"}"),
+        {"Content-Encoding": "gzip"},
+        413,
+        "too large",
+    ),
     "bad gzip": (lambda b: b"not gzip at all", {"Content-Encoding": "gzip"}, 400, "gzip"),
     "unknown encoding": (lambda b: body(b), {"Content-Encoding": "br"}, 415, "Content-Encoding"),
     "NaN score": (_text(lambda b: json.dumps(b).replace('"score": 0.0', '"score": NaN', 1)), {}, 400, "NaN"),
-    "Infinity reward": (_text(lambda b: json.dumps(b).replace('"reward": 0.0', '"reward": Infinity', 1)), {}, 400, "Infinity"),
-    "overflowing number": (_text(lambda b: json.dumps(b).replace('"reward": 0.0', '"reward": 1e999', 1)), {}, 400, "overflows"),
-    "forged aggregates": (_mutate(lambda b: b["aggregates"]["all"].__setitem__("success", 0.9), recompute=False), {}, 422, "forged"),
-    "forged category": (_mutate(lambda b: b["aggregates"]["code2"].__setitem__("score_ci_high", 1.0), recompute=False), {}, 422, "forged"),
+    "Infinity reward": (
+        _text(lambda b: json.dumps(b).replace('"reward": 0.0', '"reward": Infinity', 1)),
+        {},
+        400,
+        "Infinity",
+    ),
+    "overflowing number": (
+        _text(lambda b: json.dumps(b).replace('"reward": 0.0', '"reward": 1e999', 1)),
+        {},
+        400,
+        "overflows",
+    ),
+    "forged aggregates": (
+        _mutate(lambda b: b["aggregates"]["all"].__setitem__("success", 0.9), recompute=False),
+        {},
+        422,
+        "forged",
+    ),
+    "forged category": (
+        _mutate(lambda b: b["aggregates"]["code2"].__setitem__("score_ci_high", 1.0), recompute=False),
+        {},
+        422,
+        "forged",
+    ),
     "inconsistent episode": (_mutate(lambda b: b["episodes"][0].__setitem__("steps", 7)), {}, 422, "steps=7"),
-    "score out of range": (_mutate(lambda b: b["episodes"][0].__setitem__("score", 1.5), recompute=False), {}, 422, "episodes[0].score"),
+    "score out of range": (
+        _mutate(lambda b: b["episodes"][0].__setitem__("score", 1.5), recompute=False),
+        {},
+        422,
+        "episodes[0].score",
+    ),
     "missing task id": (_mutate(_drop_task), {}, 422, "missing"),
     "duplicated task id": (_mutate(_duplicate_task), {}, 422, "duplicated task ids ['vault-test-004']"),
-    "task id from another split": (_mutate(lambda b: b["episodes"][0].__setitem__("task_id", "vault-train-000")), {}, 422, "not in split"),
-    "unknown spec hash": (_mutate(lambda b: b["env"].__setitem__("spec_hash", "0123456789abcdef")), {}, 422, "unknown spec hash"),
-    "spec fields that do not match the hash": (_mutate(lambda b: b["env"].__setitem__("protocol", "strict-v1")), {}, 422, "env.protocol"),
-    "script in name": (_mutate(lambda b: b["agent"].__setitem__("name", "<script>alert(1)</script>")), {}, 422, "agent.name"),
-    "SQL in name": (_mutate(lambda b: b["agent"].__setitem__("name", "x'); DROP TABLE submissions;--")), {}, 422, "agent.name"),
-    "javascript code url": (_mutate(lambda b: b["agent"].__setitem__("code_url", "javascript:alert(1)")), {}, 422, "agent.code_url"),
+    "task id from another split": (
+        _mutate(lambda b: b["episodes"][0].__setitem__("task_id", "vault-train-000")),
+        {},
+        422,
+        "not in split",
+    ),
+    "unknown spec hash": (
+        _mutate(lambda b: b["env"].__setitem__("spec_hash", "0123456789abcdef")),
+        {},
+        422,
+        "unknown spec hash",
+    ),
+    "spec fields that do not match the hash": (
+        _mutate(lambda b: b["env"].__setitem__("protocol", "strict-v1")),
+        {},
+        422,
+        "env.protocol",
+    ),
+    "script in name": (
+        _mutate(lambda b: b["agent"].__setitem__("name", "<script>alert(1)</script>")),
+        {},
+        422,
+        "agent.name",
+    ),
+    "SQL in name": (
+        _mutate(lambda b: b["agent"].__setitem__("name", "x'); DROP TABLE submissions;--")),
+        {},
+        422,
+        "agent.name",
+    ),
+    "javascript code url": (
+        _mutate(lambda b: b["agent"].__setitem__("code_url", "javascript:alert(1)")),
+        {},
+        422,
+        "agent.code_url",
+    ),
     "unknown field": (_mutate(lambda b: b["episodes"][0].__setitem__("bonus", 1)), {}, 422, "Additional properties"),
-    "negative seed": (_mutate(lambda b: [b["evaluation"].__setitem__("seeds", [-1])] + [e.__setitem__("seed", -1) for e in b["episodes"]]), {}, 422, "seed"),
+    "negative seed": (
+        _mutate(
+            lambda b: [b["evaluation"].__setitem__("seeds", [-1])] + [e.__setitem__("seed", -1) for e in b["episodes"]]
+        ),
+        {},
+        422,
+        "seed",
+    ),
     "wrong type": (_mutate(lambda b: b["episodes"][0].__setitem__("success", "yes")), {}, 422, "episodes[0].success"),
     "missing field": (_mutate(lambda b: b["env"].pop("split")), {}, 422, "split"),
 }
@@ -160,7 +247,15 @@ def test_api_errors_are_json(client) -> None:  # type: ignore[no-untyped-def]
 
 def test_boards_endpoint_lists_spec_hashes(client, vault_board) -> None:  # type: ignore[no-untyped-def]
     boards = client.get("/api/v1/boards").json["boards"]
-    assert boards == [{"env_id": "sapo/Vault-v0", "split": "test", "spec_hash": vault_board.spec_hash, "tasks": 16, "spec": vault_board.spec_fields}]
+    assert boards == [
+        {
+            "env_id": "sapo/Vault-v0",
+            "split": "test",
+            "spec_hash": vault_board.spec_hash,
+            "tasks": 16,
+            "spec": vault_board.spec_fields,
+        }
+    ]
 
 
 def test_two_verifiers_share_the_queue_without_double_work(client, auth, store, random_bundle) -> None:  # type: ignore[no-untyped-def]

@@ -25,8 +25,17 @@ def browser() -> Iterator[object]:
     profile = tempfile.mkdtemp(prefix="sapo-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--window-size=1280,900", f"--user-data-dir={profile}"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+        "--window-size=1280,900",
+        f"--user-data-dir={profile}",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.implicitly_wait(5)
@@ -83,7 +92,9 @@ def test_board_sort_submission_and_trajectory(browser, tmp_path: Path, make_serv
 
     WebDriverWait(driver, 10).until(ec.presence_of_element_located((By.ID, "viewer")))
     steps = int(driver.find_element(By.ID, "viewer").get_attribute("data-steps"))
-    visible = lambda: [s.get_attribute("data-step") for s in driver.find_elements(By.CSS_SELECTOR, "section.turn") if s.is_displayed()]  # noqa: E731
+    visible = lambda: [
+        s.get_attribute("data-step") for s in driver.find_elements(By.CSS_SELECTOR, "section.turn") if s.is_displayed()
+    ]  # noqa: E731
     assert steps >= 2 and visible() == ["0"]
     driver.find_element(By.ID, "next").click()
     assert visible() == ["1"] and driver.find_element(By.ID, "step-number").text == "1"

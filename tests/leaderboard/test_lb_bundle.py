@@ -56,16 +56,41 @@ def test_build_bundle_from_records_matches_the_harness_summary(vault_board) -> N
     assert ep["return"] == first.episode_return and ep["initial_observation"] == first.initial_observation
 
 
-def test_evaluate_cli_writes_a_valid_bundle_with_agent_metadata(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_evaluate_cli_writes_a_valid_bundle_with_agent_metadata(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "bundle.json"
-    rc = main(["evaluate", "--env", "sapo/Vault-v0", "--split", "test", "--agent", "random", "--out", str(out),
-               "--agent-name", "my agent", "--agent-parameters", "1500000000", "--agent-algorithm", "SAPO",
-               "--agent-code-url", "https://example.org/code"])
+    rc = main(
+        [
+            "evaluate",
+            "--env",
+            "sapo/Vault-v0",
+            "--split",
+            "test",
+            "--agent",
+            "random",
+            "--out",
+            str(out),
+            "--agent-name",
+            "my agent",
+            "--agent-parameters",
+            "1500000000",
+            "--agent-algorithm",
+            "SAPO",
+            "--agent-code-url",
+            "https://example.org/code",
+        ]
+    )
     assert rc == 0 and "wrote result bundle" in capsys.readouterr().out
     bundle = parse_bundle(out.read_bytes())
     check_bundle(bundle)
-    assert bundle["agent"] == {"name": "my agent", "parameters": 1500000000, "algorithm": "SAPO",
-                               "code_url": "https://example.org/code", "spec": "random"}
+    assert bundle["agent"] == {
+        "name": "my agent",
+        "parameters": 1500000000,
+        "algorithm": "SAPO",
+        "code_url": "https://example.org/code",
+        "spec": "random",
+    }
     assert bundle["env"]["id"] == "sapo/Vault-v0" and bundle["env"]["split"] == "test"
     assert bundle["evaluation"]["seeds"] == [0]
     assert main(["evaluate", "--env", "sapo/Vault-v0", "--agent", "expert", "--out", str(out)]) == 0
@@ -130,7 +155,11 @@ def test_bundles_record_the_evaluation_mode_and_old_bundles_stay_valid(random_bu
     assert evaluation_mode_name(old) == "every-task"
     mode = evaluation_mode("verl-agent", workers=12, round=2)
     records = evaluate(RandomAgent(seed=1), vault_board.env_id, split="test", seeds=[4], progress=False, mode=mode)
-    bundle = json.loads(json.dumps(build_bundle(records, vault_board.spec_fields, vault_board.spec_hash, AgentInfo(name="r"), [4], mode=mode)))
+    bundle = json.loads(
+        json.dumps(
+            build_bundle(records, vault_board.spec_fields, vault_board.spec_hash, AgentInfo(name="r"), [4], mode=mode)
+        )
+    )
     check_bundle(bundle)
     assert bundle["env"]["split"] == "test" and evaluation_mode_name(bundle) == "verl-agent"
     assert bundle["evaluation"]["mode"] == {"name": "verl-agent", "workers": 12, "seed_offset": 1000, "round": 2}
@@ -150,6 +179,11 @@ def test_boards_admit_every_task_bundles_only(random_bundle, boards) -> None:  #
 
     board = admit(random_bundle, boards)
     assert board.key == "sapo/Vault-v0:test"
-    random_bundle["evaluation"]["mode"] = {"name": "verl-agent", "workers": len(board.task_ids), "seed_offset": 1000, "round": 0}
+    random_bundle["evaluation"]["mode"] = {
+        "name": "verl-agent",
+        "workers": len(board.task_ids),
+        "seed_offset": 1000,
+        "round": 0,
+    }
     with pytest.raises(BundleError, match="boards rank every-task evaluations only"):
         admit(random_bundle, boards)

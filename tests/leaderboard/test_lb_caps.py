@@ -14,14 +14,24 @@ import pytest
 import leaderboard.precheck as precheck
 from tests.support.leaderboard import VAULT, body, named, refresh, snapshot
 
-TINY_TURN = {"output": "", "action": "", "think": None, "valid": True, "admissible": True, "observation": "", "reward": 0}
+TINY_TURN = {
+    "output": "",
+    "action": "",
+    "think": None,
+    "valid": True,
+    "admissible": True,
+    "observation": "",
+    "reward": 0,
+}
 
 
 @pytest.fixture
 def big_app(tmp_path):  # type: ignore[no-untyped-def]
     from leaderboard.server.app import ServerConfig, create_app
 
-    app = create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'caps.db'}", boards=(VAULT,), verify=False, max_upload_mb=96))
+    app = create_app(
+        ServerConfig(db_url=f"sqlite:///{tmp_path / 'caps.db'}", boards=(VAULT,), verify=False, max_upload_mb=96)
+    )
     yield app
     app.extensions["sapo_gym"]["store"].engine.dispose()
 
@@ -36,15 +46,18 @@ def test_a_gzip_bomb_of_tiny_turns_is_refused_fast(big_app, random_bundle) -> No
     assert len(payload) < 600 << 10
     before = snapshot(store)
     start = time.monotonic()
-    r = big_app.test_client().post("/api/v1/submissions", data=payload,
-                                   headers={"Authorization": f"Bearer {token}", "Content-Encoding": "gzip"})
+    r = big_app.test_client().post(
+        "/api/v1/submissions", data=payload, headers={"Authorization": f"Bearer {token}", "Content-Encoding": "gzip"}
+    )
     elapsed = time.monotonic() - start
     assert r.status_code == 413 and "turns" in r.json["message"], r.json
     assert elapsed < 3.0, elapsed  # before the caps: ~80 s of schema validation, then a 422
     assert snapshot(store) == before
 
 
-def test_more_turns_than_the_horizon_is_refused_before_the_schema(client, auth, store, random_bundle, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_more_turns_than_the_horizon_is_refused_before_the_schema(
+    client, auth, store, random_bundle, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     def no_schema(_bundle):  # type: ignore[no-untyped-def]
         raise AssertionError("the schema validation ran")
 
@@ -69,4 +82,6 @@ def test_the_caps_count_keys_written_with_escapes(client, auth, store, random_bu
     assert r.status_code == 413 and "more than 10 turns" in r.json["message"], r.json
     assert snapshot(store) == before
     monkeypatch.setattr(precheck, "MAX_TURNS", 250_000)
-    assert client.post("/api/v1/submissions", data=text.encode(), headers=auth).status_code == 201  # same bundle, within the cap
+    assert (
+        client.post("/api/v1/submissions", data=text.encode(), headers=auth).status_code == 201
+    )  # same bundle, within the cap

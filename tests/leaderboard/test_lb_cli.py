@@ -42,13 +42,18 @@ def test_a_board_named_by_its_env_alone_hosts_that_envs_boards(capsys: pytest.Ca
     assert main(["leaderboard", "--board", "sapo/Vault-v0", "--board", " sapo/Vault-v0:test ", "boards"]) == 0
     out = capsys.readouterr().out
     assert "unavailable" not in out and "Malformed" not in out
-    assert [line.split()[:2] for line in out.splitlines()] == [["sapo/Vault-v0", s] for s in EVAL_SPLITS["sapo/Vault-v0"]]
+    assert [line.split()[:2] for line in out.splitlines()] == [
+        ["sapo/Vault-v0", s] for s in EVAL_SPLITS["sapo/Vault-v0"]
+    ]
     assert vault_board.spec_hash in out
 
 
 def test_an_env_without_boards_named_alone_says_why_it_has_none(capsys: pytest.CaptureFixture[str]) -> None:
     """``--board sapo/WebShop-Browser-v0`` hosted nothing and said nothing; it is now reported as skipped, with why."""
-    assert main(["leaderboard", "--board", "sapo/WebShop-Browser-v0", "--board", "sapo/WebShop-Browser-v0:test", "boards"]) == 0
+    assert (
+        main(["leaderboard", "--board", "sapo/WebShop-Browser-v0", "--board", "sapo/WebShop-Browser-v0:test", "boards"])
+        == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(": ")[1] for line in lines] == ["sapo/WebShop-Browser-v0", "sapo/WebShop-Browser-v0:test"]
     assert all(line.startswith("unavailable: ") and "replayed on sapo/WebShop-v0's boards" in line for line in lines)
@@ -61,18 +66,41 @@ def test_seed_then_verify_commands(tmp_path: Path, capsys: pytest.CaptureFixture
     assert [r.status for r in store.submissions()] == ["pending", "pending"]
     assert main(["leaderboard", "--db", db, "verify"]) == 0
     assert "verified 2 submission(s)" in capsys.readouterr().out
-    assert sorted((r.agent_name, r.status) for r in store.submissions()) == [("expert (oracle)", "verified"), ("random (admissible)", "verified")]
+    assert sorted((r.agent_name, r.status) for r in store.submissions()) == [
+        ("expert (oracle)", "verified"),
+        ("random (admissible)", "verified"),
+    ]
 
 
 @pytest.mark.slow
-def test_evaluate_submit_wait_against_a_live_server(tmp_path: Path, make_server, token_for, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+def test_evaluate_submit_wait_against_a_live_server(
+    tmp_path: Path, make_server, token_for, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
     db = f"sqlite:///{tmp_path / 'live.db'}"
     token = token_for(db)
     server = make_server(db, "--seed").start()
     bundle = tmp_path / "b.json"
     # seeds 1 and 2: at seed 0 the built-in random agent plays the seeded baseline's own episodes (its work, not ours)
-    assert main(["evaluate", "--env", "sapo/Vault-v0", "--split", "test", "--agent", "random", "--seeds", "1,2",
-                 "--out", str(bundle), "--agent-name", "cli agent"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--env",
+                "sapo/Vault-v0",
+                "--split",
+                "test",
+                "--agent",
+                "random",
+                "--seeds",
+                "1,2",
+                "--out",
+                str(bundle),
+                "--agent-name",
+                "cli agent",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["submit", str(bundle), "--server", server.url, "--token", token, "--wait", "--timeout", "60"]) == 0
     out = capsys.readouterr().out
@@ -83,17 +111,25 @@ def test_evaluate_submit_wait_against_a_live_server(tmp_path: Path, make_server,
     assert main(["submit", str(bundle), "--server", server.url, "--token", "sgl_wrong"]) == 1
     assert "rejected: HTTP 401: invalid or revoked token" in capsys.readouterr().out
     deadline = time.monotonic() + 60
-    while len(rows := requests.get(server.url + "/api/v1/submissions", timeout=10).json()["submissions"]) < 3 and time.monotonic() < deadline:
+    while (
+        len(rows := requests.get(server.url + "/api/v1/submissions", timeout=10).json()["submissions"]) < 3
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.2)  # the baselines are seeded in the background
     names = [r["agent"]["name"] for r in rows]  # best success first
     assert names[0] == "expert (oracle)" and sorted(names) == ["cli agent", "expert (oracle)", "random (admissible)"]
     assert json.loads(bundle.read_text())["evaluation"]["seeds"] == [1, 2]
 
 
-@pytest.mark.parametrize("url", ["postgresql://board:s3cr3t-pw@db.internal:5432/lb",
-                                 "postgresql+psycopg://board:s3cr3t-pw%40x@127.0.0.1/lb?sslmode=require",
-                                 "postgresql://board:s3cr3t-pw@/lb?host=/tmp/pg",
-                                 "not a url but s3cr3t-pw"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://board:s3cr3t-pw@db.internal:5432/lb",
+        "postgresql+psycopg://board:s3cr3t-pw%40x@127.0.0.1/lb?sslmode=require",
+        "postgresql://board:s3cr3t-pw@/lb?host=/tmp/pg",
+        "not a url but s3cr3t-pw",
+    ],
+)
 def test_the_start_up_line_never_shows_the_database_password(url: str) -> None:
     from leaderboard.server.db import shown_url
 

@@ -9,19 +9,24 @@ import pytest
 from leaderboard.server.db import driver_url
 
 
-@pytest.mark.parametrize("url, expected", [
-    ("postgresql://board@dbhost/board", "postgresql+psycopg2://board@dbhost/board"),
-    ("postgres://u:pw@h:5433/db?sslmode=require", "postgresql+psycopg2://u:pw@h:5433/db?sslmode=require"),
-    ("POSTGRESQL://u@h/db", "postgresql+psycopg2://u@h/db"),
-    ("postgresql+psycopg2://u@h/db", "postgresql+psycopg2://u@h/db"),
-    ("sqlite:///x.db", "sqlite:///x.db"),
-])
+@pytest.mark.parametrize(
+    "url, expected",
+    [
+        ("postgresql://board@dbhost/board", "postgresql+psycopg2://board@dbhost/board"),
+        ("postgres://u:pw@h:5433/db?sslmode=require", "postgresql+psycopg2://u:pw@h:5433/db?sslmode=require"),
+        ("POSTGRESQL://u@h/db", "postgresql+psycopg2://u@h/db"),
+        ("postgresql+psycopg2://u@h/db", "postgresql+psycopg2://u@h/db"),
+        ("sqlite:///x.db", "sqlite:///x.db"),
+    ],
+)
 def test_a_bare_postgres_url_names_psycopg2(url: str, expected: str) -> None:
     pytest.importorskip("psycopg2")
     assert driver_url(url) == expected
 
 
-def test_the_documented_url_opens_a_store_and_the_cli_uses_it(pg_cluster: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_documented_url_opens_a_store_and_the_cli_uses_it(
+    pg_cluster: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     import psycopg2
 
     from leaderboard.server.store import Store

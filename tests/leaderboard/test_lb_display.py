@@ -14,7 +14,12 @@ def _token(store: Any, name: str) -> dict[str, str]:
 
 
 def test_name_keys_fold_case_spacing_and_unicode_forms() -> None:
-    assert name_key("My Agent") == name_key("  my   AGENT ") == name_key("Ｍｙ Ａｇｅｎｔ") == name_key("My\u202eAgent".replace("\u202e", " "))
+    assert (
+        name_key("My Agent")
+        == name_key("  my   AGENT ")
+        == name_key("Ｍｙ Ａｇｅｎｔ")
+        == name_key("My\u202eAgent".replace("\u202e", " "))
+    )
     assert name_key("My\u200bAgent") == name_key("MyAgent") != name_key("My Agent")
     assert str(user_text("a\u202eb<i>")) == "<bdi>ab&lt;i&gt;</bdi>"
     assert str(user_text("x" * 2000, 100)) == "<bdi>" + "x" * 99 + "\u2026</bdi>"
@@ -28,14 +33,19 @@ def test_another_token_cannot_take_a_display_name_or_its_twin(store, client, exp
         taken = client.post("/api/v1/submissions", data=body(named(random_bundle, twin)), headers=mallory)
         assert taken.status_code == 409 and taken.json["error"] == "name_taken", (twin, taken.json)
         assert "alice" in taken.json["message"]
-    run = client.post("/api/v1/live/runs", json={"env_id": "sapo/Vault-v0", "split": "test", "agent": {"name": "my agent"}},
-                      headers=mallory)
+    run = client.post(
+        "/api/v1/live/runs",
+        json={"env_id": "sapo/Vault-v0", "split": "test", "agent": {"name": "my agent"}},
+        headers=mallory,
+    )
     assert run.status_code == 409 and "already used" in run.json["message"], run.json
     own = client.post("/api/v1/submissions", data=body(named(random_bundle, "MY AGENT")), headers=alice)
     assert own.status_code == 201  # the owner may use its name again
 
 
-def test_the_board_shows_the_submitter_isolates_bidi_and_bounds_long_words(store, client, expert_bundle, vault_board) -> None:  # type: ignore[no-untyped-def]
+def test_the_board_shows_the_submitter_isolates_bidi_and_bounds_long_words(
+    store, client, expert_bundle, vault_board
+) -> None:  # type: ignore[no-untyped-def]
     from leaderboard.server.worker import Verifier
 
     auth = _token(store, "eve\u202etnemmoc")

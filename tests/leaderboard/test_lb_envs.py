@@ -50,8 +50,12 @@ def test_alfworld_episodes_replay() -> None:
     from sapo_gym.evaluation import evaluate
 
     _, board = _board("sapo/ALFWorld-v0:eval_out_of_distribution")
-    records = evaluate(load_agent("expert"), board.env_id, split=board.split, task_ids=board.task_ids[:2], batch_size=2, progress=False)
-    bundle = parse_bundle(json.dumps(build_bundle(records, board.spec_fields, board.spec_hash, AgentInfo(name="expert"), [0])))
+    records = evaluate(
+        load_agent("expert"), board.env_id, split=board.split, task_ids=board.task_ids[:2], batch_size=2, progress=False
+    )
+    bundle = parse_bundle(
+        json.dumps(build_bundle(records, board.spec_fields, board.spec_hash, AgentInfo(name="expert"), [0]))
+    )
     result = replay_bundle(bundle)
     assert result.verified, result.message
     bundle["episodes"][1]["turns"][0]["output"] = "<think>x</think><action>inventory</action>"

@@ -25,7 +25,9 @@ def test_repeated_seeds_of_a_deterministic_agent_add_no_evidence(expert_bundle, 
     admit(many, boards)  # a well-formed bundle: accepted, but it proves no more than the 16 episodes did
     agg = many["aggregates"]["all"]
     assert agg["success_ci_low"] < 0.81  # not the [0.996, 1.0] of 1024 "independent" episodes
-    assert agg["success_ci_low"] == pytest.approx(one["success_ci_low"]) == pytest.approx(16 / (16 + Z95**2))  # Wilson at p = 1
+    assert (
+        agg["success_ci_low"] == pytest.approx(one["success_ci_low"]) == pytest.approx(16 / (16 + Z95**2))
+    )  # Wilson at p = 1
     assert agg["episodes"] == 1024 and agg["tasks"] == 16 and agg["seeds"] == 64
     assert (agg["success_seed_min"], agg["success_seed_max"]) == (1.0, 1.0)
     for category, row in many["aggregates"].items():

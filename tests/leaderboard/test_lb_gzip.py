@@ -57,12 +57,16 @@ def test_several_members_and_large_ones_still_inflate() -> None:
 
 
 # mtime=0 and named ids: a collected test id must not depend on the clock (xdist workers collect apart)
-@pytest.mark.parametrize("data, status", [
-    (gzip.compress(b"x" * 2000, mtime=0), 413),  # the output is capped
-    (gzip.compress(b"ok", mtime=0) + b"junk", 400),
-    (gzip.compress(b"ok", mtime=0)[:-3], 400),
-    (b"", 400),
-], ids=["capped", "trailing-junk", "truncated", "empty"])
+@pytest.mark.parametrize(
+    "data, status",
+    [
+        (gzip.compress(b"x" * 2000, mtime=0), 413),  # the output is capped
+        (gzip.compress(b"ok", mtime=0) + b"junk", 400),
+        (gzip.compress(b"ok", mtime=0)[:-3], 400),
+        (b"", 400),
+    ],
+    ids=["capped", "trailing-junk", "truncated", "empty"],
+)
 def test_output_cap_and_framing(data: bytes, status: int) -> None:
     from werkzeug.exceptions import RequestEntityTooLarge
 
@@ -77,5 +81,7 @@ def test_an_upload_of_many_members_is_a_400(client, auth, expert_bundle) -> None
     data = gzip.compress(b"", mtime=0) * 10_000 + gzip.compress(body(expert_bundle))
     response = client.post("/api/v1/submissions", data=data, headers={**auth, "Content-Encoding": "gzip"})
     assert response.status_code == 400 and "gzip members" in response.json["message"]
-    ok = client.post("/api/v1/submissions", data=gzip.compress(body(expert_bundle)), headers={**auth, "Content-Encoding": "gzip"})
+    ok = client.post(
+        "/api/v1/submissions", data=gzip.compress(body(expert_bundle)), headers={**auth, "Content-Encoding": "gzip"}
+    )
     assert ok.status_code == 201

@@ -21,7 +21,9 @@ SURROGATE_FIELDS: dict[str, Callable[[dict[str, Any]], None]] = {
     "env.dataset": lambda b: b["env"].__setitem__("dataset", "\ud800"),
     "episodes[0].task_id": lambda b: b["episodes"][0].__setitem__("task_id", "vault\ud800"),
     "episodes[0].initial_observation": lambda b: b["episodes"][0].__setitem__("initial_observation", "\ud800"),
-    "episodes[0].turns[0].output": lambda b: b["episodes"][0]["turns"][0].__setitem__("output", "<action>\ud800</action>"),
+    "episodes[0].turns[0].output": lambda b: b["episodes"][0]["turns"][0].__setitem__(
+        "output", "<action>\ud800</action>"
+    ),
     "an object key": lambda b: b["agent"].__setitem__("\ud800", 1),
 }
 
@@ -43,10 +45,10 @@ def test_a_lone_surrogate_in_any_text_field_is_a_400(field: str, client, auth, s
 
 
 def test_a_valid_surrogate_pair_is_accepted(client, auth, random_bundle) -> None:  # type: ignore[no-untyped-def]
-    random_bundle["agent"]["description"] = "emoji \U0001F600"
+    random_bundle["agent"]["description"] = "emoji \U0001f600"
     r = _post(client, auth, json.dumps(random_bundle).encode())  # written as \\ud83d\\ude00
     assert r.status_code == 201, r.json
-    assert client.get(f"/api/v1/submissions/{r.json['id']}").json["agent"]["description"] == "emoji \U0001F600"
+    assert client.get(f"/api/v1/submissions/{r.json['id']}").json["agent"]["description"] == "emoji \U0001f600"
 
 
 @pytest.mark.parametrize("where", ["seed", "parameters"])
@@ -78,12 +80,22 @@ def test_two_rewards_of_1e308_are_a_4xx(client, auth, store, random_bundle) -> N
 HUGE = 2**63
 
 
-@pytest.mark.parametrize("url", [
-    f"/api/v1/submissions/{HUGE}", f"/api/v1/submissions/{HUGE}/bundle", f"/submission/{HUGE}",
-    f"/submission/{HUGE}/episode/0", "/submission/1/episode/" + str(HUGE), f"/api/v1/submissions/{10**30}",
-    f"/api/v1/compare?a={HUGE}&b=1", f"/api/v1/compare?a=1&b={HUGE}", f"/compare?a={HUGE}&b=1", f"/compare?a=1&b={10**40}",
-    f"/api/v1/live/runs/{HUGE}",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"/api/v1/submissions/{HUGE}",
+        f"/api/v1/submissions/{HUGE}/bundle",
+        f"/submission/{HUGE}",
+        f"/submission/{HUGE}/episode/0",
+        "/submission/1/episode/" + str(HUGE),
+        f"/api/v1/submissions/{10**30}",
+        f"/api/v1/compare?a={HUGE}&b=1",
+        f"/api/v1/compare?a=1&b={HUGE}",
+        f"/compare?a={HUGE}&b=1",
+        f"/compare?a=1&b={10**40}",
+        f"/api/v1/live/runs/{HUGE}",
+    ],
+)
 def test_ids_of_2_63_and_more_are_404_or_400(url: str, client, auth, random_bundle) -> None:  # type: ignore[no-untyped-def]
     assert _post(client, auth, body(random_bundle)).json["id"] == 1
     r = client.get(url)
@@ -114,7 +126,11 @@ def test_a_multi_member_gzip_is_accepted(client, auth, random_bundle) -> None:  
 @pytest.mark.parametrize("damage", ["trailing garbage", "missing CRC", "trailing zeros"])
 def test_damaged_gzip_is_a_400(damage: str, client, auth, store, random_bundle) -> None:  # type: ignore[no-untyped-def]
     payload = gzip.compress(body(random_bundle))
-    payload = {"trailing garbage": payload + b"garbage!", "missing CRC": payload[:-8], "trailing zeros": payload + bytes(16)}[damage]
+    payload = {
+        "trailing garbage": payload + b"garbage!",
+        "missing CRC": payload[:-8],
+        "trailing zeros": payload + bytes(16),
+    }[damage]
     before = snapshot(store)
     r = _post(client, auth, payload, **{"Content-Encoding": "gzip"})
     assert r.status_code == 400 and "gzip" in r.json["message"], r.json
@@ -129,7 +145,9 @@ def test_a_name_with_a_newline_is_refused(name: str, client, auth, store, random
     assert snapshot(store) == before
 
 
-@pytest.mark.parametrize("created", ["2026-13-45T99:99:99Z", "2026-02-30T10:00:00Z", "2026-01-01T10:00:00+25:00", "2026-01-01T10:00:00Z\n"])
+@pytest.mark.parametrize(
+    "created", ["2026-13-45T99:99:99Z", "2026-02-30T10:00:00Z", "2026-01-01T10:00:00+25:00", "2026-01-01T10:00:00Z\n"]
+)
 def test_date_time_format_is_enforced(created: str, client, auth, store, random_bundle) -> None:  # type: ignore[no-untyped-def]
     random_bundle["created"] = created
     before = snapshot(store)
@@ -138,7 +156,9 @@ def test_date_time_format_is_enforced(created: str, client, auth, store, random_
     assert snapshot(store) == before
 
 
-@pytest.mark.parametrize("created", ["2026-01-01T10:00:00Z", "2026-01-01T10:00:00.123456789+05:30", "2024-02-29T23:59:60Z"])
+@pytest.mark.parametrize(
+    "created", ["2026-01-01T10:00:00Z", "2026-01-01T10:00:00.123456789+05:30", "2024-02-29T23:59:60Z"]
+)
 def test_valid_date_times_are_accepted(created: str, client, auth, random_bundle) -> None:  # type: ignore[no-untyped-def]
     random_bundle["created"] = created
     assert _post(client, auth, body(random_bundle)).status_code == 201
@@ -158,8 +178,14 @@ def test_absolute_urls_come_from_the_configured_base_url(tmp_path, random_bundle
     from leaderboard.server.app import ServerConfig, create_app
     from tests.support.leaderboard import VAULT
 
-    app = create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'b.db'}", boards=(VAULT,), verify=False,
-                                  base_url="https://board.example.org/lb/"))
+    app = create_app(
+        ServerConfig(
+            db_url=f"sqlite:///{tmp_path / 'b.db'}",
+            boards=(VAULT,),
+            verify=False,
+            base_url="https://board.example.org/lb/",
+        )
+    )
     try:
         _, token = app.extensions["sapo_gym"]["store"].create_token("alice")
         client = app.test_client()
@@ -189,7 +215,11 @@ def test_refresh_keeps_the_fixture_valid(client, auth, random_bundle) -> None:  
 
 
 def _live_run(client, auth) -> int:  # type: ignore[no-untyped-def]
-    r = client.post("/api/v1/live/runs", json={"env_id": "sapo/Vault-v0", "split": "test", "agent": {"name": "live input"}}, headers=auth)
+    r = client.post(
+        "/api/v1/live/runs",
+        json={"env_id": "sapo/Vault-v0", "split": "test", "agent": {"name": "live input"}},
+        headers=auth,
+    )
     assert r.status_code == 201, r.json
     run = r.json["run_id"] if "run_id" in r.json else r.json["id"]
     assert client.post(f"/api/v1/live/runs/{run}/reset", json={}, headers=auth).status_code == 200
@@ -204,9 +234,11 @@ def test_live_endpoints_refuse_bad_json_with_a_400(case: str, client, auth) -> N
         r = client.post("/api/v1/live/runs", data=text.encode(), headers=headers)
     else:
         run = _live_run(client, auth)
-        text = {"surrogate output": '{"output": "<action>\\ud800</action>", "turn": 0}',
-                "5000-digit turn": '{"output": "x", "turn": ' + "9" * 5000 + "}",
-                "surrogate key": '{"output": "x", "\\udc00": 1}'}[case]
+        text = {
+            "surrogate output": '{"output": "<action>\\ud800</action>", "turn": 0}',
+            "5000-digit turn": '{"output": "x", "turn": ' + "9" * 5000 + "}",
+            "surrogate key": '{"output": "x", "\\udc00": 1}',
+        }[case]
         r = client.post(f"/api/v1/live/runs/{run}/step", data=text.encode(), headers=headers)
     assert r.status_code == 400, (r.status_code, r.text[:300])
     assert r.is_json and ("surrogate" in r.json["message"] or "digits" in r.json["message"]), r.json

@@ -22,7 +22,11 @@ def test_the_board_and_every_reason_it_refuses() -> None:
     verdict = board_verdict("sapo/Vault-v0", "test", fields, spec_hash, "every-task", False)
     assert verdict.lands and verdict.board == "sapo/Vault-v0:test"
     limited = board_verdict("sapo/Vault-v0", "test", fields, spec_hash, "verl-agent", True)
-    assert not limited.lands and any("every-task" in r for r in limited.reasons) and any("--limit" in r for r in limited.reasons)
+    assert (
+        not limited.lands
+        and any("every-task" in r for r in limited.reasons)
+        and any("--limit" in r for r in limited.reasons)
+    )
     tool_fields, tool_hash = _spec(protocol="tool-call-v1")
     tools = board_verdict("sapo/Vault-v0", "test", tool_fields, tool_hash, "every-task", False)
     assert not tools.lands and "protocol 'tool-call-v1' (the board's: 'verl-agent-v1')" in tools.describe(tool_hash)
@@ -32,8 +36,20 @@ def test_the_board_and_every_reason_it_refuses() -> None:
 
 def test_strict_board_refuses_before_the_agent_is_built(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "b.json"
-    rc = main(["evaluate", "--env", "sapo/Vault-v0", "--agent", "tests.support.scripted_agent:ScriptedAgent", "--limit", "2",
-               "--out", str(out), "--strict-board"])
+    rc = main(
+        [
+            "evaluate",
+            "--env",
+            "sapo/Vault-v0",
+            "--agent",
+            "tests.support.scripted_agent:ScriptedAgent",
+            "--limit",
+            "2",
+            "--out",
+            str(out),
+            "--strict-board",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "--strict-board" in err and "--limit" in err and not out.exists()
     assert main(["evaluate", "--env", "sapo/Vault-v0", "--agent", "expert", "--limit", "2", "--out", str(out)]) == 0

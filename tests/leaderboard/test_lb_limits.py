@@ -19,11 +19,15 @@ from tests.support.leaderboard import VAULT, body, named, pg_database
 def _chunked_post(port: int, token: str, payload: bytes, chunk: int = 1 << 16, timeout: float = 30.0) -> bytes:
     """POST ``payload`` with ``Transfer-Encoding: chunked`` over a raw socket; the response bytes."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        sock.sendall((f"POST /api/v1/submissions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
-                      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n").encode())
+        sock.sendall(
+            (
+                f"POST /api/v1/submissions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+                "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            ).encode()
+        )
         try:
             for start in range(0, len(payload), chunk):
-                piece = payload[start:start + chunk]
+                piece = payload[start : start + chunk]
                 sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
             sock.sendall(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
@@ -45,8 +49,18 @@ def _chunked_post(port: int, token: str, payload: bytes, chunk: int = 1 << 16, t
 def limited_server(tmp_path: Path, make_server, token_for):  # type: ignore[no-untyped-def]
     db = f"sqlite:///{tmp_path / 'limits.db'}"
     token = token_for(db)
-    server = make_server(db, "--no-verify", "--max-upload-mb", "1", "--client-timeout", "1", "--rate-per-minute", "1",
-                         "--rate-burst", "4").start()
+    server = make_server(
+        db,
+        "--no-verify",
+        "--max-upload-mb",
+        "1",
+        "--client-timeout",
+        "1",
+        "--rate-per-minute",
+        "1",
+        "--rate-burst",
+        "4",
+    ).start()
     return server, token
 
 
@@ -56,20 +70,28 @@ def test_a_chunked_upload_over_the_limit_is_413_and_under_it_is_accepted(limited
     assert len(small) < (1 << 20)
     ok = _chunked_post(server.port, token, small)
     assert ok.startswith(b"HTTP/1.1 201"), ok[:300]
-    big = body(named(random_bundle, "chunked big")).replace(b'"agent": {', b'"agent": {"pad": "' + b"x" * (3 << 19) + b'", ')
+    big = body(named(random_bundle, "chunked big")).replace(
+        b'"agent": {', b'"agent": {"pad": "' + b"x" * (3 << 19) + b'", '
+    )
     answer = _chunked_post(server.port, token, big)
     assert answer.startswith(b"HTTP/1.1 413"), answer[:300]
     assert b"too large" in answer
-    names = [s["agent"]["name"] for s in requests.get(server.url + "/api/v1/submissions", timeout=10).json()["submissions"]]
+    names = [
+        s["agent"]["name"] for s in requests.get(server.url + "/api/v1/submissions", timeout=10).json()["submissions"]
+    ]
     assert names == ["chunked small"]
 
 
 def _raw_chunked_post(port: int, token: str, raw_body: bytes, path: str = "/api/v1/submissions") -> bytes:
     """POST ``raw_body`` as it is (chunk framing included, well-formed or not), then half-close; the response."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall((f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
-                      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n").encode()
-                     + raw_body)
+        sock.sendall(
+            (
+                f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+                "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            ).encode()
+            + raw_body
+        )
         sock.shutdown(socket.SHUT_WR)  # a truncated body ends here: the server reads end of stream mid-chunk
         response = b""
         while chunk := sock.recv(65536):
@@ -77,10 +99,19 @@ def _raw_chunked_post(port: int, token: str, raw_body: bytes, path: str = "/api/
         return response
 
 
-@pytest.mark.parametrize("raw_body, status", [(b"zz\r\nabc\r\n0\r\n\r\n", b"400"), (b"5\r\nab", b""),
-                                              (b"ffffffffffffffffffff\r\nx", b"400"), (b"3\r\nabcde0\r\n\r\n", b"400")],
-                         ids=["bad size", "truncated", "huge size", "chunk longer than its size"])
-def test_malformed_chunking_is_refused_before_the_app_on_every_endpoint(limited_server, raw_body: bytes, status: bytes) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    "raw_body, status",
+    [
+        (b"zz\r\nabc\r\n0\r\n\r\n", b"400"),
+        (b"5\r\nab", b""),
+        (b"ffffffffffffffffffff\r\nx", b"400"),
+        (b"3\r\nabcde0\r\n\r\n", b"400"),
+    ],
+    ids=["bad size", "truncated", "huge size", "chunk longer than its size"],
+)
+def test_malformed_chunking_is_refused_before_the_app_on_every_endpoint(
+    limited_server, raw_body: bytes, status: bytes
+) -> None:  # type: ignore[no-untyped-def]
     """nginx de-chunks: bad framing is its 400; a body the client cut off (end of stream mid-chunk) is dropped
     unanswered. Neither reaches the app."""
     server, token = limited_server
@@ -110,15 +141,24 @@ def test_a_stalled_body_is_disconnected_after_the_client_timeout(limited_server)
 def test_the_rate_limit_answers_429_with_retry_after(limited_server, random_bundle) -> None:  # type: ignore[no-untyped-def]
     server, token = limited_server
     headers = {"Authorization": f"Bearer {token}"}
-    answers = [requests.post(server.url + "/api/v1/submissions", data=body(named(random_bundle, f"rate {i}")),
-                             headers=headers, timeout=30) for i in range(5)]
+    answers = [
+        requests.post(
+            server.url + "/api/v1/submissions",
+            data=body(named(random_bundle, f"rate {i}")),
+            headers=headers,
+            timeout=30,
+        )
+        for i in range(5)
+    ]
     # a burst of 4 units: three small bundles (1.02 each) pass; the fourth needs 0.08 more units, which the
     # bucket refills (1 a minute) only 4.8 s after the first request, so a slow machine cannot let it through
     # (at 6 a minute it took 0.8 s: five uploads on a loaded machine can take that long)
     assert [r.status_code for r in answers[:3]] == [201] * 3
     assert answers[3].status_code == 429 and answers[4].status_code == 429
     assert "rate limit" in answers[3].json()["message"] and 1 <= int(answers[3].headers["Retry-After"]) <= 20
-    names = [s["agent"]["name"] for s in requests.get(server.url + "/api/v1/submissions", timeout=10).json()["submissions"]]
+    names = [
+        s["agent"]["name"] for s in requests.get(server.url + "/api/v1/submissions", timeout=10).json()["submissions"]
+    ]
     assert sorted(names) == ["rate 0", "rate 1", "rate 2"]
 
 
@@ -175,8 +215,10 @@ def test_two_apps_on_one_database_share_a_token_bucket(shared_db: str, random_bu
         _, token = apps[0].extensions["sapo_gym"]["store"].create_token("shared")
         headers = {"Authorization": f"Bearer {token}"}
         first, second = (app.test_client() for app in apps)
-        spent = [first.post("/api/v1/submissions", data=body(named(random_bundle, f"a {i}")), headers=headers).status_code
-                 for i in range(2)]
+        spent = [
+            first.post("/api/v1/submissions", data=body(named(random_bundle, f"a {i}")), headers=headers).status_code
+            for i in range(2)
+        ]
         refused = second.post("/api/v1/submissions", data=body(named(random_bundle, "b 0")), headers=headers)
         assert spent == [201, 201]
         assert refused.status_code == 429, refused.get_json()  # in memory, app B had a full bucket of its own
@@ -226,7 +268,9 @@ def test_the_submit_client_waits_out_a_429(tmp_path: Path, make_server, token_fo
     db = f"sqlite:///{tmp_path / 'retry.db'}"
     token = token_for(db)
     server = make_server(db, "--no-verify", "--rate-per-minute", "60", "--rate-burst", "2").start()
-    receipts = [submit_bundle(body(named(random_bundle, f"retry {i}")), server.url, token) for i in range(3)]  # the third waits ~1 s
+    receipts = [
+        submit_bundle(body(named(random_bundle, f"retry {i}")), server.url, token) for i in range(3)
+    ]  # the third waits ~1 s
     assert [r.duplicate for r in receipts] == [False] * 3
     with pytest.raises(SubmitError, match="HTTP 429"):
         for i in range(3, 8):

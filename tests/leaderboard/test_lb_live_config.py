@@ -16,8 +16,27 @@ def test_live_run_with_openai_settings_records_them(tmp_path: Path, make_server,
     token = token_for(db)
     server = make_server(db).start()
     with FakeOpenAI() as fake:
-        rc = main(["submit", "--live", "--agent", f"openai:{fake.url}#m", "--env", "sapo/Vault-v0", "--server", server.url,
-                   "--token", token, "--agent-name", "live openai", "--temperature", "0", "--max-tokens", "32", "--no-request-seed"])
+        rc = main(
+            [
+                "submit",
+                "--live",
+                "--agent",
+                f"openai:{fake.url}#m",
+                "--env",
+                "sapo/Vault-v0",
+                "--server",
+                server.url,
+                "--token",
+                token,
+                "--agent-name",
+                "live openai",
+                "--temperature",
+                "0",
+                "--max-tokens",
+                "32",
+                "--no-request-seed",
+            ]
+        )
         bodies = [r["body"] for r in fake.requests]
     out = capsys.readouterr().out
     assert rc == 0 and "16 episodes played" in out, out

@@ -22,8 +22,16 @@ def private_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any
 
     monkeypatch.setattr(private, "ACTIVE", None)  # the app activates the seed; the next test starts without it
 
-    app = create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=("sapo/Vault-v0:test",), verify=False,
-                                  private_seed=SEED, private_envs=(WEBSHOP,), private_tasks=TASKS))
+    app = create_app(
+        ServerConfig(
+            db_url=f"sqlite:///{tmp_path / 'lb.db'}",
+            boards=("sapo/Vault-v0:test",),
+            verify=False,
+            private_seed=SEED,
+            private_envs=(WEBSHOP,),
+            private_tasks=TASKS,
+        )
+    )
     yield app
     app.extensions["sapo_gym"]["store"].engine.dispose()
 
@@ -36,7 +44,11 @@ def _expire(app: Any, run_id: int) -> None:
     """The run goes idle past its limit (its clock set back, no waiting) and the sweep abandons it."""
     store, live = app.extensions["sapo_gym"]["store"], app.extensions["sapo_gym"]["live"]
     with store.session.begin() as s:
-        s.execute(update(LivePlan).where(LivePlan.run_id == run_id).values(touched_at=time.time() - 10 * live.limits.idle_seconds))
+        s.execute(
+            update(LivePlan)
+            .where(LivePlan.run_id == run_id)
+            .values(touched_at=time.time() - 10 * live.limits.idle_seconds)
+        )
     assert live.sweep(run_id) == 1
 
 

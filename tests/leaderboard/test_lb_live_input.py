@@ -20,7 +20,10 @@ def live(tmp_path: Path):  # type: ignore[no-untyped-def]
 
     app = create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=(VAULT,), verify=False))
     store = app.extensions["sapo_gym"]["store"]
-    yield app.test_client(), {"Authorization": f"Bearer {store.create_token('a')[1]}", "Content-Type": "application/json"}
+    yield (
+        app.test_client(),
+        {"Authorization": f"Bearer {store.create_token('a')[1]}", "Content-Type": "application/json"},
+    )
     store.engine.dispose()
 
 
@@ -65,7 +68,9 @@ def test_a_run_records_at_most_its_output_budget_and_a_step_past_it_costs_no_tur
     from leaderboard.server.app import ServerConfig, create_app
     from tests.support.leaderboard import VAULT
 
-    app = create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=(VAULT,), verify=False, max_upload_mb=1))
+    app = create_app(
+        ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=(VAULT,), verify=False, max_upload_mb=1)
+    )
     store = app.extensions["sapo_gym"]["store"]
     client, auth = app.test_client(), {"Authorization": f"Bearer {store.create_token('a')[1]}"}
     started = client.post("/api/v1/live/runs", json={**START, "seeds": 4}, headers=auth).json

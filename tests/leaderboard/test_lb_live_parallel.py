@@ -22,14 +22,20 @@ def _app(tmp_path: Path, **config: Any):  # type: ignore[no-untyped-def]
     from leaderboard.server.app import ServerConfig, create_app
     from tests.support.leaderboard import VAULT
 
-    return create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=(VAULT,), **{"verify": False, **config}))
+    return create_app(
+        ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=(VAULT,), **{"verify": False, **config})
+    )
 
 
 @pytest.fixture
 def live(tmp_path: Path) -> Iterator[tuple[Any, dict[str, str], Any]]:
     app = _app(tmp_path)
     store = app.extensions["sapo_gym"]["store"]
-    yield app.test_client(), {"Authorization": f"Bearer {store.create_token('a')[1]}"}, app.extensions["sapo_gym"]["live"]
+    yield (
+        app.test_client(),
+        {"Authorization": f"Bearer {store.create_token('a')[1]}"},
+        app.extensions["sapo_gym"]["live"],
+    )
     store.engine.dispose()
 
 
@@ -61,7 +67,9 @@ def _steps(manager: Any, run_id: int) -> dict[int, tuple[int, bool]]:
     from leaderboard.server.db import LiveEpisode
 
     with manager.store.session() as s:
-        return {e.episode: (e.steps, e.ended) for e in s.scalars(select(LiveEpisode).where(LiveEpisode.run_id == run_id))}
+        return {
+            e.episode: (e.steps, e.ended) for e in s.scalars(select(LiveEpisode).where(LiveEpisode.run_id == run_id))
+        }
 
 
 def _record_builds(manager: Any) -> list[Any]:
@@ -107,12 +115,15 @@ def test_a_parallel_run_is_verified_and_its_bundle_is_the_sequential_runs(tmp_pa
         for concurrency in (4, 1):
             monkeypatch.setattr(live_module, "_rng", random.Random(7))  # the same draw: seeds and order
             agent = SeededVaultAgent(delay=0.01)
-            result = play_live(agent, url, token, "sapo/Vault-v0", "test", AgentInfo(name="pooled"), seeds=2,
-                               concurrency=concurrency)
+            result = play_live(
+                agent, url, token, "sapo/Vault-v0", "test", AgentInfo(name="pooled"), seeds=2, concurrency=concurrency
+            )
             assert result.episodes == 32 and result.parallel == concurrency and result.submission["id"] is not None
             record = wait_for_verification(f"{url}/api/v1/submissions/{result.submission['id']}", timeout=120, poll=0.2)
             assert record["status"] == "verified" and record["marks"]["live"], record
-            bundles.append(requests.get(f"{url}/api/v1/submissions/{result.submission['id']}/bundle", timeout=10).json())
+            bundles.append(
+                requests.get(f"{url}/api/v1/submissions/{result.submission['id']}/bundle", timeout=10).json()
+            )
             agents.append(agent)
     finally:
         server.shutdown()
@@ -143,8 +154,9 @@ def test_a_reset_past_parallel_and_a_step_without_its_episode_are_refused(live) 
     # play episode 1 to its end: a slot is free again, and the next reset deals episode 2
     turn, answer = 0, {}
     while not (answer.get("terminated") or answer.get("truncated")):
-        answer = client.post(f"{base}/step", json={"output": "<action>press red</action>", "turn": turn, "episode": 1},
-                             headers=auth).json
+        answer = client.post(
+            f"{base}/step", json={"output": "<action>press red</action>", "turn": turn, "episode": 1}, headers=auth
+        ).json
         turn += 1
     assert client.post(f"{base}/reset", headers=auth).json["episode"] == 2
 
@@ -156,25 +168,37 @@ def test_a_retried_step_is_answered_again_per_episode_and_steps_no_env_twice(liv
     base = f"/api/v1/live/runs/{run_id}"
     for _ in range(3):
         assert client.post(f"{base}/reset", headers=auth).status_code == 200
-    first = {i: client.post(f"{base}/step", json={"output": f"<action>look {i}</action>", "turn": 0, "episode": i},
-                            headers=auth).json for i in (0, 1, 2)}
+    first = {
+        i: client.post(
+            f"{base}/step", json={"output": f"<action>look {i}</action>", "turn": 0, "episode": i}, headers=auth
+        ).json
+        for i in (0, 1, 2)
+    }
     steps = _steps(manager, run_id)
     assert len(built) == 3  # one env per dealt episode, in the order dealt, none rebuilt
     stepped = _count_steps(dict(enumerate(built)))
     for i in (2, 0, 1):  # retried out of order, with other outputs: each episode's own answer, no env stepped
-        again = client.post(f"{base}/step", json={"output": "<action>press red</action>", "turn": 0, "episode": i},
-                            headers=auth).json
+        again = client.post(
+            f"{base}/step", json={"output": "<action>press red</action>", "turn": 0, "episode": i}, headers=auth
+        ).json
         assert again == first[i] and again["episode"] == i
     assert _steps(manager, run_id) == steps == {0: (1, False), 1: (1, False), 2: (1, False)} and not stepped
-    assert client.get(base, headers=auth).json["output_bytes"] == sum(len(f"<action>look {i}</action>") for i in range(3))
+    assert client.get(base, headers=auth).json["output_bytes"] == sum(
+        len(f"<action>look {i}</action>") for i in range(3)
+    )
     # an ended episode's last step is still answered while the others play on
     turn, answer = 1, first[0]
     while not (answer["terminated"] or answer["truncated"]):
-        answer = client.post(f"{base}/step", json={"output": "<action>look</action>", "turn": turn, "episode": 0},
-                             headers=auth).json
+        answer = client.post(
+            f"{base}/step", json={"output": "<action>look</action>", "turn": turn, "episode": 0}, headers=auth
+        ).json
         turn += 1
     retried = client.post(f"{base}/step", json={"output": "other", "turn": answer["turn"], "episode": 0}, headers=auth)
-    assert retried.status_code == 200 and retried.json == answer and _steps(manager, run_id)[0] == (answer["turn"] + 1, True)
+    assert (
+        retried.status_code == 200
+        and retried.json == answer
+        and _steps(manager, run_id)[0] == (answer["turn"] + 1, True)
+    )
 
 
 @pytest.mark.parametrize("parallel", [0, 9, True, 1.5, "2", None, -1])
@@ -183,7 +207,9 @@ def test_a_bad_parallel_is_400(live, parallel: Any) -> None:  # type: ignore[no-
     refused = client.post("/api/v1/live/runs", json={**START, "parallel": parallel}, headers=auth)
     assert refused.status_code == 400 and "parallel" in refused.json["message"], refused.json
     assert client.get("/api/v1/live/limits").json["max_parallel"] == 8
-    assert client.post("/api/v1/live/runs", json={**START, "parallel": 8}, headers=auth).status_code == 201  # nothing opened
+    assert (
+        client.post("/api/v1/live/runs", json={**START, "parallel": 8}, headers=auth).status_code == 201
+    )  # nothing opened
 
 
 def test_the_output_budget_is_the_runs_across_its_parallel_episodes(tmp_path: Path) -> None:
@@ -199,7 +225,9 @@ def test_the_output_budget_is_the_runs_across_its_parallel_episodes(tmp_path: Pa
             dealt = client.post(f"{base}/reset", headers=auth).json
             turns[dealt["episode"]] = 0
         episode = sorted(turns)[recorded % len(turns)]  # round robin over the episodes in progress
-        answer = client.post(f"{base}/step", json={"output": output, "turn": turns[episode], "episode": episode}, headers=auth)
+        answer = client.post(
+            f"{base}/step", json={"output": output, "turn": turns[episode], "episode": episode}, headers=auth
+        )
         if answer.status_code == 413:
             refused = answer.json
             break
@@ -231,7 +259,9 @@ def test_a_parallel_run_expires_when_no_episode_progresses_and_closes_its_envs(t
         env.close = lambda real=real, i=i: (closed.append(i), real())
     for turn in range(3):  # progress on episode 1 alone keeps the run open past the idle time; episode 0 waits
         time.sleep(idle / 3)
-        answer = client.post(f"{base}/step", json={"output": "<action>look</action>", "turn": turn, "episode": 1}, headers=auth)
+        answer = client.post(
+            f"{base}/step", json={"output": "<action>look</action>", "turn": turn, "episode": 1}, headers=auth
+        )
         assert answer.status_code == 200, answer.json
     time.sleep(idle + 0.3)  # no progress for longer than idle: the next request's sweep expires the run
     gone = client.post(f"{base}/step", json={"output": "<action>look</action>", "turn": 0, "episode": 0}, headers=auth)
@@ -251,8 +281,24 @@ def test_submit_live_plays_an_openai_agent_with_concurrency_episodes_at_once(tmp
     url, server = _serve(app)
     try:
         with FakeOpenAI(latency=lognormal_latency(0.01, 0.5, 0)) as model:
-            rc = main(["submit", "--live", "--agent", f"openai:{model.url}#m", "--env", "sapo/Vault-v0", "--server", url,
-                       "--token", token, "--agent-name", "pooled cli", "--concurrency", "4"])
+            rc = main(
+                [
+                    "submit",
+                    "--live",
+                    "--agent",
+                    f"openai:{model.url}#m",
+                    "--env",
+                    "sapo/Vault-v0",
+                    "--server",
+                    url,
+                    "--token",
+                    token,
+                    "--agent-name",
+                    "pooled cli",
+                    "--concurrency",
+                    "4",
+                ]
+            )
             out, err = capsys.readouterr()
             assert rc == 0 and "16 episodes played (4 at once)" in out, out + err
             assert "live run 1: 16/16 episodes, 32 turns" in err  # the evaluate progress line, per turn

@@ -27,8 +27,9 @@ def _survives_kill_9(db_url: str, make_server: Callable[..., Any], token_for: Ca
     second = make_server(db_url, "--no-verify").start()
     client.url = second.url
     status = requests.get(f"{second.url}/api/v1/live/runs/{client.run_id}", headers=client.headers, timeout=30).json()
-    assert status["played"] == client.episode + 1 and status["in_progress"] != (acknowledged["answer"]["terminated"] or
-                                                                                acknowledged["answer"]["truncated"])
+    assert status["played"] == client.episode + 1 and status["in_progress"] != (
+        acknowledged["answer"]["terminated"] or acknowledged["answer"]["truncated"]
+    )
     retried = client.post(f"/{client.run_id}/step", {**acknowledged["body"], "output": "<action>press red</action>"})
     assert retried.status_code == 200 and retried.json() == acknowledged["answer"]  # the recorded answer, no new turn
     submission = None
@@ -38,7 +39,10 @@ def _survives_kill_9(db_url: str, make_server: Callable[..., Any], token_for: Ca
             break
     assert submission is not None and submission["status"] == "pending", submission
     stored = stored_bundle(db_url, submission["id"])
-    assert len(stored["episodes"]) == status["episodes"] and sum(len(e["turns"]) for e in stored["episodes"]) == client.steps
+    assert (
+        len(stored["episodes"]) == status["episodes"]
+        and sum(len(e["turns"]) for e in stored["episodes"]) == client.steps
+    )
     assert stored == uninterrupted(stored)
     last = client.post(f"/{client.run_id}/step", client.last["body"])  # type: ignore[index]
     assert last.status_code == 200 and last.json()["submission"] == submission  # the last step, retried after the end
@@ -92,8 +96,14 @@ def test_live_slots_and_the_waiting_line_are_shared_by_the_processes(tmp_path: P
 
     idle = 3.0  # run 0 is touched 1.6 s before the check (1.4 s to spare for a loaded machine); run 1 is idle 3.2 s
     db = f"sqlite:///{tmp_path / 'slots.db'}"
-    apps = [create_app(ServerConfig(db_url=db, boards=(VAULT,), verify=False, live_max_open=2, rate_per_minute=0,
-                                    live_idle_seconds=idle)) for _ in range(2)]
+    apps = [
+        create_app(
+            ServerConfig(
+                db_url=db, boards=(VAULT,), verify=False, live_max_open=2, rate_per_minute=0, live_idle_seconds=idle
+            )
+        )
+        for _ in range(2)
+    ]
     store = apps[0].extensions["sapo_gym"]["store"]
     auth = [{"Authorization": f"Bearer {store.create_token(f't{k}')[1]}"} for k in range(4)]
     a, b = (app.test_client() for app in apps)
@@ -104,7 +114,9 @@ def test_live_slots_and_the_waiting_line_are_shared_by_the_processes(tmp_path: P
         refused = client.post("/api/v1/live/runs", json=START, headers=auth[2])
         assert refused.status_code == 429 and "number 1 in line" in refused.json["message"], refused.json
     time.sleep(1.6)
-    assert b.post(f"/api/v1/live/runs/{run0}/reset", headers=auth[0]).status_code == 200  # progress, on the other process
+    assert (
+        b.post(f"/api/v1/live/runs/{run0}/reset", headers=auth[0]).status_code == 200
+    )  # progress, on the other process
     assert b.post("/api/v1/live/runs", json=START, headers=auth[2]).status_code == 429  # keeps its place
     time.sleep(1.6)  # run 1 is idle past 3 s now; run 0 is not
     late = a.post("/api/v1/live/runs", json=START, headers=auth[3])
@@ -132,8 +144,7 @@ def _concurrent_retries(db: str) -> None:
     from leaderboard.server.app import ServerConfig, create_app
     from leaderboard.server.db import LiveEpisode, LiveTurn
 
-    apps = [create_app(ServerConfig(db_url=db, boards=(VAULT,), verify=False, rate_per_minute=0))
-            for _ in range(2)]
+    apps = [create_app(ServerConfig(db_url=db, boards=(VAULT,), verify=False, rate_per_minute=0)) for _ in range(2)]
     try:
         store = apps[0].extensions["sapo_gym"]["store"]
         headers = {"Authorization": f"Bearer {store.create_token('a')[1]}"}
@@ -176,7 +187,9 @@ def _concurrent_retries(db: str) -> None:
 
 
 @pytest.mark.slow
-def test_live_runs_on_four_server_processes_continue_when_one_is_killed(pg_cluster: str, make_server, token_for) -> None:  # type: ignore[no-untyped-def]
+def test_live_runs_on_four_server_processes_continue_when_one_is_killed(
+    pg_cluster: str, make_server, token_for
+) -> None:  # type: ignore[no-untyped-def]
     """``serve --workers 4`` on PostgreSQL: three live runs at once, every request landing on any of the four
     processes; one process is killed (``kill -9``) mid-run. The runs go on (the supervisor replaces the process;
     clients retry through the reset connections), every turn is recorded once, and each bundle is the
@@ -217,7 +230,9 @@ def test_live_runs_on_four_server_processes_continue_when_one_is_killed(pg_clust
             t.join(240)
         assert sorted(results) == [0, 1, 2], results
         for k, submission in results.items():
-            assert submission["status"] == "pending" and submission["id"] is not None, submission  # admitted, not refused
+            assert submission["status"] == "pending" and submission["id"] is not None, (
+                submission
+            )  # admitted, not refused
             stored = stored_bundle(db, submission["id"])
             assert sum(len(e["turns"]) for e in stored["episodes"]) == clients[k].steps
             assert stored == uninterrupted(stored, clients[k].who)

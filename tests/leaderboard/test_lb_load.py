@@ -26,7 +26,9 @@ def test_200_concurrent_submissions_each_stored_once(tmp_path: Path, make_server
 
 
 @pytest.mark.slow
-def test_kill_9_during_load_loses_no_acknowledged_submission(tmp_path: Path, make_server, token_for, random_bundle) -> None:  # type: ignore[no-untyped-def]
+def test_kill_9_during_load_loses_no_acknowledged_submission(
+    tmp_path: Path, make_server, token_for, random_bundle
+) -> None:  # type: ignore[no-untyped-def]
     db = f"sqlite:///{tmp_path / 'crash.db'}"
     token = token_for(db)
     first = make_server(db, "--no-verify").start()

@@ -10,37 +10,66 @@ from benchmarks.leaderboard_load import ROWS, mixed_bundle, read_stats, summariz
 from benchmarks.leaderboard_load_probe import children, machine_line, rss_kib, tree_cpu
 from leaderboard.server.works import episode_works
 
-HEADER = ("Type,Name,Request Count,Failure Count,Median Response Time,Average Response Time,Min Response Time,"
-          "Max Response Time,Average Content Size,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,99.9%,99.99%,100%")
+HEADER = (
+    "Type,Name,Request Count,Failure Count,Median Response Time,Average Response Time,Min Response Time,"
+    "Max Response Time,Average Content Size,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,99.9%,99.99%,100%"
+)
 
 
 def _csv(tmp_path: Path, name: str, rows: list[tuple[str, str, int, int, int, int]]) -> Path:
     """A locust 2.x stats CSV: (type, name, requests, failures, p50, p95) per row."""
     lines = [HEADER]
     for kind, label, n, fails, p50, p95 in rows:
-        lines.append(f"{kind},{label},{n},{fails},{p50},{p50 + 1.5},1.0,{p95 + 10},1000.0,{n / 60},{fails / 60},"
-                     f"{p50},{p50},{p50},{p95},{p95},{p95},{p95},{p95},{p95},{p95},{p95 + 10}")
+        lines.append(
+            f"{kind},{label},{n},{fails},{p50},{p50 + 1.5},1.0,{p95 + 10},1000.0,{n / 60},{fails / 60},"
+            f"{p50},{p50},{p50},{p95},{p95},{p95},{p95},{p95},{p95},{p95},{p95 + 10}"
+        )
     path = tmp_path / name
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
 def _probe(workers: int) -> dict:
-    return {"server processes": workers + (workers > 1), "RSS per server process, max MiB": [100.0] * (workers + (workers > 1)),
-            "RSS of all server processes, MiB": 100.0 * (workers + (workers > 1)), "PostgreSQL client backends, max": 4 * workers,
-            "CPU cores: server processes": 0.9 * workers, "CPU cores: PostgreSQL": 0.2, "CPU cores: locust": 0.1,
-            "CPU cores: anything else (this sampler, other jobs)": 0.1, "CPU cores busy, whole machine": 1.3}
+    return {
+        "server processes": workers + (workers > 1),
+        "RSS per server process, max MiB": [100.0] * (workers + (workers > 1)),
+        "RSS of all server processes, MiB": 100.0 * (workers + (workers > 1)),
+        "PostgreSQL client backends, max": 4 * workers,
+        "CPU cores: server processes": 0.9 * workers,
+        "CPU cores: PostgreSQL": 0.2,
+        "CPU cores: locust": 0.1,
+        "CPU cores: anything else (this sampler, other jobs)": 0.1,
+        "CPU cores busy, whole machine": 1.3,
+    }
 
 
 def test_locust_csv_is_parsed_into_the_side_by_side_table(tmp_path: Path) -> None:
-    one = read_stats(_csv(tmp_path, "w1_stats.csv", [
-        ("POST", "submit", 600, 0, 290, 720), ("GET", "board page", 900, 3, 260, 390),
-        ("GET", "episode view", 1200, 0, 190, 310), ("GET", "JSON listing", 300, 0, 160, 240),
-        ("", "Aggregated", 3000, 3, 220, 370)]))
+    one = read_stats(
+        _csv(
+            tmp_path,
+            "w1_stats.csv",
+            [
+                ("POST", "submit", 600, 0, 290, 720),
+                ("GET", "board page", 900, 3, 260, 390),
+                ("GET", "episode view", 1200, 0, 190, 310),
+                ("GET", "JSON listing", 300, 0, 160, 240),
+                ("", "Aggregated", 3000, 3, 220, 370),
+            ],
+        )
+    )
     assert one["board page"] == {"requests": 900, "failures": 3, "rps": 15.0, "p50": 260, "p95": 390}
-    four = read_stats(_csv(tmp_path, "w4_stats.csv", [
-        ("POST", "submit", 1200, 0, 150, 360), ("GET", "board page", 1800, 0, 130, 195),
-        ("GET", "episode view", 2400, 0, 95, 155), ("", "Aggregated", 5400, 0, 110, 185)]))
+    four = read_stats(
+        _csv(
+            tmp_path,
+            "w4_stats.csv",
+            [
+                ("POST", "submit", 1200, 0, 150, 360),
+                ("GET", "board page", 1800, 0, 130, 195),
+                ("GET", "episode view", 2400, 0, 95, 155),
+                ("", "Aggregated", 5400, 0, 110, 185),
+            ],
+        )
+    )
     results = {1: summarize(one, 60.0, _probe(1)), 4: summarize(four, 60.0, _probe(4))}
     assert results[1]["submissions/s"] == 10.0 and results[4]["submissions/s"] == 20.0
     assert results[1]["error rate"] == 0.001 and results[4]["error rate"] == 0.0
@@ -58,7 +87,9 @@ def test_locust_csv_is_parsed_into_the_side_by_side_table(tmp_path: Path) -> Non
 
 
 def test_a_single_configuration_has_no_ratio_column(tmp_path: Path) -> None:
-    stats = read_stats(_csv(tmp_path, "s.csv", [("POST", "submit", 60, 6, 100, 200), ("", "Aggregated", 60, 6, 100, 200)]))
+    stats = read_stats(
+        _csv(tmp_path, "s.csv", [("POST", "submit", 60, 6, 100, 200), ("", "Aggregated", 60, 6, 100, 200)])
+    )
     text = table({1: summarize(stats, 30.0, _probe(1))})
     assert text.splitlines()[0] == "|  | 1 process |" and "| submissions/s | 1.8 |" in text
 

@@ -30,7 +30,7 @@ def test_board_table_sorts_and_shows_cis_categories_badges(client, seeded, vault
     page = client.get(url).text
     assert _agents(page) == ["expert (oracle)", "random (admissible)"]
     assert page.count("&#10003; verified") == 2 and '<th class="num cat">code2</th>' in page
-    assert "<b>100.0</b> <span class=\"ci\">[80.6, 100.0]</span>" in page  # Wilson interval of 16/16
+    assert '<b>100.0</b> <span class="ci">[80.6, 100.0]</span>' in page  # Wilson interval of 16/16
     assert _agents(client.get(url + "?sort=success&order=asc").text) == ["random (admissible)", "expert (oracle)"]
     assert _agents(client.get(url + "?sort=agent&order=desc").text) == ["random (admissible)", "expert (oracle)"]
     assert _agents(client.get(url + "?sort=bogus").text) == ["expert (oracle)", "random (admissible)"]
@@ -51,7 +51,9 @@ def test_trajectory_viewer_shows_think_action_observation_per_step(client, seede
     assert f'data-steps="{ep["steps"]}" data-step="1"' in page
     sections = re.findall(r'<section class="turn" data-step="(\d+)" (hidden)?', page)
     assert [(int(s), bool(h)) for s, h in sections] == [(k, k != 1) for k in range(ep["steps"] + 1)]
-    assert ep["turns"][0]["action"] in page and ep["turns"][0]["think"] in page and ep["turns"][0]["observation"] in page
+    assert (
+        ep["turns"][0]["action"] in page and ep["turns"][0]["think"] in page and ep["turns"][0]["observation"] in page
+    )
     assert client.get(f"/submission/{seeded['expert']}/episode/99").status_code == 404
 
 

@@ -13,7 +13,9 @@ from tests.support.leaderboard import body, many_seeds, named
 def test_postgres_leases_turns_ranks_and_summaries(pg_app, expert_bundle, random_bundle) -> None:  # type: ignore[no-untyped-def]
     store, client = pg_app.extensions["sapo_gym"]["store"], pg_app.test_client()
     tokens = {n: {"Authorization": f"Bearer {store.create_token(n)[1]}"} for n in ("big", "small")}
-    big = client.post("/api/v1/submissions", data=body(many_seeds(expert_bundle, "big one", 8)), headers=tokens["big"]).json["id"]
+    big = client.post(
+        "/api/v1/submissions", data=body(many_seeds(expert_bundle, "big one", 8)), headers=tokens["big"]
+    ).json["id"]
     small = client.post("/api/v1/submissions", data=body(random_bundle), headers=tokens["small"]).json["id"]
     live = queue.claim(store, "worker-A", lease_seconds=60)
     assert live is not None and live.submission_id == big

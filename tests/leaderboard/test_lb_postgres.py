@@ -52,13 +52,17 @@ def test_postgres_concurrent_submissions_stored_exactly_once(pg_app, random_bund
 
 
 @pytest.mark.parametrize("pool, kept, overflow", [(30, 10, 20), (4, 4, 0), (1, 1, 0)])
-def test_serve_db_pool_bounds_the_connections_a_process_holds(pg_cluster: str, pool: int, kept: int, overflow: int) -> None:
+def test_serve_db_pool_bounds_the_connections_a_process_holds(
+    pg_cluster: str, pool: int, kept: int, overflow: int
+) -> None:
     """``serve --db-pool P`` reaches the engine: at most P connections per process, so N workers hold at most N·P."""
     from leaderboard.server.store import Store
     from sapo_cli import build_parser
     from sapo_cli.leaderboard_serve import server_config
 
-    args = build_parser().parse_args(["leaderboard", "--db", pg_cluster.format(db="postgres"), "serve", "--db-pool", str(pool)])
+    args = build_parser().parse_args(
+        ["leaderboard", "--db", pg_cluster.format(db="postgres"), "serve", "--db-pool", str(pool)]
+    )
     config = server_config(args, 8000)
     assert config.db_pool == pool
     engine = Store(config.db_url, config.db_pool).engine

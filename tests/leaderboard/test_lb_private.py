@@ -40,8 +40,16 @@ def private_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any
     monkeypatch.setattr(private, "ACTIVE", None)  # the apps activate the seed; the next test starts without it
 
     def _make(env_id: str) -> Any:
-        return create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=(VAULT,), verify=False,
-                                       private_seed=SEED, private_envs=(env_id,), private_tasks=TASKS))
+        return create_app(
+            ServerConfig(
+                db_url=f"sqlite:///{tmp_path / 'lb.db'}",
+                boards=(VAULT,),
+                verify=False,
+                private_seed=SEED,
+                private_envs=(env_id,),
+                private_tasks=TASKS,
+            )
+        )
 
     apps: list[Any] = []
     yield lambda env_id: apps.append(_make(env_id)) or apps[-1]
@@ -56,7 +64,9 @@ def test_the_commitment_checks_the_right_seed_only(tmp_path: Path, capsys) -> No
     assert len(commitment) == 64 and commitment != private.commitment("6c" * 32) and SEED not in commitment
     path = tmp_path / "seed"
     created = private.read_seed_file(path)  # absent: a fresh 256-bit secret, readable by its owner only
-    assert len(created) == 64 and stat.S_IMODE(os.stat(path).st_mode) == 0o600 and private.read_seed_file(path) == created
+    assert (
+        len(created) == 64 and stat.S_IMODE(os.stat(path).st_mode) == 0o600 and private.read_seed_file(path) == created
+    )
     assert main(["leaderboard", "private", "reveal", "--private-seed-file", str(path)]) == 0
     assert f"seed {created}\ncommitment {private.commitment(created)}" in capsys.readouterr().out
     argv = ["leaderboard", "private", "check", "--env", WEBSHOP, "--tasks", str(TASKS), "--commitment", commitment]
@@ -69,13 +79,23 @@ def test_the_commitment_checks_the_right_seed_only(tmp_path: Path, capsys) -> No
 
 def test_a_failed_replay_is_reported_without_the_text_it_quotes() -> None:
     message = "episode 2 (task goal-00001, seed 7): step 3: observation is 'i need a red phone case'"
-    assert private.redact("private", message) == "episode 2 (task goal-00001, seed 7): a turn differs (details withheld: the split is private)"
-    assert private.redact("test", message) == message and private.redact("private", "all 3 episodes reproduced exactly").startswith("all 3")
+    assert (
+        private.redact("private", message)
+        == "episode 2 (task goal-00001, seed 7): a turn differs (details withheld: the split is private)"
+    )
+    assert private.redact("test", message) == message and private.redact(
+        "private", "all 3 episodes reproduced exactly"
+    ).startswith("all 3")
 
 
 def _play(call: Recorder, auth: dict[str, str], env_id: str) -> tuple[dict[str, Any], list[str]]:
     """A live run by an agent that follows its own copy of the env's expert (the test knows the seed)."""
-    run = call("post", "/api/v1/live/runs", json={"env_id": env_id, "split": "private", "agent": {"name": "twin"}}, headers=auth)
+    run = call(
+        "post",
+        "/api/v1/live/runs",
+        json={"env_id": env_id, "split": "private", "agent": {"name": "twin"}},
+        headers=auth,
+    )
     assert run.status_code == 201, run.json
     twin = gym.make(env_id, split="private", private_seed=SEED, **{private.COUNT_ARGS[env_id]: TASKS})
     texts, answer = [], {}
@@ -87,7 +107,12 @@ def _play(call: Recorder, auth: dict[str, str], env_id: str) -> tuple[dict[str, 
         for turn in range(60):
             output = f"<think>follow the plan</think><action>{info['expert_action']}</action>"
             obs, _, terminated, truncated, info = twin.step(output)
-            answer = call("post", f"/api/v1/live/runs/{run.json['run_id']}/step", json={"output": output, "turn": turn}, headers=auth).json
+            answer = call(
+                "post",
+                f"/api/v1/live/runs/{run.json['run_id']}/step",
+                json={"output": output, "turn": turn},
+                headers=auth,
+            ).json
             assert answer["observation"] == obs
             if terminated or truncated:
                 break
@@ -102,7 +127,11 @@ def _check_private_board(app: Any, env_id: str) -> None:
     auth = {"Authorization": f"Bearer {store.create_token('alice')[1]}"}
     listed = {b["split"]: b for b in call("get", "/api/v1/boards").json["boards"] if b["env_id"] == env_id}
     board = listed["private"]
-    assert board["private"]["commitment"] == private.commitment(SEED) and board["tasks"] == TASKS and board["private"]["live_only"]
+    assert (
+        board["private"]["commitment"] == private.commitment(SEED)
+        and board["tasks"] == TASKS
+        and board["private"]["live_only"]
+    )
     submission, texts = _play(call, auth, env_id)
     assert Verifier(store).drain() == 1
     sid = submission["id"]
@@ -110,8 +139,12 @@ def _check_private_board(app: Any, env_id: str) -> None:
     assert detail["status"] == "verified", detail
     assert detail["marks"]["live"] and detail["marks"]["private"] and detail["spec_hash"] == board["spec_hash"]
     # withheld while the split is active: bundles, episodes, comparisons
-    for url in (f"/api/v1/submissions/{sid}/bundle", f"/submission/{sid}/episode/0", f"/api/v1/compare?a={sid}&b={sid}",
-                f"/compare?a={sid}&b={sid}"):
+    for url in (
+        f"/api/v1/submissions/{sid}/bundle",
+        f"/submission/{sid}/episode/0",
+        f"/api/v1/compare?a={sid}&b={sid}",
+        f"/compare?a={sid}&b={sid}",
+    ):
         response = call("get", url)
         assert response.status_code == 403 and "private" in response.get_data(as_text=True), url
     page = call("get", f"/submission/{sid}").get_data(as_text=True)
@@ -141,7 +174,9 @@ def test_a_live_run_on_the_private_alfworld_mini_board_verifies_and_nothing_of_i
     _check_private_board(private_app(MINI), MINI)
 
 
-def test_the_seed_is_in_no_repr_and_a_board_without_it_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_seed_is_in_no_repr_and_a_board_without_it_is_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from leaderboard.boards import BoardRegistry
     from leaderboard.server.app import ServerConfig
 

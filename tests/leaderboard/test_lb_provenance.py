@@ -33,15 +33,29 @@ def test_identical_episodes_from_another_token_are_409(client, store, auth, bob,
     assert first.status_code == 201
     sid = first.json["id"]
     before = snapshot(store)
-    for copy_ in (random_bundle, named(random_bundle, "my own agent"), _reshuffled(named(random_bundle, "mine too"), 7)):
+    for copy_ in (
+        random_bundle,
+        named(random_bundle, "my own agent"),
+        _reshuffled(named(random_bundle, "mine too"), 7),
+    ):
         r = client.post("/api/v1/submissions", data=body(copy_), headers=bob)
         assert r.status_code == 409 and r.json["error"] == "duplicate_episodes", r.json
         assert f"submission {sid}" in r.json["message"] and "'alice'" in r.json["message"]
     assert snapshot(store) == before
     # the owner may resubmit them (a retry is a duplicate, a new name a new entry); other episodes are bob's to submit
-    assert client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).json == {**first.json, "duplicate": True}
-    assert client.post("/api/v1/submissions", data=body(named(random_bundle, "renamed")), headers=auth).status_code == 201
-    assert client.post("/api/v1/submissions", data=body(_rethought(random_bundle, "my own thought")), headers=bob).status_code == 201
+    assert client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).json == {
+        **first.json,
+        "duplicate": True,
+    }
+    assert (
+        client.post("/api/v1/submissions", data=body(named(random_bundle, "renamed")), headers=auth).status_code == 201
+    )
+    assert (
+        client.post(
+            "/api/v1/submissions", data=body(_rethought(random_bundle, "my own thought")), headers=bob
+        ).status_code
+        == 201
+    )
 
 
 def _rethought(bundle, think: str, episodes: int | None = None):  # type: ignore[no-untyped-def]
@@ -49,7 +63,10 @@ def _rethought(bundle, think: str, episodes: int | None = None):  # type: ignore
     out = copy.deepcopy(bundle)
     for ep in out["episodes"][:episodes]:
         for turn in ep["turns"]:
-            turn["output"], turn["think"] = turn["output"].replace(f"<think>{turn['think']}</think>", f"<think>{think}</think>"), think
+            turn["output"], turn["think"] = (
+                turn["output"].replace(f"<think>{turn['think']}</think>", f"<think>{think}</think>"),
+                think,
+            )
     return refresh(named(out, "rethought"))
 
 
@@ -59,29 +76,48 @@ def test_the_baselines_episodes_are_not_a_users_to_submit(client, store, boards,
     ids = seed_store(store, boards, ["random"])
     stolen = named(baseline_bundle(next(iter(boards)), "random"), "definitely mine")
     r = client.post("/api/v1/submissions", data=body(stolen), headers=auth)
-    assert r.status_code == 409 and f"submission {ids[0]}" in r.json["message"] and "sapo-gym baselines" in r.json["message"]
+    assert (
+        r.status_code == 409
+        and f"submission {ids[0]}" in r.json["message"]
+        and "sapo-gym baselines" in r.json["message"]
+    )
 
 
-@pytest.mark.parametrize("name", ["expert (oracle)", "Expert  (Oracle)", "EXPERT-ORACLE", "random (admissible)", "search (observation-only)"])
+@pytest.mark.parametrize(
+    "name", ["expert (oracle)", "Expert  (Oracle)", "EXPERT-ORACLE", "random (admissible)", "search (observation-only)"]
+)
 def test_baseline_names_are_reserved_for_the_seeded_entries(client, store, auth, random_bundle, name: str) -> None:  # type: ignore[no-untyped-def]
     before = snapshot(store)
     r = client.post("/api/v1/submissions", data=body(named(random_bundle, name)), headers=auth)
-    assert r.status_code == 403 and r.json["error"] == "reserved_name" and "reserved for the seeded baseline" in r.json["message"]
+    assert (
+        r.status_code == 403
+        and r.json["error"] == "reserved_name"
+        and "reserved for the seeded baseline" in r.json["message"]
+    )
     assert snapshot(store) == before
 
 
-def test_the_board_marks_baselines_and_privileged_agents(client, store, boards, auth, expert_bundle, random_bundle) -> None:  # type: ignore[no-untyped-def]
+def test_the_board_marks_baselines_and_privileged_agents(
+    client, store, boards, auth, expert_bundle, random_bundle
+) -> None:  # type: ignore[no-untyped-def]
     seeded = seed_store(store, boards, ["random"])
-    mine = client.post("/api/v1/submissions", data=body(expert_bundle), headers=auth).json["id"]  # the oracle, as a user
+    mine = client.post("/api/v1/submissions", data=body(expert_bundle), headers=auth).json[
+        "id"
+    ]  # the oracle, as a user
     page = client.get(f"/board/{expert_bundle['env']['spec_hash']}").text
     rows = dict(re.findall(r'<tr data-id="(\d+)">(.*?)</tr>', page, flags=re.S))
-    assert "best-of-N" in page and "Replay cannot tell whether they were the only ones" in page  # the limit, said on the board
+    assert (
+        "best-of-N" in page and "Replay cannot tell whether they were the only ones" in page
+    )  # the limit, said on the board
     assert 'class="badge baseline"' in rows[str(seeded[0])] and 'class="badge privileged"' not in rows[str(seeded[0])]
     assert 'class="badge privileged"' in rows[str(mine)] and 'class="badge baseline"' not in rows[str(mine)]
     assert store.marks([store.get(mine)])[mine] == {"baseline": False, "privileged": True, "live": False}
     assert expert_bundle["evaluation"]["harness"]["privileged_agent"] is True
-    assert random_bundle["evaluation"]["harness"] == {"info_filter": "public", "withheld_keys": ["expert_action", "pddl_params"],
-                                                      "privileged_agent": False}
+    assert random_bundle["evaluation"]["harness"] == {
+        "info_filter": "public",
+        "withheld_keys": ["expert_action", "pddl_params"],
+        "privileged_agent": False,
+    }
 
 
 def test_a_peeking_agent_is_verified_with_what_it_really_did(client, store, auth, vault_board) -> None:  # type: ignore[no-untyped-def]
@@ -91,7 +127,9 @@ def test_a_peeking_agent_is_verified_with_what_it_really_did(client, store, auth
 
     agent = load_agent("tests.sapo_gym.test_evaluation:PeekingAgent")
     records = evaluate(agent, vault_board.env_id, split=vault_board.split, progress=False)
-    bundle = parse_bundle(body(build_bundle(records, vault_board.spec_fields, vault_board.spec_hash, AgentInfo(name="peeker"), [0])))
+    bundle = parse_bundle(
+        body(build_bundle(records, vault_board.spec_fields, vault_board.spec_hash, AgentInfo(name="peeker"), [0]))
+    )
     sid = client.post("/api/v1/submissions", data=body(bundle), headers=auth).json["id"]
     assert Verifier(store).drain() == 1
     record = client.get(f"/api/v1/submissions/{sid}").json
@@ -114,9 +152,11 @@ def _zero_episode(b) -> int:  # type: ignore[no-untyped-def]
 
 def _text_edit(old: str, new: str):  # type: ignore[no-untyped-def]
     """A spelling of the stored JSON text: the same values, other characters."""
+
     def edit(text: str) -> str:
         assert old in text
         return text.replace(old, new, 1)
+
     return edit
 
 
@@ -135,14 +175,22 @@ _RECOMPUTED = {  # each: what the issue's attacker changes; replay recomputes or
     "steps": lambda b: _episode(b, "steps", 3),
     "invalid actions": lambda b: _episode(b, "invalid_actions", 1),
     "agent": lambda b: b["agent"].update(name="mine", description="all my own work", model="x"),
-    "created and command": lambda b: b.update(created="2030-01-01T00:00:00+00:00") or b["evaluation"].update(command="me"),
-    "episode order and key order": lambda b: b.update(episodes=[dict(reversed(list(ep.items()))) for ep in reversed(b["episodes"])]),
-    "seeds relabelled": lambda b: b.update(episodes=[{**ep, "seed": 5} for ep in b["episodes"]]) or b["evaluation"].update(seeds=[5]),
+    "created and command": lambda b: (
+        b.update(created="2030-01-01T00:00:00+00:00") or b["evaluation"].update(command="me")
+    ),
+    "episode order and key order": lambda b: b.update(
+        episodes=[dict(reversed(list(ep.items()))) for ep in reversed(b["episodes"])]
+    ),
+    "seeds relabelled": lambda b: (
+        b.update(episodes=[{**ep, "seed": 5} for ep in b["episodes"]]) or b["evaluation"].update(seeds=[5])
+    ),
 }
 
 
 @pytest.mark.parametrize("what", sorted(_RECOMPUTED))
-def test_a_stolen_bundle_with_only_recomputed_fields_changed_is_409(what: str, client, store, auth, bob, random_bundle) -> None:  # type: ignore[no-untyped-def]
+def test_a_stolen_bundle_with_only_recomputed_fields_changed_is_409(
+    what: str, client, store, auth, bob, random_bundle
+) -> None:  # type: ignore[no-untyped-def]
     first = client.post("/api/v1/submissions", data=body(random_bundle), headers=auth)
     assert first.status_code == 201
     sid = first.json["id"]
@@ -157,9 +205,17 @@ def test_a_stolen_bundle_with_only_recomputed_fields_changed_is_409(what: str, c
     assert snapshot(store) == before
 
 
-@pytest.mark.parametrize("edit", [_text_edit('"reward":0.0', '"reward":-0.0'), _text_edit('"reward":0.0', '"reward":0'),
-                                  _text_edit('"reward":0.0', '"reward":0e0'), _text_edit('"return":0.0', '"return":-0.0'),
-                                  _text_edit('"score":0.0,', '"score":1e-12,')], ids=["-0.0", "0", "0e0", "return", "score"])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        _text_edit('"reward":0.0', '"reward":-0.0'),
+        _text_edit('"reward":0.0', '"reward":0'),
+        _text_edit('"reward":0.0', '"reward":0e0'),
+        _text_edit('"return":0.0', '"return":-0.0'),
+        _text_edit('"score":0.0,', '"score":1e-12,'),
+    ],
+    ids=["-0.0", "0", "0e0", "return", "score"],
+)
 def test_the_issues_stolen_bundle_is_409(edit, client, store, auth, bob, random_bundle) -> None:  # type: ignore[no-untyped-def]
     """The stolen-bundle attack: another submitter's downloaded bytes, one number respelled, posted as is."""
     sid = client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).json["id"]
@@ -190,7 +246,9 @@ _SAME_WORK = {  # each: an edit of every output that replays to the same actions
 
 
 @pytest.mark.parametrize("what", sorted(_SAME_WORK))
-def test_outputs_edited_only_where_the_parser_or_canonical_form_ignores_are_the_same_work(what, client, store, auth, bob, random_bundle) -> None:  # type: ignore[no-untyped-def]
+def test_outputs_edited_only_where_the_parser_or_canonical_form_ignores_are_the_same_work(
+    what, client, store, auth, bob, random_bundle
+) -> None:  # type: ignore[no-untyped-def]
     sid = client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).json["id"]
     edited = _edit_outputs(random_bundle, _SAME_WORK[what])
     assert edited["episodes"] != random_bundle["episodes"]
@@ -204,7 +262,11 @@ def test_ownership_is_per_episode_a_minority_of_others_work_is_allowed(client, s
     sid = client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).json["id"]
     for mine in (0, 1, n // 2):  # n - mine episodes copied: at least half
         r = client.post("/api/v1/submissions", data=body(_rethought(random_bundle, f"mine {mine}", mine)), headers=bob)
-        assert r.status_code == 409 and f"{n - mine} of the {n}" in r.json["message"] and f"submission {sid}" in r.json["message"], r.json
+        assert (
+            r.status_code == 409
+            and f"{n - mine} of the {n}" in r.json["message"]
+            and f"submission {sid}" in r.json["message"]
+        ), r.json
     r = client.post("/api/v1/submissions", data=body(_rethought(random_bundle, "mostly mine", n // 2 + 1)), headers=bob)
     assert r.status_code == 201, r.json
     # the task ids are part of the work: outputs swapped between two tasks are other work there, a copy elsewhere
@@ -239,8 +301,12 @@ def _old_digest(bundle) -> str:  # type: ignore[no-untyped-def]
     import hashlib
     import json
 
-    texts = {json.dumps({k: v for k, v in ep.items() if k != "seed"}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-             for ep in bundle["episodes"]}
+    texts = {
+        json.dumps(
+            {k: v for k, v in ep.items() if k != "seed"}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+        for ep in bundle["episodes"]
+    }
     h = hashlib.sha256(str(bundle["env"]["spec_hash"]).encode())
     for text in sorted(texts):
         h.update(b"\n" + text.encode())
@@ -295,7 +361,9 @@ def _old_database_is_migrated(url: str, monkeypatch, random_bundle) -> None:  # 
         with store.session.begin() as s:  # a database from before the migration's table
             s.execute(delete(Migration))
             assert len(list(s.scalars(select(EpisodeOwner)))) == 2
-    numbers = lambda st: [(r.id, r.success, r.score, r.episodes, r.aggregates_json, r.status) for r in st.submissions(limit=100)]  # noqa: E731
+    numbers = lambda st: [
+        (r.id, r.success, r.score, r.episodes, r.aggregates_json, r.status) for r in st.submissions(limit=100)
+    ]  # noqa: E731
     before = numbers(store)
     store.engine.dispose()
 

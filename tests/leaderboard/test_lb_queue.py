@@ -82,8 +82,14 @@ def test_leaderboard_verify_leaves_a_live_claim_alone(tmp_path, token_for, rando
     sid = store.add(bundle, admit(bundle, boards), submitter="alice", token_id=None).id
     assert queue.claim(store, "live-worker", lease_seconds=120) is not None
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    run = subprocess.run([sys.executable, "-m", "sapo_cli", "leaderboard", "--db", db, "--board", VAULT, "verify"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "sapo_cli", "leaderboard", "--db", db, "--board", VAULT, "verify"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert "verified 0 submission(s)" in run.stdout
     assert store.get(sid).status == "verifying"  # still the live worker's
@@ -94,10 +100,14 @@ def test_leaderboard_verify_leaves_a_live_claim_alone(tmp_path, token_for, rando
 def test_a_small_submission_does_not_wait_behind_a_big_bundle(client, store, expert_bundle, random_bundle) -> None:  # type: ignore[no-untyped-def]
     _, big_token = store.create_token("big")
     _, small_token = store.create_token("small")
-    big = client.post("/api/v1/submissions", data=body(many_seeds(expert_bundle, "big one", 64)),
-                      headers={"Authorization": f"Bearer {big_token}"}).json["id"]
-    small = client.post("/api/v1/submissions", data=body(random_bundle),
-                        headers={"Authorization": f"Bearer {small_token}"}).json["id"]
+    big = client.post(
+        "/api/v1/submissions",
+        data=body(many_seeds(expert_bundle, "big one", 64)),
+        headers={"Authorization": f"Bearer {big_token}"},
+    ).json["id"]
+    small = client.post(
+        "/api/v1/submissions", data=body(random_bundle), headers={"Authorization": f"Bearer {small_token}"}
+    ).json["id"]
     verifier = Verifier(store, slice_episodes=100)
     order = []
     while (sid := verifier.run_once()) is not None:
@@ -109,9 +119,17 @@ def test_a_small_submission_does_not_wait_behind_a_big_bundle(client, store, exp
 def test_turns_are_shared_across_submitters(client, store, random_bundle, expert_bundle) -> None:  # type: ignore[no-untyped-def]
     _, busy = store.create_token("busy")
     _, other = store.create_token("other")
-    busy_ids = [client.post("/api/v1/submissions", data=body(named(random_bundle, f"busy {i}")),
-                            headers={"Authorization": f"Bearer {busy}"}).json["id"] for i in range(3)]
-    other_id = client.post("/api/v1/submissions", data=body(expert_bundle), headers={"Authorization": f"Bearer {other}"}).json["id"]
+    busy_ids = [
+        client.post(
+            "/api/v1/submissions",
+            data=body(named(random_bundle, f"busy {i}")),
+            headers={"Authorization": f"Bearer {busy}"},
+        ).json["id"]
+        for i in range(3)
+    ]
+    other_id = client.post(
+        "/api/v1/submissions", data=body(expert_bundle), headers={"Authorization": f"Bearer {other}"}
+    ).json["id"]
     verifier = Verifier(store)
     order = []
     while (sid := verifier.run_once()) is not None:
@@ -119,7 +137,9 @@ def test_turns_are_shared_across_submitters(client, store, random_bundle, expert
     assert order == [busy_ids[0], other_id, busy_ids[1], busy_ids[2]]
 
 
-def test_a_hung_slice_stops_renewing_and_another_worker_takes_over(client, auth, store, random_bundle, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_hung_slice_stops_renewing_and_another_worker_takes_over(
+    client, auth, store, random_bundle, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     sid = client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).json["id"]
     release = threading.Event()
     real = worker_module.replay_episode
@@ -145,11 +165,17 @@ def test_a_hung_slice_stops_renewing_and_another_worker_takes_over(client, auth,
     assert _status(client, sid) == "verified"  # the stuck worker's late verdict is not recorded over it
 
 
-def test_the_verifier_reads_episode_chunks_not_the_whole_bundle(client, auth, store, expert_bundle, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_verifier_reads_episode_chunks_not_the_whole_bundle(
+    client, auth, store, expert_bundle, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     from leaderboard.server.store import Store
 
-    sid = client.post("/api/v1/submissions", data=body(many_seeds(expert_bundle, "chunked", 8)), headers=auth).json["id"]
-    monkeypatch.setattr(Store, "bundle_of", staticmethod(lambda _row: (_ for _ in ()).throw(AssertionError("parsed the bundle"))))
+    sid = client.post("/api/v1/submissions", data=body(many_seeds(expert_bundle, "chunked", 8)), headers=auth).json[
+        "id"
+    ]
+    monkeypatch.setattr(
+        Store, "bundle_of", staticmethod(lambda _row: (_ for _ in ()).throw(AssertionError("parsed the bundle")))
+    )
     assert Verifier(store).drain() == 1
     assert _status(client, sid) == "verified"
     assert client.get(f"/api/v1/submissions/{sid}").json["status_message"] == "all 128 episodes reproduced exactly"

@@ -23,8 +23,9 @@ def _board_names(html: str) -> list[str]:
     return re.findall(r'<td class="agent"><a href="/submission/\d+">([^<]+)</a>', table)
 
 
-def test_failed_submissions_are_not_ranked_anywhere_and_pending_ones_are_apart(client, auth, store, vault_board, expert_bundle,
-                                                                               random_bundle) -> None:  # type: ignore[no-untyped-def]
+def test_failed_submissions_are_not_ranked_anywhere_and_pending_ones_are_apart(
+    client, auth, store, vault_board, expert_bundle, random_bundle
+) -> None:  # type: ignore[no-untyped-def]
     honest = client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).json["id"]
     forged = client.post("/api/v1/submissions", data=body(_forged_winner(random_bundle)), headers=auth).json["id"]
     assert Verifier(store).drain() == 2
@@ -40,7 +41,11 @@ def test_failed_submissions_are_not_ranked_anywhere_and_pending_ones_are_apart(c
     assert [(s["id"], s["rank"]) for s in listing] == [(honest, 1), (waiting, None)]  # verified first; failed left out
     failed = client.get("/api/v1/submissions?status=failed").json["submissions"]
     assert [(s["id"], s["rank"]) for s in failed] == [(forged, None)]
-    assert {s["id"] for s in client.get("/api/v1/submissions?status=all").json["submissions"]} == {honest, forged, waiting}
+    assert {s["id"] for s in client.get("/api/v1/submissions?status=all").json["submissions"]} == {
+        honest,
+        forged,
+        waiting,
+    }
     assert client.get("/api/v1/submissions?status=bogus").status_code == 400
     own_page = client.get(f"/submission/{forged}").text
     assert "forged winner" in own_page and "&#10007; failed" in own_page
@@ -48,12 +53,18 @@ def test_failed_submissions_are_not_ranked_anywhere_and_pending_ones_are_apart(c
     assert client.get(f"/api/v1/submissions/{honest}").json["rank"] == 1
 
 
-def test_ranks_count_every_verified_row_not_only_the_loaded_ones(client, auth, store, vault_board, random_bundle) -> None:  # type: ignore[no-untyped-def]
+def test_ranks_count_every_verified_row_not_only_the_loaded_ones(
+    client, auth, store, vault_board, random_bundle
+) -> None:  # type: ignore[no-untyped-def]
     first = client.post("/api/v1/submissions", data=body(random_bundle), headers=auth).json["id"]
     n = 600
     bulk_verified(store, first, n)
     listing = client.get("/api/v1/submissions?sort=agent&order=asc&limit=3").json["submissions"]
-    assert [(s["agent"]["name"], s["rank"]) for s in listing] == [("agent 000", n), ("agent 001", n - 1), ("agent 002", n - 2)]
+    assert [(s["agent"]["name"], s["rank"]) for s in listing] == [
+        ("agent 000", n),
+        ("agent 001", n - 1),
+        ("agent 002", n - 2),
+    ]
     page = client.get(f"/board/{vault_board.spec_hash}?sort=agent&order=asc").text
     ranks = [int(r) for r in re.findall(r'<td class="rank">(\d+)</td>', page)]
     names = _board_names(page)

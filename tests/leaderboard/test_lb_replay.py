@@ -53,12 +53,24 @@ def _extra_turn(b: dict[str, Any]) -> None:
 
 TAMPERING: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "claimed win": (_claim_win, "success is False"),
-    "edited observation": (lambda b: b["episodes"][3]["turns"][0].__setitem__("observation", "The vault opens."), "observation"),
-    "edited initial observation": (lambda b: b["episodes"][1].__setitem__("initial_observation", "hello"), "initial observation"),
+    "edited observation": (
+        lambda b: b["episodes"][3]["turns"][0].__setitem__("observation", "The vault opens."),
+        "observation",
+    ),
+    "edited initial observation": (
+        lambda b: b["episodes"][1].__setitem__("initial_observation", "hello"),
+        "initial observation",
+    ),
     "edited action": (lambda b: b["episodes"][2]["turns"][0].__setitem__("action", "press purple"), "action is"),
     "edited think": (lambda b: b["episodes"][2]["turns"][0].__setitem__("think", "I cheat"), "think is"),
     "output that does not give the recorded outcome": (_swap_output, "step 1"),
-    "edited reward": (lambda b: [b["episodes"][0]["turns"][-1].__setitem__("reward", 11.0), b["episodes"][0].__setitem__("return", 11.0)], "reward"),
+    "edited reward": (
+        lambda b: [
+            b["episodes"][0]["turns"][-1].__setitem__("reward", 11.0),
+            b["episodes"][0].__setitem__("return", 11.0),
+        ],
+        "reward",
+    ),
     "wrong task type": (lambda b: b["episodes"][0].__setitem__("task_type", "code9"), "task_type"),
     "episode cut short": (_drop_last_turn, "not over"),
     "turn after the end": (_extra_turn, "ended after"),
@@ -68,7 +80,11 @@ TAMPERING: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
 @pytest.mark.parametrize("name", list(TAMPERING))
 def test_tampering_fails_verification(name: str, expert_bundle, random_bundle) -> None:  # type: ignore[no-untyped-def]
     tamper, message = TAMPERING[name]
-    bundle = expert_bundle if name in ("episode cut short", "output that does not give the recorded outcome") else random_bundle
+    bundle = (
+        expert_bundle
+        if name in ("episode cut short", "output that does not give the recorded outcome")
+        else random_bundle
+    )
     tamper(bundle)
     check_bundle(refresh(bundle))  # self-consistent: only replay can tell
     result = replay_bundle(bundle)

@@ -36,13 +36,33 @@ def test_a_seed_file_others_may_read_or_write_is_refused(tmp_path: Path, mode: i
         private.read_seed_file(path)
 
 
-@pytest.mark.parametrize("content", [
-    b"\0" * 32, b"00" * 32 + b"\n", b"6b" * 32 + b"\n", b"ff" * 32,
-    bytes(range(32)).hex().encode() + b"\n",  # 00 01 02 ... 1f: a pattern, not a secret
-    (b"0123456789abcdef" * 4) + b"\n",  # a short period
-    (secrets.token_hex(32) + "\n\n").encode(), secrets.token_hex(48).encode(), b"", b"zz" * 32,
-], ids=["32-zero-bytes", "hex-zeros", "hex-constant", "hex-ff", "counting", "period", "two-newlines", "too-long",
-        "empty", "not-hex"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\0" * 32,
+        b"00" * 32 + b"\n",
+        b"6b" * 32 + b"\n",
+        b"ff" * 32,
+        bytes(range(32)).hex().encode() + b"\n",  # 00 01 02 ... 1f: a pattern, not a secret
+        (b"0123456789abcdef" * 4) + b"\n",  # a short period
+        (secrets.token_hex(32) + "\n\n").encode(),
+        secrets.token_hex(48).encode(),
+        b"",
+        b"zz" * 32,
+    ],
+    ids=[
+        "32-zero-bytes",
+        "hex-zeros",
+        "hex-constant",
+        "hex-ff",
+        "counting",
+        "period",
+        "two-newlines",
+        "too-long",
+        "empty",
+        "not-hex",
+    ],
+)
 def test_a_seed_that_cannot_be_a_secret_is_refused(tmp_path: Path, content: bytes) -> None:
     with pytest.raises(private.SeedFileError):
         private.read_seed_file(_write(tmp_path / "seed", content))
@@ -91,8 +111,9 @@ def test_a_fifo_or_a_directory_is_refused_without_blocking(tmp_path: Path) -> No
         private.read_seed_file(tmp_path / "dir")
 
 
-def test_serve_refuses_a_bad_seed_file_with_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_refuses_a_bad_seed_file_with_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from sapo_cli import main
 
     monkeypatch.setattr(private, "ACTIVE", None)  # whatever the command sets, the next test starts without a seed

@@ -21,8 +21,13 @@ HEADER_TIMEOUT = 3.0
 def _upload_started(port: int, token: str) -> socket.socket:
     """A submission whose headers and half its body are in: the server is reading the body when the signal comes."""
     conn = socket.create_connection(("127.0.0.1", port), timeout=20)
-    conn.sendall((f"POST /api/v1/submissions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
-                  f"Content-Type: application/json\r\nContent-Length: {BODY}\r\n\r\n").encode() + b"{" * (BODY // 2))
+    conn.sendall(
+        (
+            f"POST /api/v1/submissions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {BODY}\r\n\r\n"
+        ).encode()
+        + b"{" * (BODY // 2)
+    )
     return conn
 
 
@@ -34,7 +39,8 @@ def _answer(conn: socket.socket) -> bytes:
 
 
 def test_a_stopped_server_answers_the_requests_in_service_and_refuses_new_ones(
-        tmp_path: Path, make_server, token_for) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, make_server, token_for
+) -> None:  # type: ignore[no-untyped-def]
     db = f"sqlite:///{tmp_path / 'lb.db'}"
     token = token_for(db)
     server = make_server(db, "--no-verify", "--drain-seconds", "20", "--header-timeout", str(HEADER_TIMEOUT)).start()

@@ -13,7 +13,14 @@ from leaderboard.paired_tests import PairedTest, mcnemar_exact, paired_permutati
 
 @pytest.mark.parametrize(
     "only_a, only_b, p",
-    [(0, 0, 1.0), (0, 5, 2 / 32), (1, 5, 2 * 7 / 64), (3, 3, 1.0), (15, 0, 2 / 2**15), (2, 8, 2 * (1 + 10 + 45) / 1024)],
+    [
+        (0, 0, 1.0),
+        (0, 5, 2 / 32),
+        (1, 5, 2 * 7 / 64),
+        (3, 3, 1.0),
+        (15, 0, 2 / 2**15),
+        (2, 8, 2 * (1 + 10 + 45) / 1024),
+    ],
 )
 def test_mcnemar_exact(only_a: int, only_b: int, p: float) -> None:
     assert mcnemar_exact(only_a, only_b) == pytest.approx(p)
@@ -40,8 +47,10 @@ def test_paired_permutation_exact_matches_a_loop_over_sign_vectors(seed: int) ->
     b = [rng.random() if rng.random() < 0.8 else x for x in a]
     diffs = [x - y for x, y in zip(a, b) if x != y]
     # float64 sums of <= 9 differences in [-1, 1]: within ~1e-14 of exact, so 1e-9 only absorbs rounding ties
-    hits = sum(abs(sum(s * d for s, d in zip(signs, diffs))) >= abs(sum(diffs)) - 1e-9
-               for signs in itertools.product((1, -1), repeat=len(diffs)))
+    hits = sum(
+        abs(sum(s * d for s, d in zip(signs, diffs))) >= abs(sum(diffs)) - 1e-9
+        for signs in itertools.product((1, -1), repeat=len(diffs))
+    )
     assert paired_permutation(a, b) == pytest.approx(hits / 2 ** len(diffs))
 
 
@@ -56,7 +65,9 @@ def test_paired_permutation_monte_carlo_matches_binomial() -> None:
 
 
 def test_paired_test_counts() -> None:
-    t = PairedTest.of([True, True, False, False], [True, False, True, False], [1.0, 1.0, 0.0, 0.5], [1.0, 0.0, 1.0, 0.5])
+    t = PairedTest.of(
+        [True, True, False, False], [True, False, True, False], [1.0, 1.0, 0.0, 0.5], [1.0, 0.0, 1.0, 0.5]
+    )
     assert (t.pairs, t.only_a, t.only_b, t.success_a, t.success_b) == (4, 1, 1, 0.5, 0.5)
     assert t.mcnemar_p == 1.0 and t.permutation_p == 1.0
     with pytest.raises(ValueError):

@@ -34,13 +34,19 @@ def no_bundle_parse(monkeypatch):  # type: ignore[no-untyped-def]
 
 
 def test_the_submission_page_paginates_episodes_from_the_summary(client, auth, random_bundle, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    sid = client.post("/api/v1/submissions", data=body(_seeds(random_bundle, 8, "many")), headers=auth).json["id"]  # 128 episodes
-    monkeypatch.setattr(Store, "bundle_of", staticmethod(lambda _row: (_ for _ in ()).throw(AssertionError("parsed the bundle"))))
+    sid = client.post("/api/v1/submissions", data=body(_seeds(random_bundle, 8, "many")), headers=auth).json[
+        "id"
+    ]  # 128 episodes
+    monkeypatch.setattr(
+        Store, "bundle_of", staticmethod(lambda _row: (_ for _ in ()).throw(AssertionError("parsed the bundle")))
+    )
     first = client.get(f"/submission/{sid}").text
     links = re.findall(r'class="episode-link" href="/submission/\d+/episode/(\d+)"', first)
     assert links == [str(i) for i in range(100)] and "page 1 / 2" in first
     second = client.get(f"/submission/{sid}?page=2").text
-    assert re.findall(r'class="episode-link" href="/submission/\d+/episode/(\d+)"', second) == [str(i) for i in range(100, 128)]
+    assert re.findall(r'class="episode-link" href="/submission/\d+/episode/(\d+)"', second) == [
+        str(i) for i in range(100, 128)
+    ]
     assert client.get(f"/submission/{sid}?page=99").status_code == 200  # clamped to the last page
 
 
@@ -66,7 +72,9 @@ def test_compare_uses_summaries_and_is_cached(client, auth, expert_bundle, rando
     calls = []
     real = summaries.compare_bundles
     monkeypatch.setattr(summaries, "compare_bundles", lambda x, y: calls.append(1) or real(x, y))
-    monkeypatch.setattr(Store, "bundle_of", staticmethod(lambda _row: (_ for _ in ()).throw(AssertionError("parsed the bundle"))))
+    monkeypatch.setattr(
+        Store, "bundle_of", staticmethod(lambda _row: (_ for _ in ()).throw(AssertionError("parsed the bundle")))
+    )
     api = client.get(f"/api/v1/compare?a={a}&b={b}").json
     page = client.get(f"/compare?a={a}&b={b}").text
     again = client.get(f"/api/v1/compare?a={a}&b={b}").json

@@ -37,13 +37,20 @@ def _other_spec(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(replay, "make_env", make_env)
 
 
-@pytest.mark.parametrize("setup", [
-    lambda mp: _unbuildable(mp, RuntimeError("sapo/Vault-v0:test needs this server's private seed (--private-seed-file)")),
-    lambda mp: _unbuildable(mp, ImportError("No module named 'some_backend'")),
-    _other_spec,
-], ids=["no-seed", "no-backend", "other-spec-hash"])
-def test_a_verifier_that_cannot_build_the_env_leaves_the_submission_pending(store, client, auth, expert_bundle, monkeypatch,
-                                                                           setup) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    "setup",
+    [
+        lambda mp: _unbuildable(
+            mp, RuntimeError("sapo/Vault-v0:test needs this server's private seed (--private-seed-file)")
+        ),
+        lambda mp: _unbuildable(mp, ImportError("No module named 'some_backend'")),
+        _other_spec,
+    ],
+    ids=["no-seed", "no-backend", "other-spec-hash"],
+)
+def test_a_verifier_that_cannot_build_the_env_leaves_the_submission_pending(
+    store, client, auth, expert_bundle, monkeypatch, setup
+) -> None:  # type: ignore[no-untyped-def]
     sid = _submit(client, auth, expert_bundle)
     with monkeypatch.context() as mp:
         setup(mp)
@@ -79,8 +86,10 @@ def test_replay_bundle_says_not_verifiable_instead_of_failed(expert_bundle, monk
 
 def test_failures_recorded_by_a_verifier_without_the_env_are_reopened(store, client, auth, expert_bundle) -> None:  # type: ignore[no-untyped-def]
     sid = _submit(client, auth, expert_bundle)
-    for message in ("replay crashed: RuntimeError: sapo/WebShop-v0:private needs this server's private seed (--private-seed-file)",
-                    "the replay env's spec hash 0123456789abcdef differs from the bundle's"):
+    for message in (
+        "replay crashed: RuntimeError: sapo/WebShop-v0:private needs this server's private seed (--private-seed-file)",
+        "the replay env's spec hash 0123456789abcdef differs from the bundle's",
+    ):
         assert queue.claim(store, "old verifier", 60.0) is not None
         assert queue.finish(store, sid, "old verifier", False, message)
         assert store.get(sid).status == "failed"
@@ -95,13 +104,24 @@ def test_an_outside_verifier_without_the_private_setup_leaves_live_private_runs_
     from tests.support.private_live import SEED, TASKS, WEBSHOP, play
 
     monkeypatch.setattr(private, "ACTIVE", None)  # the app activates the seed; the next test starts without it
-    app = create_app(ServerConfig(db_url=f"sqlite:///{tmp_path / 'lb.db'}", boards=("sapo/Vault-v0:test",), verify=False,
-                                  private_seed=SEED, private_envs=(WEBSHOP,), private_tasks=TASKS))
+    app = create_app(
+        ServerConfig(
+            db_url=f"sqlite:///{tmp_path / 'lb.db'}",
+            boards=("sapo/Vault-v0:test",),
+            verify=False,
+            private_seed=SEED,
+            private_envs=(WEBSHOP,),
+            private_tasks=TASKS,
+        )
+    )
     try:
         store = app.extensions["sapo_gym"]["store"]
         auth = {"Authorization": f"Bearer {store.create_token('alice')[1]}"}
         sid = play(app.test_client(), auth, SEED)["id"]
-        for outside in (lambda: monkeypatch.setattr(private, "ACTIVE", None), lambda: private.activate(SEED, [WEBSHOP], TASKS + 1)):
+        for outside in (
+            lambda: monkeypatch.setattr(private, "ACTIVE", None),
+            lambda: private.activate(SEED, [WEBSHOP], TASKS + 1),
+        ):
             outside()
             assert Verifier(store).drain() == 0
             row = store.get(sid)

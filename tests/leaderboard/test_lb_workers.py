@@ -39,25 +39,37 @@ def _workers_up(server: ServerProcess, count: int, exclude: set[int] = frozenset
 
 
 def test_a_killed_worker_is_replaced_the_command_verifies_and_sigint_stops_every_process(
-        tmp_path: Path, make_server, token_for, random_bundle) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, make_server, token_for, random_bundle
+) -> None:  # type: ignore[no-untyped-def]
     db = f"sqlite:///{tmp_path / 'workers.db'}"
     token = token_for(db)
     server = make_server(db, "--workers", "2").start()
     first = _wait(lambda: _workers_up(server, 2), 60, "2 workers serving")
     everyone = [server.proc.pid, *descendants(server.proc.pid)]  # the command, nginx (master and worker), gunicorn's
     assert len(everyone) == 6, everyone
-    answer = requests.post(server.url + "/api/v1/submissions", data=body(named(random_bundle, "workers 0")),
-                           headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    answer = requests.post(
+        server.url + "/api/v1/submissions",
+        data=body(named(random_bundle, "workers 0")),
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
     assert answer.status_code == 201, answer.text
     sid = answer.json()["id"]
     victim = first[1]
     os.kill(victim, signal.SIGKILL)
     second = _wait(lambda: _workers_up(server, 2, exclude={victim}), 60, "the killed worker replaced")
     assert set(first) - {victim} < set(second)
-    _wait(lambda: requests.get(f"{server.url}/api/v1/submissions/{sid}", timeout=10).json()["status"] == "verified",
-          120, "the replay verifier")
-    verified_by = {int(pid) for pid in re.findall(rf"\[(\d+)\] leaderboard\.server\.worker submission {sid}: verified",
-                                                   server.log.read_text())}
+    _wait(
+        lambda: requests.get(f"{server.url}/api/v1/submissions/{sid}", timeout=10).json()["status"] == "verified",
+        120,
+        "the replay verifier",
+    )
+    verified_by = {
+        int(pid)
+        for pid in re.findall(
+            rf"\[(\d+)\] leaderboard\.server\.worker submission {sid}: verified", server.log.read_text()
+        )
+    }
     assert verified_by == {server.proc.pid}  # one verifier, in the command's own process
     server.proc.send_signal(signal.SIGINT)
     assert server.proc.wait(timeout=40) == 0  # nginx, then gunicorn, each within its 10 s drain
@@ -68,8 +80,11 @@ def test_no_process_outlives_a_killed_command(tmp_path: Path, make_server) -> No
     """``kill -9`` of the command alone: the kernel sends its children SIGTERM (``PR_SET_PDEATHSIG``), so nginx and
     gunicorn stop by themselves and the port is free again."""
     server = make_server(f"sqlite:///{tmp_path / 'orphans.db'}", "--no-verify").start()
-    rest = _wait(lambda: descendants(server.proc.pid) if len(descendants(server.proc.pid)) == 4 else [], 60,
-                 "nginx and gunicorn up")
+    rest = _wait(
+        lambda: descendants(server.proc.pid) if len(descendants(server.proc.pid)) == 4 else [],
+        60,
+        "nginx and gunicorn up",
+    )
     left = run_dirs(rest)
     os.kill(server.proc.pid, signal.SIGKILL)
     server.proc.wait(10)
@@ -80,8 +95,9 @@ def test_no_process_outlives_a_killed_command(tmp_path: Path, make_server) -> No
     shutil.rmtree(left[0])  # the killed command's run directory: nothing else removes it
 
 
-def test_a_submission_and_a_live_run_across_two_workers_on_postgresql(pg_cluster: str, make_server, token_for,
-                                                                      random_bundle) -> None:  # type: ignore[no-untyped-def]
+def test_a_submission_and_a_live_run_across_two_workers_on_postgresql(
+    pg_cluster: str, make_server, token_for, random_bundle
+) -> None:  # type: ignore[no-untyped-def]
     with pg_database(pg_cluster) as db:
         token = token_for(db)
         server = make_server(db, "--no-verify", "--workers", "2", "--rate-per-minute", "0").start()
@@ -105,8 +121,9 @@ def test_a_submission_and_a_live_run_across_two_workers_on_postgresql(pg_cluster
 
 
 @pytest.mark.slow
-def test_4_workers_on_postgresql_lose_no_acknowledged_submission_when_one_is_killed(pg_cluster: str, make_server, token_for,
-                                                                                    random_bundle) -> None:  # type: ignore[no-untyped-def]
+def test_4_workers_on_postgresql_lose_no_acknowledged_submission_when_one_is_killed(
+    pg_cluster: str, make_server, token_for, random_bundle
+) -> None:  # type: ignore[no-untyped-def]
     with pg_database(pg_cluster) as db:
         token = token_for(db)
         server = make_server(db, "--no-verify", "--workers", "4").start()

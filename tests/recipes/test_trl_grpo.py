@@ -23,8 +23,16 @@ pytest.importorskip("openenv.core.env_server")
 from tests.support.remote import ROOT, http, served  # noqa: E402
 
 VAULT = ["--env", "sapo/Vault-v0", "--env-arg", "code_length=1", "--env-arg", "num_buttons=2"]
-SERVE = ["--env-arg", "protocol=tool-call-v1", "--env-arg", "code_length=1", "--env-arg", "num_buttons=2",
-         "--max-sessions", "16"]
+SERVE = [
+    "--env-arg",
+    "protocol=tool-call-v1",
+    "--env-arg",
+    "code_length=1",
+    "--env-arg",
+    "num_buttons=2",
+    "--max-sessions",
+    "16",
+]
 BATCH, STEPS = 8, 2
 """The recipe's defaults (--batch-size, --max-steps): 8 rollouts (2 prompts x 4 generations) a step, 2 steps."""
 
@@ -50,9 +58,11 @@ def tiny_tools(tmp_path_factory) -> Path:
 def check_the_env_was_trained_on(summary: dict) -> None:
     log, episodes = summary["log"], summary["episodes"]
     assert len(log) == STEPS and len(episodes) == BATCH * STEPS  # every rollout scored once, by its own env
-    assert summary["env_steps"] > 0 and summary["valid_calls"] == summary["env_steps"]  # TRL's parsed calls, valid to the env
+    assert (
+        summary["env_steps"] > 0 and summary["valid_calls"] == summary["env_steps"]
+    )  # TRL's parsed calls, valid to the env
     for step, entry in enumerate(log):
-        mine = episodes[step * BATCH:(step + 1) * BATCH]
+        mine = episodes[step * BATCH : (step + 1) * BATCH]
         calls = round(entry["tools/call_frequency"] * BATCH)
         failures = round(entry["tools/failure_frequency"] * calls)
         assert sum(e["steps"] for e in mine) == calls - failures  # one env step per tool call that ran
@@ -60,9 +70,11 @@ def check_the_env_was_trained_on(summary: dict) -> None:
         assert all(e["return"] == (10.0 if e["won"] else 0.0) for e in mine)
         # the env is the only reward source: TRL's reward is its return (multiples of 1.25: exact in float32)
         assert entry["rewards/SapoToolEnv/mean"] == entry["reward"] == sum(returns) / BATCH
-        groups = [returns[i:i + 4] for i in range(0, BATCH, 4)]
+        groups = [returns[i : i + 4] for i in range(0, BATCH, 4)]
         assert entry["frac_reward_zero_std"] == sum(len(set(g)) == 1 for g in groups) / len(groups)
-        assert (entry["grad_norm"] > 0) == any(len(set(g)) > 1 for g in groups)  # the env's rewards are the loss's signal
+        assert (entry["grad_norm"] > 0) == any(
+            len(set(g)) > 1 for g in groups
+        )  # the env's rewards are the loss's signal
     assert any(entry["grad_norm"] > 0 for entry in log)
 
 

@@ -10,7 +10,9 @@ import pytest
 
 
 def _cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sapo_cli", *args], input=stdin, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "sapo_cli", *args], input=stdin, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_envs_lists_every_id() -> None:
@@ -53,22 +55,46 @@ def test_envs_lists_each_split_with_its_task_count_and_the_default_evaluation_sp
         assert all(repr(name) in str(bad.value) for name in names), (env_id, str(bad.value))
         for split in names:
             env = gym.make(env_id, split=split, prompt=None)
-            assert listed[env_id][split] == (len(env.unwrapped.task_ids), env.unwrapped.spec_fields()["dataset"]), (env_id, split)
+            assert listed[env_id][split] == (len(env.unwrapped.task_ids), env.unwrapped.spec_fields()["dataset"]), (
+                env_id,
+                split,
+            )
             env.close()
     assert listed["sapo/Vault-v0"]["test"][0] == 16
     assert "eval_out_of_distribution" in listed["sapo/ALFWorld-v0"]
     names_only = _cli("envs", "--no-counts")
-    assert names_only.returncode == 0 and "splits: train, eval_in_distribution, eval_out_of_distribution" in names_only.stdout
+    assert (
+        names_only.returncode == 0
+        and "splits: train, eval_in_distribution, eval_out_of_distribution" in names_only.stdout
+    )
 
 
 def test_evaluate_names_split_and_mode_in_the_table_and_json(tmp_path) -> None:
     path = tmp_path / "out.json"
-    out = _cli("evaluate", "--env", "sapo/Vault-v0", "--agent", "random", "--mode", "verl-agent", "--workers", "6",
-               "--seeds", "0,1", "--json", str(path))
+    out = _cli(
+        "evaluate",
+        "--env",
+        "sapo/Vault-v0",
+        "--agent",
+        "random",
+        "--mode",
+        "verl-agent",
+        "--workers",
+        "6",
+        "--seeds",
+        "0,1",
+        "--json",
+        str(path),
+    )
     assert out.returncode == 0, out.stderr
     assert "split=test · mode=verl-agent (6 workers seeded seed+1000+i, round 0)" in out.stdout
     data = json.loads(path.read_text())
-    assert data["split"] == "test" and data["mode"] == {"name": "verl-agent", "workers": 6, "seed_offset": 1000, "round": 0}
+    assert data["split"] == "test" and data["mode"] == {
+        "name": "verl-agent",
+        "workers": 6,
+        "seed_offset": 1000,
+        "round": 0,
+    }
     assert [e["seed"] for e in data["episodes"]] == [0] * 6 + [1] * 6
     out = _cli("evaluate", "--env", "sapo/Vault-v0", "--agent", "random", "--mode", "sampled")
     assert out.returncode == 2 and "valid choices: ['every-task', 'verl-agent']" in out.stderr

@@ -27,8 +27,13 @@ def _needs(stdout: str) -> dict[str, list[str]]:
 def test_envs_says_what_each_env_needs_and_whether_it_is_usable():
     table = _needs(_cli_without((), "envs", "--no-counts").stdout)
     for env_id in ("sapo/ALFWorld-v0", "sapo/ALFWorld-Mini-v0", "sapo/WebShop-v0", "sapo/Vault-v0"):
-        assert table[env_id][0] == "needs: nothing beyond pip install sapo-gym" and table[env_id][-1] == "usable here: yes"
-    assert 'optional: pip install \'sapo-gym[alfworld]\' for engine="reference", expert="planner"' in table["sapo/ALFWorld-v0"]
+        assert (
+            table[env_id][0] == "needs: nothing beyond pip install sapo-gym" and table[env_id][-1] == "usable here: yes"
+        )
+    assert (
+        'optional: pip install \'sapo-gym[alfworld]\' for engine="reference", expert="planner"'
+        in table["sapo/ALFWorld-v0"]
+    )
     browser = table["sapo/WebShop-Browser-v0"]
     assert browser[0] == "needs: pip install 'sapo-gym[browser,webshop]', /usr/bin/chromium, /usr/bin/chromedriver"
     hidden = _needs(_cli_without(("selenium", "alfworld", "textworld"), "envs", "--no-counts").stdout)
@@ -41,7 +46,10 @@ def test_envs_says_what_each_env_needs_and_whether_it_is_usable():
 def test_train_without_torch_names_the_train_extra():
     done = _cli_without(("torch",), "train", "--env", "sapo/Vault-v0")
     assert done.returncode == 2
-    assert done.stderr.strip() == "error: sapo-gym train needs the train extra (no module named 'torch'): pip install 'sapo-gym[train]'"
+    assert (
+        done.stderr.strip()
+        == "error: sapo-gym train needs the train extra (no module named 'torch'): pip install 'sapo-gym[train]'"
+    )
 
 
 def test_env_serve_without_openenv_names_the_serve_extra():

@@ -8,10 +8,30 @@ from sapo_cli import build_parser, main
 
 
 def test_serve_flags_parse() -> None:
-    args = build_parser().parse_args(["env", "serve", "sapo/ALFWorld-v0", "--port", "0", "--env-arg", "split=train",
-                                      "--env-arg", "data_dir=embedded", "--max-sessions", "3", "--idle-timeout", "0"])
+    args = build_parser().parse_args(
+        [
+            "env",
+            "serve",
+            "sapo/ALFWorld-v0",
+            "--port",
+            "0",
+            "--env-arg",
+            "split=train",
+            "--env-arg",
+            "data_dir=embedded",
+            "--max-sessions",
+            "3",
+            "--idle-timeout",
+            "0",
+        ]
+    )
     assert (args.env_id, args.port, args.env_arg, args.max_sessions, args.idle_timeout) == (
-        "sapo/ALFWorld-v0", 0, ["split=train", "data_dir=embedded"], 3, 0.0)
+        "sapo/ALFWorld-v0",
+        0,
+        ["split=train", "data_dir=embedded"],
+        3,
+        0.0,
+    )
     assert args.host == "127.0.0.1" and not args.public_only
 
 
@@ -51,11 +71,45 @@ def test_evaluate_plays_a_served_env_through_remote_v0(capsys: pytest.CaptureFix
 
     with served("sapo/Vault-v0", "--env-arg", "split=test", "--max-sessions", "2") as url:
         out = tmp_path / "remote.json"
-        assert main(["evaluate", "--env", "sapo/Remote-v0", "--env-arg", f"url={url}", "--env-arg", "env_id=sapo/Vault-v0",
-                     "--agent", "expert", "--batch-size", "2", "--json", str(out)]) == 0
+        assert (
+            main(
+                [
+                    "evaluate",
+                    "--env",
+                    "sapo/Remote-v0",
+                    "--env-arg",
+                    f"url={url}",
+                    "--env-arg",
+                    "env_id=sapo/Vault-v0",
+                    "--agent",
+                    "expert",
+                    "--batch-size",
+                    "2",
+                    "--json",
+                    str(out),
+                ]
+            )
+            == 0
+        )
     local = tmp_path / "local.json"
-    assert main(["evaluate", "--env", "sapo/Vault-v0", "--split", "test", "--agent", "expert", "--batch-size", "2",
-                 "--json", str(local)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--env",
+                "sapo/Vault-v0",
+                "--split",
+                "test",
+                "--agent",
+                "expert",
+                "--batch-size",
+                "2",
+                "--json",
+                str(local),
+            ]
+        )
+        == 0
+    )
     remote_run, local_run = json.loads(out.read_text()), json.loads(local.read_text())
     assert remote_run["summary"] == local_run["summary"]  # the served env's 16 test codes, played remotely
     assert len(remote_run["episodes"]) == 16 and all(e["success"] for e in remote_run["episodes"])

@@ -27,17 +27,22 @@ def _port(url: str) -> int:
 
 @pytest.mark.timeout(180)
 def test_honest_requests_are_answered_while_every_attack_runs() -> None:
-    with served("sapo/Vault-v0", "--max-sessions", "4", "--header-timeout", str(HEADER_TIMEOUT),
-                "--client-timeout", "5") as url:
+    with served(
+        "sapo/Vault-v0", "--max-sessions", "4", "--header-timeout", str(HEADER_TIMEOUT), "--client-timeout", "5"
+    ) as url:
         port = _port(url)
-        attack = Attack(port, "/sessions", slow_headers=8, slow_bodies=8, held=100, huge=2, flood=200,
-                        every=0.5, seconds=60).start()
+        attack = Attack(
+            port, "/sessions", slow_headers=8, slow_bodies=8, held=100, huge=2, flood=200, every=0.5, seconds=60
+        ).start()
         try:
             time.sleep(1.0)
             created = honest(port, "POST", "/sessions", b"{}")
             sid = created.body["session_id"]
-            answers = [created, *(honest(port, "POST", f"/sessions/{sid}/reset", b'{"seed": 0}') for _ in range(5)),
-                       *(honest(port, "GET", "/health", source=HOST) for _ in range(5))]
+            answers = [
+                created,
+                *(honest(port, "POST", f"/sessions/{sid}/reset", b'{"seed": 0}') for _ in range(5)),
+                *(honest(port, "GET", "/health", source=HOST) for _ in range(5)),
+            ]
             too_large = honest(port, "POST", "/sessions", b"x" * (FRAME_READ_LIMIT + 1))
             bodies_ended = [o for o in attack.outcomes if o.kind == "slow body"]  # an outcome is recorded when it ends
             attack.ended(("held", "slow headers"), 108, HEADER_TIMEOUT + LATE)
@@ -57,8 +62,10 @@ def test_honest_requests_are_answered_while_every_attack_runs() -> None:
 def _websocket(port: int) -> socket.socket:
     """An open WebSocket to ``/ws`` (a session): one connection uvicorn serves for as long as it lasts."""
     sock = socket.create_connection((HOST, port), timeout=30)
-    sock.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                 b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+    sock.sendall(
+        b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
     assert sock.recv(4096).startswith(b"HTTP/1.1 101"), "the WebSocket handshake passes through nginx"
     return sock
 

@@ -33,8 +33,12 @@ def test_the_bounds_are_divided_among_the_processes_rounded_up() -> None:
 def test_nginx_accepts_the_config_with_every_process_upstream(tmp_path: Path) -> None:
     nginx_or_skip()
     (tmp_path / "temp").mkdir()
-    config = nginx.FrontConfig(listen="127.0.0.1:8000", upstream=str(tmp_path / "app.sock"), max_body_bytes=1 << 20,
-                               peers=(str(tmp_path / "app-1.sock"), str(tmp_path / "app-2.sock")))
+    config = nginx.FrontConfig(
+        listen="127.0.0.1:8000",
+        upstream=str(tmp_path / "app.sock"),
+        max_body_bytes=1 << 20,
+        peers=(str(tmp_path / "app-1.sock"), str(tmp_path / "app-2.sock")),
+    )
     text = nginx.render(config, access_log="off")
     assert text.count(f"server unix:{tmp_path}/app") == 4  # three in the balanced group, the first again for sessions
     (tmp_path / "nginx.conf").write_text(text)
@@ -50,7 +54,9 @@ async def _play_two_then_refuse_a_third(url: str) -> list[str]:
         for client in clients[:2]:
             await client.connect()
             first = await client.reset(seed=0, options={"task_index": 1})
-            step = await client.step(SapoAction(text=f"<think>the expert</think><action>{first.observation.expert_action}</action>"))
+            step = await client.step(
+                SapoAction(text=f"<think>the expert</think><action>{first.observation.expert_action}</action>")
+            )
             outcomes.append(f"step {step.observation.step} valid {step.observation.is_action_valid}")
         try:
             await clients[2].connect()
@@ -66,8 +72,11 @@ async def _play_two_then_refuse_a_third(url: str) -> list[str]:
 
 def test_two_sessions_on_two_processes_through_one_address() -> None:
     with served("sapo/ALFWorld-Mini-v0", "--workers", "2", "--max-sessions", "2") as url:
-        assert asyncio.run(_play_two_then_refuse_a_third(url)) == ["step 1 valid True", "step 1 valid True",
-                                                                   "third refused"]
+        assert asyncio.run(_play_two_then_refuse_a_third(url)) == [
+            "step 1 valid True",
+            "step 1 valid True",
+            "third refused",
+        ]
         # an HTTP session lives in one process: every request naming it must reach that one
         status, body = http("POST", f"{url}/sessions")
         assert status == 201, body
@@ -75,6 +84,10 @@ def test_two_sessions_on_two_processes_through_one_address() -> None:
         for _ in range(4):
             status, body = http("POST", f"{url}/sessions/{sid}/reset", json.dumps({"seed": 0}))
             assert status == 200, body
-            status, body = http("POST", f"{url}/sessions/{sid}/step", json.dumps({"action": {"text": "<think></think><action>look</action>"}}))
+            status, body = http(
+                "POST",
+                f"{url}/sessions/{sid}/step",
+                json.dumps({"action": {"text": "<think></think><action>look</action>"}}),
+            )
             assert status == 200, body
         assert http("DELETE", f"{url}/sessions/{sid}")[0] in (200, 204)

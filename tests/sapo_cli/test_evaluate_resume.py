@@ -20,13 +20,38 @@ BATCH_AGENT = "tests.support.scripted_agent:ScriptedBatchAgent"
 
 
 def _argv(agent: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "sapo_cli", "evaluate", "--env", "sapo/Vault-v0", "--split", "test", "--seeds", "0,1",
-            "--agent", agent, "--concurrency", "3", "--out", "b.json", "--json", "j.json", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "sapo_cli",
+        "evaluate",
+        "--env",
+        "sapo/Vault-v0",
+        "--split",
+        "test",
+        "--seeds",
+        "0,1",
+        "--agent",
+        agent,
+        "--concurrency",
+        "3",
+        "--out",
+        "b.json",
+        "--json",
+        "j.json",
+        *extra,
+    ]
 
 
 def _env(delay: float, hold_at: str = "") -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "SCRIPTED_DELAY": str(delay), "SOURCE_DATE_EPOCH": "1767225600",
-            "OMP_NUM_THREADS": "1", "SCRIPTED_HOLD_AT": hold_at}
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "SCRIPTED_DELAY": str(delay),
+        "SOURCE_DATE_EPOCH": "1767225600",
+        "OMP_NUM_THREADS": "1",
+        "SCRIPTED_HOLD_AT": hold_at,
+    }
 
 
 def _run(cwd: Path, agent: str, *extra: str, delay: float = 0.0) -> subprocess.CompletedProcess:
@@ -49,8 +74,15 @@ def _start_and_stop(cwd: Path, agent: str, lines: int, sig: int, resume: bool) -
     The agent holds every turn from then on (``SCRIPTED_HOLD_AT``): the signal reaches a run still playing, however
     late this process gets to send it (CI once saw all 32 episodes end before a Ctrl-C sent after the 5th)."""
     log = cwd / "b.json.episodes.jsonl"
-    proc = subprocess.Popen(_argv(agent, *(["--resume"] if resume else [])), cwd=cwd, env=_env(0.03, f"{log}:{lines}"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
+    proc = subprocess.Popen(
+        _argv(agent, *(["--resume"] if resume else [])),
+        cwd=cwd,
+        env=_env(0.03, f"{log}:{lines}"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_sigint,
+    )
     deadline = time.monotonic() + 120
     while proc.poll() is None and _lines(log) < lines and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -144,5 +176,7 @@ def test_resume_refuses_a_log_of_another_run_naming_the_difference(tmp_path: Pat
     other = _run(tmp_path, POOL_AGENT, "--limit", "3", "--resume")
     assert other.returncode == 2
     assert "log of another run" in other.stderr and "tasks: log" in other.stderr
-    again = _run(tmp_path, POOL_AGENT, "--limit", "2", "--resume")  # all done: nothing is played, the outputs are rewritten
+    again = _run(
+        tmp_path, POOL_AGENT, "--limit", "2", "--resume"
+    )  # all done: nothing is played, the outputs are rewritten
     assert again.returncode == 0 and json.loads((tmp_path / "b.json").read_text())["aggregates"]["all"]["episodes"] == 4

@@ -31,10 +31,32 @@ def _run(cwd: Path, agent: str, *extra: str, file_limit: int | None = None) -> s
         if file_limit is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
 
-    argv = [sys.executable, "-m", "sapo_cli", "evaluate", "--env", "sapo/Vault-v0", "--split", "test", "--seeds", "0",
-            "--agent", agent, "--concurrency", "2", "--out", "b.json", *extra]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SOURCE_DATE_EPOCH": "1767225600", "OMP_NUM_THREADS": "1",
-           "PYTHONDONTWRITEBYTECODE": "1"}
+    argv = [
+        sys.executable,
+        "-m",
+        "sapo_cli",
+        "evaluate",
+        "--env",
+        "sapo/Vault-v0",
+        "--split",
+        "test",
+        "--seeds",
+        "0",
+        "--agent",
+        agent,
+        "--concurrency",
+        "2",
+        "--out",
+        "b.json",
+        *extra,
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "SOURCE_DATE_EPOCH": "1767225600",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, preexec_fn=limit)
 
 
@@ -70,12 +92,15 @@ def test_a_second_evaluation_of_a_log_in_use_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / f"{LOG}.prev").exists()
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda o: o["record"].update(success=True), "does not replay in the env: success is False, log says True"),
-    (lambda o: o.update(run_id="0000000000000000"), "the line is from another run"),
-    (lambda o: o.update(slot=(o["slot"] + 1) % 16), "but this run has the task"),
-    (lambda o: o.pop("record"), "not an episode line"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda o: o["record"].update(success=True), "does not replay in the env: success is False, log says True"),
+        (lambda o: o.update(run_id="0000000000000000"), "the line is from another run"),
+        (lambda o: o.update(slot=(o["slot"] + 1) % 16), "but this run has the task"),
+        (lambda o: o.pop("record"), "not an episode line"),
+    ],
+)
 def test_resume_refuses_a_log_whose_lines_are_not_this_runs_episodes(tmp_path: Path, edit: Any, message: str) -> None:
     bundle = _finished(tmp_path)
     _edit(tmp_path / LOG, lambda o: o["record"]["success"] is False, edit)
@@ -108,15 +133,21 @@ def test_replies_past_the_action_bound_are_cut_before_they_are_logged(tmp_path: 
     assert done.returncode == 0, done.stderr
     bundle = json.loads((tmp_path / "b.json").read_text())
     check_bundle(bundle)  # a board admits it
-    logged = [t["output"] for line in (tmp_path / LOG).read_text().splitlines()[1:] for t in json.loads(line)["record"]["turns"]]
-    assert sorted(t["output"] for e in bundle["episodes"] for t in e["turns"]) == sorted(logged) and {len(o) for o in logged} == {65536}
+    logged = [
+        t["output"]
+        for line in (tmp_path / LOG).read_text().splitlines()[1:]
+        for t in json.loads(line)["record"]["turns"]
+    ]
+    assert sorted(t["output"] for e in bundle["episodes"] for t in e["turns"]) == sorted(logged) and {
+        len(o) for o in logged
+    } == {65536}
 
 
 @pytest.mark.parametrize("process", ["auto", "in-process"])
 def test_an_answer_that_cannot_be_encoded_fails_cleanly(tmp_path: Path, process: str) -> None:
     failed = _run(tmp_path, f"{HOSTILE}:SurrogateAgent", "--agent-process", process)
     assert failed.returncode == 1
-    assert ("cannot be sent to the harness" in failed.stderr or "cannot be encoded as UTF-8" in failed.stderr)
+    assert "cannot be sent to the harness" in failed.stderr or "cannot be encoded as UTF-8" in failed.stderr
     assert "--resume" in _one_error_line(failed)
 
 

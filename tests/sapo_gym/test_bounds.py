@@ -49,13 +49,23 @@ def test_outputs_are_cut_at_the_action_bound_and_a_lone_surrogate_is_refused() -
 
 
 def test_accounting_out_of_its_bounds_is_unknown() -> None:
-    assert clean_usage({"prompt_tokens": 10**400, "completion_tokens": MAX_TOKEN_COUNT, "latency_s": float("nan"),
-                        "finish_reason": "length"}) == {"prompt_tokens": None, "completion_tokens": MAX_TOKEN_COUNT,
-                                                        "latency_s": None, "finish_reason": "length"}
-    assert clean_usage({"prompt_tokens": -1, "completion_tokens": True, "latency_s": -0.5, "finish_reason": "x" * 65}) == \
-        {"prompt_tokens": None, "completion_tokens": None, "latency_s": None, "finish_reason": None}
-    assert clean_usage({"prompt_tokens": 12, "completion_tokens": 3, "latency_s": 0.25}) == \
-        {"prompt_tokens": 12, "completion_tokens": 3, "latency_s": 0.25, "finish_reason": None}
+    assert clean_usage(
+        {
+            "prompt_tokens": 10**400,
+            "completion_tokens": MAX_TOKEN_COUNT,
+            "latency_s": float("nan"),
+            "finish_reason": "length",
+        }
+    ) == {"prompt_tokens": None, "completion_tokens": MAX_TOKEN_COUNT, "latency_s": None, "finish_reason": "length"}
+    assert clean_usage(
+        {"prompt_tokens": -1, "completion_tokens": True, "latency_s": -0.5, "finish_reason": "x" * 65}
+    ) == {"prompt_tokens": None, "completion_tokens": None, "latency_s": None, "finish_reason": None}
+    assert clean_usage({"prompt_tokens": 12, "completion_tokens": 3, "latency_s": 0.25}) == {
+        "prompt_tokens": 12,
+        "completion_tokens": 3,
+        "latency_s": 0.25,
+        "finish_reason": None,
+    }
 
 
 def test_the_pool_steps_and_records_the_same_bounded_output() -> None:

@@ -15,7 +15,18 @@ from sapo_gym.registration import ENVS
 
 # The browser env starts Chromium; it has its own tests (marked browser) in tests/sapo_gym/webshop.
 TEXT_IDS = [env_id for env_id in ENVS if "Browser" not in env_id]
-STABLE_KEYS = {"raw_observation", "task", "task_id", "task_type", "admissible_actions", "action_mask", "dataset", "step", "won", "score"}
+STABLE_KEYS = {
+    "raw_observation",
+    "task",
+    "task_id",
+    "task_type",
+    "admissible_actions",
+    "action_mask",
+    "dataset",
+    "step",
+    "won",
+    "score",
+}
 STEP_KEYS = STABLE_KEYS | {"action", "is_action_valid", "is_action_admissible"}
 
 
@@ -83,7 +94,14 @@ def test_seeded_reset_is_deterministic(env: gym.Env) -> None:
 def test_bad_actions_never_raise_or_corrupt(env: gym.Env) -> None:
     obs, info = env.reset(seed=5, options={"task_index": 0})
     before = (info["admissible_actions"], info["task_id"])
-    for junk in ["", "\x00\x01", "中" * 10, "<action>" * 1000, "x" * (1 << 20), "<think></think><action>fly to the moon</action>"]:
+    for junk in [
+        "",
+        "\x00\x01",
+        "中" * 10,
+        "<action>" * 1000,
+        "x" * (1 << 20),
+        "<think></think><action>fly to the moon</action>",
+    ]:
         _, reward, terminated, _, info = env.step(junk)
         assert info["is_action_admissible"] is False and not terminated
     assert info["task_id"] == before[1]

@@ -83,9 +83,23 @@ def test_strict_protocol_freezes_after_a_win_as_well() -> None:
 
 
 def test_to_jsonable_gives_json_values_of_any_info() -> None:
-    value = {"arr": np.arange(3, dtype=np.int64), "f32": np.float32(0.5), "pair": (1, 2.5), "s": {"b", "a"},
-             1: {"x": np.bool_(True)}, "obj": object, "none": None}
+    value = {
+        "arr": np.arange(3, dtype=np.int64),
+        "f32": np.float32(0.5),
+        "pair": (1, 2.5),
+        "s": {"b", "a"},
+        1: {"x": np.bool_(True)},
+        "obj": object,
+        "none": None,
+    }
     out = to_jsonable(value)
-    assert out == {"arr": [0, 1, 2], "f32": 0.5, "pair": [1, 2.5], "s": ["a", "b"], "1": {"x": True},
-                   "obj": repr(object), "none": None}
+    assert out == {
+        "arr": [0, 1, 2],
+        "f32": 0.5,
+        "pair": [1, 2.5],
+        "s": ["a", "b"],
+        "1": {"x": True},
+        "obj": repr(object),
+        "none": None,
+    }
     assert json.loads(json.dumps(out, allow_nan=False)) == out

@@ -79,7 +79,10 @@ def test_a_new_run_keeps_the_previous_log_aside(tmp_path: Path) -> None:
 def test_small_pieces() -> None:
     assert default_log_path("b.json", "j.json") == "b.json.episodes.jsonl"
     assert default_log_path(None, "j.json") == "j.json.episodes.jsonl" and default_log_path(None, None) is None
-    assert header_differences({"a": 1, "b": 2}, {"a": 1, "c": 3}) == ["b: log 2, this run (absent)", "c: log (absent), this run 3"]
+    assert header_differences({"a": 1, "b": 2}, {"a": 1, "c": 3}) == [
+        "b: log 2, this run (absent)",
+        "c: log (absent), this run 3",
+    ]
     assert run_created({"SOURCE_DATE_EPOCH": "0"}) == "1970-01-01T00:00:00+00:00"
 
 
@@ -124,21 +127,40 @@ def test_a_symbolic_link_is_not_followed(tmp_path: Path) -> None:
     assert not target.exists()
 
 
-@pytest.mark.parametrize("line, edit, message", [
-    (2, lambda o: o.update(run_id="0123456789abcdef"), "line 2: the line is from another run"),
-    (3, lambda o: o.update(task_id="a"), "line 3: seed 0 slot 1 is task 'a', but this run has the task 'b' there"),
-    (3, lambda o: o.update(slot=7), "line 3: seed 0 slot 7 is task 'b', but this run has no such episode"),
-    (2, lambda o: o["record"].update(success="yes"), "line 2: the record's success has the wrong type"),
-    (2, lambda o: o["record"].update(steps=3), "line 2: the record's steps is 3 but its turns give 1"),
-    (2, lambda o: o["record"].update(episode_return=0.3), "line 2: the record's episode_return is 0.3 but its turns give 0.30000000000000004"),
-    (2, lambda o: o["record"]["turns"][0].update(reward="1"), "line 2, turn 1: a turn's reward has the wrong type"),
-    (2, lambda o: o["record"]["turns"][0].update(output="x" * 65537), "line 2, turn 1: a turn's output has the wrong type or range"),
-    (2, lambda o: o["record"].update(task_id="b"), "line 2: the record is of task 'b' seed 0, the line of 'a' seed 0"),
-    (2, lambda o: o.update(summary={"success": 1.0}), "line 2: not an episode line"),
-    (1, lambda o: o.update(created="2026-13-01T00:00:00+00:00"), "created is '2026-13-01T00:00:00\\+00:00', not a UTC time"),
-    (1, lambda o: o.update(created="2026-01-01T02:00:00+02:00"), "not a UTC time"),
-    (1, lambda o: o.update(created="9999-01-01T00:00:00+00:00"), "is not a time this run could have started at"),
-])
+@pytest.mark.parametrize(
+    "line, edit, message",
+    [
+        (2, lambda o: o.update(run_id="0123456789abcdef"), "line 2: the line is from another run"),
+        (3, lambda o: o.update(task_id="a"), "line 3: seed 0 slot 1 is task 'a', but this run has the task 'b' there"),
+        (3, lambda o: o.update(slot=7), "line 3: seed 0 slot 7 is task 'b', but this run has no such episode"),
+        (2, lambda o: o["record"].update(success="yes"), "line 2: the record's success has the wrong type"),
+        (2, lambda o: o["record"].update(steps=3), "line 2: the record's steps is 3 but its turns give 1"),
+        (
+            2,
+            lambda o: o["record"].update(episode_return=0.3),
+            "line 2: the record's episode_return is 0.3 but its turns give 0.30000000000000004",
+        ),
+        (2, lambda o: o["record"]["turns"][0].update(reward="1"), "line 2, turn 1: a turn's reward has the wrong type"),
+        (
+            2,
+            lambda o: o["record"]["turns"][0].update(output="x" * 65537),
+            "line 2, turn 1: a turn's output has the wrong type or range",
+        ),
+        (
+            2,
+            lambda o: o["record"].update(task_id="b"),
+            "line 2: the record is of task 'b' seed 0, the line of 'a' seed 0",
+        ),
+        (2, lambda o: o.update(summary={"success": 1.0}), "line 2: not an episode line"),
+        (
+            1,
+            lambda o: o.update(created="2026-13-01T00:00:00+00:00"),
+            "created is '2026-13-01T00:00:00\\+00:00', not a UTC time",
+        ),
+        (1, lambda o: o.update(created="2026-01-01T02:00:00+02:00"), "not a UTC time"),
+        (1, lambda o: o.update(created="9999-01-01T00:00:00+00:00"), "is not a time this run could have started at"),
+    ],
+)
 def test_every_line_is_checked_against_the_run_it_resumes(tmp_path: Path, line: int, edit, message: str) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "log.jsonl"
     _two_episodes(path)
@@ -166,7 +188,9 @@ def test_accounting_out_of_bounds_in_a_log_is_read_as_unknown(tmp_path: Path) ->
     assert turn.prompt_tokens is None and turn.latency_s is None and turn.completion_tokens == 3
 
 
-def test_a_failed_write_leaves_no_torn_line_and_says_which_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_write_leaves_no_torn_line_and_says_which_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "log.jsonl"
     log = EpisodeLog.open(path, RUN, resume=False, plan=PLAN)
     log.episode(0, 0, "a", _record("a"))

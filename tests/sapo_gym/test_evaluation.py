@@ -15,8 +15,14 @@ def test_expert_wins_everything_random_does_not() -> None:
     expert = evaluate(ExpertAgent(), "sapo/Vault-v0", split="test", batch_size=5, progress=False)
     assert len(expert) == 16 and all(r.success for r in expert)
     assert all(r.steps == 2 and r.invalid_actions == 0 and r.episode_return == 10.0 for r in expert)
-    rand = evaluate(RandomAgent(seed=1), "sapo/Vault-v0", split="test", seeds=[0, 1, 2, 3], progress=False,
-                    env_kwargs={"code_length": 3})
+    rand = evaluate(
+        RandomAgent(seed=1),
+        "sapo/Vault-v0",
+        split="test",
+        seeds=[0, 1, 2, 3],
+        progress=False,
+        env_kwargs={"code_length": 3},
+    )
     rate = summarize(rand)["all"]["success"]
     assert len(rand) == 64 and rate < 0.3  # chance: (1/4)**3 per episode with 'look' in the mix
 
@@ -102,7 +108,11 @@ def test_oracle_agents_get_explicit_access_and_are_labelled() -> None:
     records = evaluate(ExpertAgent(), "sapo/Vault-v0", split="test", progress=False)
     assert is_privileged(ExpertAgent()) and all(r.privileged and r.success for r in records)
     assert not is_privileged(RandomAgent()) and not is_privileged(PeekingAgent())
-    assert harness_record(True) == {"info_filter": "public", "withheld_keys": sorted(PRIVILEGED_INFO_KEYS), "privileged_agent": True}
+    assert harness_record(True) == {
+        "info_filter": "public",
+        "withheld_keys": sorted(PRIVILEGED_INFO_KEYS),
+        "privileged_agent": True,
+    }
     info = {"task_id": "t", "expert_action": "press red", "pddl_params": {}, "won": False}
     assert public_info(info) == {"task_id": "t", "won": False} and "expert_action" in info
 
@@ -126,7 +136,9 @@ def test_verl_agent_mode_plays_one_drawn_game_per_worker() -> None:
     from sapo_gym.records import VERL_AGENT, evaluation_mode, shuffled_cycle_pick
 
     mode = evaluation_mode("verl-agent", workers=20)
-    records = evaluate(ExpertAgent(), "sapo/Vault-v0", split="test", seeds=[0, 3], batch_size=8, progress=False, mode=mode)
+    records = evaluate(
+        ExpertAgent(), "sapo/Vault-v0", split="test", seeds=[0, 3], batch_size=8, progress=False, mode=mode
+    )
     ids = [f"vault-test-{i:03d}" for i in range(16)]
     assert [r.task_id for r in records] == [shuffled_cycle_pick(ids, s + 1000 + i) for s in (0, 3) for i in range(20)]
     assert [r.seed for r in records] == [0] * 20 + [3] * 20
@@ -142,7 +154,12 @@ def test_every_task_mode_is_the_default_and_modes_are_validated() -> None:
     ids = ["b", "a", "c"]
     assert EVERY_TASK.task_ids(ids, 5) == ids and evaluation_mode("every-task") is EVERY_TASK
     assert EVERY_TASK.record() == {"name": "every-task"}
-    assert evaluation_mode("verl-agent").record() == {"name": "verl-agent", "workers": 128, "seed_offset": 1000, "round": 0}
+    assert evaluation_mode("verl-agent").record() == {
+        "name": "verl-agent",
+        "workers": 128,
+        "seed_offset": 1000,
+        "round": 0,
+    }
     with pytest.raises(ValueError, match="valid choices: \\['every-task', 'verl-agent'\\]"):
         evaluation_mode("sampled")
     with pytest.raises(ValueError, match="verl-agent mode only"):

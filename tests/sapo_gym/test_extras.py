@@ -82,8 +82,12 @@ for env_id, kwargs in {cases!r}:
     [
         (("selenium",), "sapo/WebShop-Browser-v0", {}, "pip install 'sapo-gym[browser,webshop]'"),
         (("flask", "werkzeug"), "sapo/WebShop-Browser-v0", {}, "pip install 'sapo-gym[browser,webshop]'"),
-        (("openenv",), "sapo/Remote-v0", {"url": "http://127.0.0.1:9", "env_id": "sapo/Vault-v0"},
-         "pip install 'sapo-gym[serve]' && pip install --no-deps openenv==0.10.0"),
+        (
+            ("openenv",),
+            "sapo/Remote-v0",
+            {"url": "http://127.0.0.1:9", "env_id": "sapo/Vault-v0"},
+            "pip install 'sapo-gym[serve]' && pip install --no-deps openenv==0.10.0",
+        ),
     ],
 )
 def test_making_an_env_without_its_extra_names_the_extra(hidden, env_id, kwargs, fix):

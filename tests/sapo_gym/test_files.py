@@ -13,7 +13,9 @@ from sapo_gym import files
 from sapo_gym.files import OutputFileError, refuse_symlink, write_atomic
 
 
-def test_a_failed_write_keeps_the_previous_file_and_leaves_no_temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_write_keeps_the_previous_file_and_leaves_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "bundle.json"
     write_atomic(target, b'{"old": 1}')
     real_write, calls = os.write, []

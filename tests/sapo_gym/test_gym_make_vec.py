@@ -120,7 +120,9 @@ def _play(vec: gym.vector.VectorEnv, env_id: str, kwargs: dict[str, Any]) -> Non
             obs, rewards, terms, truncs, infos = vec.step(batch)
             out = _single_steps(singles, actions, done)
             assert isinstance(obs, tuple) and obs == tuple(o for o, *_ in out), f"obs at step {t}"
-            assert rewards.dtype == np.float64 and list(rewards) == [float(r) for _, r, *_ in out], f"rewards at step {t}"
+            assert rewards.dtype == np.float64 and list(rewards) == [float(r) for _, r, *_ in out], (
+                f"rewards at step {t}"
+            )
             assert list(terms) == [o[2] for o in out] and list(truncs) == [o[3] for o in out], f"flags at step {t}"
             _same_infos(infos, [o[4] for o in out], f"step {t}")
             done = [bool(o[2] or o[3]) for o in out]
@@ -157,7 +159,10 @@ def test_make_vec_without_mode_plays_as_single_envs(env_id: str, vectorization: 
     kwargs = CASES[env_id]
     extra = {} if vectorization is None else {"vectorization": vectorization}
     vec = gym.make_vec(env_id, num_envs=2, **extra, **kwargs)
-    assert type(vec) is {None: sapo_gym.vector.RaggedSyncVectorEnv, "async": sapo_gym.vector.RaggedAsyncVectorEnv}[vectorization]
+    assert (
+        type(vec)
+        is {None: sapo_gym.vector.RaggedSyncVectorEnv, "async": sapo_gym.vector.RaggedAsyncVectorEnv}[vectorization]
+    )
     _play(vec, env_id, kwargs)
 
 

@@ -49,6 +49,8 @@ def test_clustered_intervals_by_hand() -> None:
 def test_mean_interval_by_hand() -> None:
     # mean .5, sample var (.09+.01+.01+.09)/3, se = sqrt(var/4) = .1290994, half = z * se
     lo, hi = mean_interval([0.2, 0.4, 0.6, 0.8])
-    assert lo == pytest.approx(0.5 - Z95 * math.sqrt(0.2 / 3 / 4)) and hi == pytest.approx(0.5 + Z95 * math.sqrt(0.2 / 3 / 4))
+    assert lo == pytest.approx(0.5 - Z95 * math.sqrt(0.2 / 3 / 4)) and hi == pytest.approx(
+        0.5 + Z95 * math.sqrt(0.2 / 3 / 4)
+    )
     assert mean_interval([0.0, 1.0, 1.0, 0.0]) == (0.0, 1.0)  # clipped
     assert mean_interval([0.3]) == (0.3, 0.3)

@@ -50,7 +50,9 @@ def _source_tree(dest: Path) -> Path:
 def _site_packages_mb(venv: Path) -> float:
     (site,) = venv.glob("lib/python*/site-packages")
     skip = ("pip", "setuptools", "_distutils_hack", "pkg_resources")
-    total = sum(f.stat().st_size for f in site.rglob("*") if f.is_file() and not f.relative_to(site).parts[0].startswith(skip))
+    total = sum(
+        f.stat().st_size for f in site.rglob("*") if f.is_file() and not f.relative_to(site).parts[0].startswith(skip)
+    )
     return total / 2**20
 
 
@@ -58,7 +60,21 @@ def _site_packages_mb(venv: Path) -> float:
 def light_venv(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("light")
     src = _source_tree(tmp / "src")
-    built = _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp / "dist"), str(src)], 600)
+    built = _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp / "dist"),
+            str(src),
+        ],
+        600,
+    )
     assert built.returncode == 0, built.stderr[-4000:]
     (wheel,) = (tmp / "dist").glob("sapo_gym-*.whl")
     venv = tmp / "venv"
@@ -70,9 +86,11 @@ def light_venv(tmp_path_factory) -> Path:
     assert installed.returncode == 0, installed.stderr[-4000:]
     packages = json.loads(_run([str(venv / "bin" / "pip"), "list", "--format=json"], 120).stdout)
     size = _site_packages_mb(venv)
-    print(f"\n[light install] wheel {wheel.stat().st_size / 2**10:.0f} KiB; {len(packages)} packages, "
-          f"{size:.0f} MiB in site-packages, installed in {seconds:.0f} s: "
-          + ", ".join(sorted(p["name"] for p in packages)))
+    print(
+        f"\n[light install] wheel {wheel.stat().st_size / 2**10:.0f} KiB; {len(packages)} packages, "
+        f"{size:.0f} MiB in site-packages, installed in {seconds:.0f} s: "
+        + ", ".join(sorted(p["name"] for p in packages))
+    )
     return venv
 
 
@@ -89,7 +107,10 @@ def _light_env(tmp: Path) -> dict[str, str]:
 
 
 def test_light_install_is_small_and_has_no_heavy_packages(light_venv):
-    names = {p["name"].lower() for p in json.loads(_run([str(light_venv / "bin" / "pip"), "list", "--format=json"], 120).stdout)}
+    names = {
+        p["name"].lower()
+        for p in json.loads(_run([str(light_venv / "bin" / "pip"), "list", "--format=json"], 120).stdout)
+    }
     heavy = {"torch", "scipy", "spacy", "textworld", "alfworld", "bm25s", "flask", "transformers", "ray"}
     assert not names & heavy, names & heavy
     assert _site_packages_mb(light_venv) < MAX_INSTALL_MB
@@ -97,8 +118,12 @@ def test_light_install_is_small_and_has_no_heavy_packages(light_venv):
 
 def test_light_install_plays_every_env_as_the_full_install(light_venv, tmp_path):
     official = find_data() is not None
-    out = _run([str(light_venv / "bin" / "python"), "-I", str(SUPPORT / "light_contract.py"), "--vector", "--official"],
-               1200, cwd=tmp_path, env=_light_env(tmp_path))
+    out = _run(
+        [str(light_venv / "bin" / "python"), "-I", str(SUPPORT / "light_contract.py"), "--vector", "--official"],
+        1200,
+        cwd=tmp_path,
+        env=_light_env(tmp_path),
+    )
     assert out.returncode == 0, out.stderr[-6000:]
     result = json.loads(out.stdout)
     assert result["heavy_modules"] == []
@@ -122,5 +147,7 @@ def test_light_install_cli_says_what_is_usable_and_names_extras(light_venv, tmp_
     for env_id in ("ALFWorld-v0", "ALFWorld-Mini-v0", "WebShop-v0", "Vault-v0"):
         assert "usable here: yes" in blocks[env_id], blocks[env_id]
     assert "sapo-gym[browser" in blocks["WebShop-Browser-v0"]
-    train = _run([cli, "train", "--env", "sapo/Vault-v0", "--iterations", "1"], 300, cwd=tmp_path, env=_light_env(tmp_path))
+    train = _run(
+        [cli, "train", "--env", "sapo/Vault-v0", "--iterations", "1"], 300, cwd=tmp_path, env=_light_env(tmp_path)
+    )
     assert train.returncode != 0 and "pip install 'sapo-gym[train]'" in train.stdout + train.stderr

@@ -35,13 +35,19 @@ def _check_turn(obs: str, info: dict, template, history_length: int, steps: int)
     assert render_prompt(messages, template) == obs
     json.dumps(messages)  # plain JSON: what a chat API and the OpenEnv server carry
     turn = parse_messages(messages)
-    assert (turn.steps, turn.observation, list(turn.admissible_actions)) == (steps, info["raw_observation"], info["admissible_actions"])
+    assert (turn.steps, turn.observation, list(turn.admissible_actions)) == (
+        steps,
+        info["raw_observation"],
+        info["admissible_actions"],
+    )
     # every piece of the prompt is in the messages, and the messages show no more history than the prompt
     assert turn.observation in obs and template.format_actions(info["admissible_actions"]) in obs
     assert len(turn.history) == (obs.count("[Observation ") if steps else 0) <= min(history_length, steps)
     for seen, action in turn.history:
         assert f"'{seen}'" in obs and f"'{action}'" in obs
-    assert turn.task == info["task"]  # the system message always states the task (ALFWorld's first template only inside the observation)
+    assert (
+        turn.task == info["task"]
+    )  # the system message always states the task (ALFWorld's first template only inside the observation)
 
 
 def _play(env_id: str, kwargs: dict, protocol: str, history_length: int) -> int:
@@ -66,7 +72,9 @@ def _play(env_id: str, kwargs: dict, protocol: str, history_length: int) -> int:
 @pytest.mark.parametrize("env_id,kwargs", ENVS, ids=[e for e, _ in ENVS])
 @pytest.mark.parametrize("protocol", ["verl-agent-v1", "tool-call-v1"])
 @pytest.mark.parametrize("history_length", [0, 2, 6])
-def test_messages_render_to_the_prompt_over_whole_episodes(env_id: str, kwargs: dict, protocol: str, history_length: int) -> None:
+def test_messages_render_to_the_prompt_over_whole_episodes(
+    env_id: str, kwargs: dict, protocol: str, history_length: int
+) -> None:
     assert _play(env_id, kwargs, protocol, history_length) >= 3  # first turn, then later ones with history
 
 
@@ -78,7 +86,9 @@ def test_text_layout_is_a_chat_of_observations_and_answers() -> None:
     roles = [m["role"] for m in info["messages"]]
     assert roles == ["system", "user", "assistant", "user", "assistant", "user"]
     assert info["messages"][0]["content"].startswith(FRAMING["text"])
-    assert info["messages"][1]["content"].startswith("Observation 2: ") and info["messages"][-1]["content"].startswith("Observation 4: ")
+    assert info["messages"][1]["content"].startswith("Observation 2: ") and info["messages"][-1]["content"].startswith(
+        "Observation 4: "
+    )
     # the answers are written in the format the model must answer in, and parse to the history's actions
     answers = [parse_action(m["content"]) for m in info["messages"] if m["role"] == "assistant"]
     assert [(a.action, a.valid) for a in answers] == [("look", True), ("press red", True)]
@@ -93,7 +103,11 @@ def test_tool_layout_answers_each_call_with_a_tool_message() -> None:
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant", "tool"]
     assert messages[0]["content"].startswith(FRAMING["tool-call"])
     calls = [m for m in messages if m["role"] == "assistant"]
-    assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == [c["tool_calls"][0]["id"] for c in calls] == ["call_1", "call_2"]
+    assert (
+        [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+        == [c["tool_calls"][0]["id"] for c in calls]
+        == ["call_1", "call_2"]
+    )
     assert [parse_tool_call(json.dumps(c)).action for c in calls] == ["look", "press red"]
     assert info["tools"] == tool_schema()
 
@@ -107,7 +121,9 @@ def test_the_tool_result_is_the_turn_message_not_the_prompt(env_id: str, kwargs:
     done, turns = False, 0
     while not done:
         assert tool_result(info) == info["messages"][-1]["content"] == tool_result(raw_info)  # raw envs give it too
-        assert tool_result(info).startswith(f"Observation {turns + 1}: {info['raw_observation']}\n\nAdmissible actions: [")
+        assert tool_result(info).startswith(
+            f"Observation {turns + 1}: {info['raw_observation']}\n\nAdmissible actions: ["
+        )
         assert len(tool_result(info)) < len(obs)
         answer = _answer(info["expert_action"], "tool-call-v1")
         (obs, _, terminated, truncated, info), (*_, raw_info) = env.step(answer), raw.step(answer)
@@ -138,9 +154,12 @@ def test_a_prompt_over_its_length_budget_shows_no_history_and_neither_do_its_mes
     assert shown == [1, 0, 0]  # 358 characters with one pair, then 437 and 516: over the budget of 400
 
 
-
 def test_a_template_without_history_gives_messages_without_history() -> None:
-    mine = PromptTemplate(first="T={task_description}|{admissible_actions}", later="S={current_step}: {current_observation}", format_actions="/".join)
+    mine = PromptTemplate(
+        first="T={task_description}|{admissible_actions}",
+        later="S={current_step}: {current_observation}",
+        format_actions="/".join,
+    )
     env = gym.make("sapo/Vault-v0", prompt=mine, history_length=2)
     env.reset(options={"task_index": 0})
     for _ in range(2):
@@ -150,7 +169,9 @@ def test_a_template_without_history_gives_messages_without_history() -> None:
 
 
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
-_markers = st.sampled_from(["", "\n\nAdmissible actions: ", ": ", "Observation 3: ", "\n\nYour task is to: ", "</action>", "\n"])
+_markers = st.sampled_from(
+    ["", "\n\nAdmissible actions: ", ": ", "Observation 3: ", "\n\nYour task is to: ", "</action>", "\n"]
+)
 _tricky = st.builds(lambda a, m, b: a + m + b, _text, _markers, _text)
 
 

@@ -22,8 +22,20 @@ CASES = [
     ("<THINK>x</THINK><action>look</action>", 30, "look", False, "missing_think_tags"),  # think is case-sensitive
     ("<action>look</action>", 30, "look", False, "missing_think_tags"),
     (f"{T}<think>", 30, "<think>ok</think><think>"[-30:], False, "missing_action_tags"),
-    (f"{T}go to the fridge 1 because it is cold", 30, f"{T}go to the fridge 1 because it is cold".lower()[-30:], False, "missing_action_tags"),
-    (f"{T}go to the fridge 1 because it is cold", 20, f"{T}go to the fridge 1 because it is cold".lower()[-20:], False, "missing_action_tags"),
+    (
+        f"{T}go to the fridge 1 because it is cold",
+        30,
+        f"{T}go to the fridge 1 because it is cold".lower()[-30:],
+        False,
+        "missing_action_tags",
+    ),
+    (
+        f"{T}go to the fridge 1 because it is cold",
+        20,
+        f"{T}go to the fridge 1 because it is cold".lower()[-20:],
+        False,
+        "missing_action_tags",
+    ),
     (f"{T}<action>a</action><action>b</action>", 30, "a", True, "ok"),  # first <action>, first </action>
     (f"{T}<action>a<action>b</action>", 30, "a<action>b", True, "ok"),
     (f"{T}</action>look<action>", 30, "", True, "ok"),  # reversed tags: empty action, still "valid"
@@ -64,7 +76,10 @@ def test_non_string_input_does_not_raise() -> None:
 def test_protocols_are_named_and_versioned() -> None:
     assert set(PROTOCOLS) == {"verl-agent-v1", "strict-v1", "tool-call-v1"}
     assert get_protocol("strict-v1").inadmissible_is_invalid
-    assert not get_protocol("tool-call-v1").inadmissible_is_invalid and get_protocol("tool-call-v1").action_format == "tool-call"
+    assert (
+        not get_protocol("tool-call-v1").inadmissible_is_invalid
+        and get_protocol("tool-call-v1").action_format == "tool-call"
+    )
     with pytest.raises(ValueError, match="valid choices"):
         get_protocol("nope")
 
@@ -99,7 +114,13 @@ def _fn(name: str = TOOL_NAME, arguments: object = None) -> dict:
 
 TOOL_CASES = [
     # (raw output, expected action, think, valid, reason)
-    (json.dumps(assistant_tool_message("go to desk 1", "call_1", "I should go.")), "go to desk 1", "I should go.", True, "ok"),
+    (
+        json.dumps(assistant_tool_message("go to desk 1", "call_1", "I should go.")),
+        "go to desk 1",
+        "I should go.",
+        True,
+        "ok",
+    ),
     (json.dumps([tool_call("look", "c")]), "look", None, True, "ok"),  # the tool_calls list
     (json.dumps(tool_call("look", "c")), "look", None, True, "ok"),  # one tool call
     (json.dumps(_fn()), "go to desk 1", None, True, "ok"),  # the bare function; lower-cased and stripped
@@ -132,11 +153,23 @@ def test_tool_call_cases(text: str, action: str, think: str | None, valid: bool,
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(st.text(max_size=400), st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["name", "arguments", "function", "tool_calls", "content", "command"]), inner, max_size=4),
-    max_leaves=12,
-).map(json.dumps)))
+@given(
+    st.one_of(
+        st.text(max_size=400),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+            lambda inner: (
+                st.lists(inner, max_size=3)
+                | st.dictionaries(
+                    st.sampled_from(["name", "arguments", "function", "tool_calls", "content", "command"]),
+                    inner,
+                    max_size=4,
+                )
+            ),
+            max_leaves=12,
+        ).map(json.dumps),
+    )
+)
 def test_tool_call_parse_is_total(text: str) -> None:
     parsed = parse_tool_call(text)
     assert isinstance(parsed, ParsedAction) and isinstance(parsed.action, str)
@@ -146,7 +179,9 @@ def test_tool_call_parse_is_total(text: str) -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs", "Lo")), max_size=60))
 def test_tool_calls_round_trip(command: str) -> None:
-    assert parse_tool_call(json.dumps(assistant_tool_message(command, "c"))) == ParsedAction(command.lower().strip(), None, True, "ok")
+    assert parse_tool_call(json.dumps(assistant_tool_message(command, "c"))) == ParsedAction(
+        command.lower().strip(), None, True, "ok"
+    )
 
 
 def test_tool_schema_is_one_function_of_one_string() -> None:
@@ -169,7 +204,16 @@ def test_tool_call_flags_match_the_text_protocol_in_the_env(env_id: str) -> None
     text = gym.make(env_id, protocol="verl-agent-v1")
     tool = gym.make(env_id, protocol="tool-call-v1")
     (_, info), _ = text.reset(options={"task_index": 3}), tool.reset(options={"task_index": 3})
-    keys = ("action", "think", "is_action_valid", "is_action_admissible", "parse_reason", "raw_observation", "won", "score")
+    keys = (
+        "action",
+        "think",
+        "is_action_valid",
+        "is_action_admissible",
+        "parse_reason",
+        "raw_observation",
+        "won",
+        "score",
+    )
     for pick in ["dance", "upper", "first", "last"]:
         listed = info["admissible_actions"]
         command = {"dance": "dance", "upper": " " + listed[-1].upper(), "first": listed[0], "last": listed[-1]}[pick]
@@ -178,5 +222,12 @@ def test_tool_call_flags_match_the_text_protocol_in_the_env(env_id: str) -> None
         assert [info[k] for k in keys] == [info_c[k] for k in keys] and rest_t[1:3] == rest_c[1:3], (pick, command)
         # the same prompt up to its answer instruction (tags for the text protocol, a take_action call for tool calls)
         assert rest_t[0].split(INSTRUCTION_START)[0] == rest_c[0].split(INSTRUCTION_START)[0], (pick, command)
-    *_, info = tool.step("<think>t</think><action>look</action>")  # text under tool-call-v1: invalid; the empty command reaches the env as a no-op
-    assert (info["action"], info["is_action_valid"], info["is_action_admissible"], info["parse_reason"]) == ("", False, False, "bad_json")
+    *_, info = tool.step(
+        "<think>t</think><action>look</action>"
+    )  # text under tool-call-v1: invalid; the empty command reaches the env as a no-op
+    assert (info["action"], info["is_action_valid"], info["is_action_admissible"], info["parse_reason"]) == (
+        "",
+        False,
+        False,
+        "bad_json",
+    )

@@ -77,7 +77,9 @@ def test_pool_records_match_lockstep_in_plan_order_whatever_the_completion_order
             assert t["prompt_tokens"] is not None and t["finish_reason"] == "stop"
             t.update(prompt_tokens=None, completion_tokens=None, finish_reason=None)
     assert pooled_dicts == _strip(batched)
-    assert 1 < agent.most <= 4  # requests overlapped, never more than the pool's width (how many at once: the scheduler's)
+    assert (
+        1 < agent.most <= 4
+    )  # requests overlapped, never more than the pool's width (how many at once: the scheduler's)
     expected = sorted(turn_seed(j, k) for j, r in zip(jobs, pooled) for k in range(r.steps))
     assert sorted(agent.seeds) == expected  # a seed per (episode, turn): independent of the order
 
@@ -125,7 +127,10 @@ def test_done_episodes_are_not_played_again() -> None:
 
 
 def test_plan_slots_follow_the_mode() -> None:
-    assert [(j.seed, j.slot, j.task_id) for j in plan(TASKS[:2], [3], EVERY_TASK)] == [(3, 0, TASKS[0]), (3, 1, TASKS[1])]
+    assert [(j.seed, j.slot, j.task_id) for j in plan(TASKS[:2], [3], EVERY_TASK)] == [
+        (3, 0, TASKS[0]),
+        (3, 1, TASKS[1]),
+    ]
     drawn = plan(TASKS, [0], evaluation_mode("verl-agent", workers=5))
     assert [j.slot for j in drawn] == list(range(5))
 
@@ -151,6 +156,8 @@ def test_usage_totals_and_cost() -> None:
     records = run_episodes(ScriptedAgent(), _envs(2), plan(TASKS[:2], [0]))
     totals = usage_totals(records, price_prompt=2.0, price_completion=10.0)
     turns = [t for r in records for t in r.turns]
-    assert totals["turns"] == totals["turns_with_usage"] == len(turns) and totals["finish_reasons"] == {"stop": len(turns)}
+    assert totals["turns"] == totals["turns_with_usage"] == len(turns) and totals["finish_reasons"] == {
+        "stop": len(turns)
+    }
     assert totals["cost_usd"] == pytest.approx((totals["prompt_tokens"] * 2 + totals["completion_tokens"] * 10) / 1e6)
     assert usage_totals(records)["cost_usd"] is None

@@ -44,7 +44,9 @@ def test_history_zero_and_raw_mode() -> None:
 
 
 def test_user_template_and_webshop_format() -> None:
-    mine = PromptTemplate(first="T={task_description}|{admissible_actions}", later="S={current_step}", format_actions="/".join)
+    mine = PromptTemplate(
+        first="T={task_description}|{admissible_actions}", later="S={current_step}", format_actions="/".join
+    )
     env = gym.make("sapo/Vault-v0", prompt=mine)
     obs, _ = env.reset(options={"task_index": 0})
     assert obs == "T=open the vault by pressing its 2 buttons in order|look/press red/press blue/press green"
@@ -91,12 +93,16 @@ def test_spec_records_the_prompt_but_does_not_hash_it() -> None:
     # the prompt is the agent's side: recorded in every result, not in the hash (one board, any prompt; a bundle
     # replays on the raw env whatever prompt produced it)
     assert current[0] == "alfworld/verl-agent@796ed31" and current[1] == default[1]
-    mine = PromptTemplate(first="{current_observation}", later="{current_observation}", format_actions=str, name="mine-v1")
+    mine = PromptTemplate(
+        first="{current_observation}", later="{current_observation}", format_actions=str, name="mine-v1"
+    )
     assert spec(prompt=mine) == ("mine-v1", default[1])
     env = gym.make("sapo/ALFWorld-Mini-v0", split="eval_out_of_distribution")
     fields = env.unwrapped.spec_fields()
     assert fields["revision"] == ENV_REVISION
-    env.unwrapped.__class__ = type("OtherRevision", (type(env.unwrapped),), {"spec_fields": lambda self: {**fields, "revision": 1}})
+    env.unwrapped.__class__ = type(
+        "OtherRevision", (type(env.unwrapped),), {"spec_fields": lambda self: {**fields, "revision": 1}}
+    )
     assert env.unwrapped.spec_hash() != default[1]  # the revision is hashed: old bundles never match new boards
     env.close()
     vault = gym.make("sapo/Vault-v0")
@@ -128,7 +134,9 @@ def test_real_webshop_first_prompt() -> None:
         obs, info = env.reset(options={"task_index": 0})
     finally:
         env.close()
-    assert obs.startswith("\nYou are an expert autonomous agent operating in the WebShop e\u2011commerce environment. \n")
+    assert obs.startswith(
+        "\nYou are an expert autonomous agent operating in the WebShop e\u2011commerce environment. \n"
+    )
     assert f"Your task is to: {info['task']}.\nYour current observation is: 'Search'.\n" in obs
     assert "are: \n[\n'search[<your query>]',\n'click[search]',\n].\n\nNow it's your turn" in obs
 
@@ -156,23 +164,33 @@ def test_the_tool_call_form_asks_for_a_call_and_changes_nothing_else(name: str) 
         assert not any(tag in new for tag in TAGS) and "call the tool take_action exactly once" in new
         head = "\nNow it's your turn"
         assert old.count(head) == new.count(head) == 1 and old.split(head)[0] == new.split(head)[0]
-    assert (tool.format_actions, tool.max_chars, tool.history_lead) == (text.format_actions, text.max_chars, text.history_lead)
+    assert (tool.format_actions, tool.max_chars, tool.history_lead) == (
+        text.format_actions,
+        text.max_chars,
+        text.history_lead,
+    )
 
 
 @pytest.mark.parametrize("env_id", ["sapo/ALFWorld-Mini-v0", "sapo/WebShop-v0"])
 def test_tool_call_envs_prompt_for_a_call_and_record_it(env_id: str) -> None:
     from sapo_gym.prompts import TOOL_CALL_SUFFIX
 
-    text, tool, raw = (gym.make(env_id, protocol=p, **kw) for p, kw in
-                       (("verl-agent-v1", {}), ("tool-call-v1", {}), ("tool-call-v1", {"prompt": None})))
+    text, tool, raw = (
+        gym.make(env_id, protocol=p, **kw)
+        for p, kw in (("verl-agent-v1", {}), ("tool-call-v1", {}), ("tool-call-v1", {"prompt": None}))
+    )
     try:
         obs_t, _ = text.reset(options={"task_index": 2})
         obs_c, info = tool.reset(options={"task_index": 2})
         assert not any(tag in obs_c for tag in TAGS) and "take_action" in obs_c and "<action>" in obs_t
         name = tool.unwrapped.spec_fields()["prompt"]
-        assert name == text.unwrapped.spec_fields()["prompt"] + TOOL_CALL_SUFFIX == raw.unwrapped.spec_fields()["prompt"]
+        assert (
+            name == text.unwrapped.spec_fields()["prompt"] + TOOL_CALL_SUFFIX == raw.unwrapped.spec_fields()["prompt"]
+        )
         assert tool.unwrapped.spec_hash() == raw.unwrapped.spec_hash()  # the prompt is recorded, not hashed
-        obs_c, *_ = tool.step(json.dumps({"name": "take_action", "arguments": {"command": info["admissible_actions"][0]}}))
+        obs_c, *_ = tool.step(
+            json.dumps({"name": "take_action", "arguments": {"command": info["admissible_actions"][0]}})
+        )
         assert not any(tag in obs_c for tag in TAGS) and "take_action" in obs_c
     finally:
         for env in (text, tool, raw):

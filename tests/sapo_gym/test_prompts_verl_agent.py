@@ -21,15 +21,34 @@ from sapo_gym.prompts import ALFWORLD_PROMPT, ALFWORLD_PROMPT_CURRENT, WEBSHOP_P
 EXPECTED = Path(__file__).parents[1] / "support" / "verl_agent_prompts"
 
 _A1 = ["go to desk 1", "go to drawer 1", "go to shelf 1", "go to sidetable 1", "help", "inventory", "look"]
-_A2 = ["examine desk 1", "go to drawer 1", "go to shelf 1", "go to sidetable 1", "help", "inventory", "look",
-       "take creditcard 2 from desk 1"]
+_A2 = [
+    "examine desk 1",
+    "go to drawer 1",
+    "go to shelf 1",
+    "go to sidetable 1",
+    "help",
+    "inventory",
+    "look",
+    "take creditcard 2 from desk 1",
+]
 _A3 = [*_A2[:7], "put creditcard 2 in/on desk 1"]
-_A4 = ["examine shelf 1", "go to desk 1", "go to drawer 1", "go to sidetable 1", "help", "inventory", "look",
-       "put creditcard 2 in/on shelf 1"]
+_A4 = [
+    "examine shelf 1",
+    "go to desk 1",
+    "go to drawer 1",
+    "go to sidetable 1",
+    "help",
+    "inventory",
+    "look",
+    "put creditcard 2 in/on shelf 1",
+]
 ALFWORLD_TASK = "put some creditcard on shelf."
 ALFWORLD_TURNS = [  # (raw observation, the engine's admissible commands: help included, as ALFWorld lists them)
-    ("-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking quickly around you, you see a "
-     "desk 1, a drawer 1, a shelf 1, and a sidetable 1.\n\nYour task is to: put some creditcard on shelf.", _A1),
+    (
+        "-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking quickly around you, you see a "
+        "desk 1, a drawer 1, a shelf 1, and a sidetable 1.\n\nYour task is to: put some creditcard on shelf.",
+        _A1,
+    ),
     ("You arrive at desk 1. On the desk 1, you see a creditcard 2.", _A2),
     ("Nothing happens.", _A2),
     ("You pick up the creditcard 2 from the desk 1.", _A3),
@@ -43,17 +62,33 @@ ALFWORLD_OUTPUTS = [
 ]
 
 WEBSHOP_TASK = "i need a long lasting 6.76 fl oz bottle of l'eau d'issey, and price lower than 100.00 dollars"
-_RESULTS = ("'Back to Search' [SEP] 'Page 1 (Total results: 50)' [SEP] 'Next >' [SEP] 'B000VOHH8I' [SEP] 'L'eau D'issey "
-            "By Issey Miyake for MenEau De Toilette Spray, 6.7 Fl Oz Bottle' [SEP] '$64.98' [SEP] 'B000MJZOPK' [SEP] "
-            "'L'eau d'Issey by Issey Miyake for Women 3.3 oz Eau De Toilette Spray' [SEP] '$49.98'")
-_ITEM = ("'Back to Search' [SEP] '< Prev' [SEP] 'size' [SEP] '3.3 fl oz (pack of 1)' [SEP] '6.76 fl oz (pack of 1)' [SEP] "
-         "'L'eau D'issey By Issey Miyake for MenEau De Toilette Spray, 6.7 Fl Oz Bottle' [SEP] 'Price: $64.98' [SEP] "
-         "'Rating: N.A.' [SEP] 'Description' [SEP] 'Features' [SEP] 'Reviews' [SEP] 'Buy Now'")
+_RESULTS = (
+    "'Back to Search' [SEP] 'Page 1 (Total results: 50)' [SEP] 'Next >' [SEP] 'B000VOHH8I' [SEP] 'L'eau D'issey "
+    "By Issey Miyake for MenEau De Toilette Spray, 6.7 Fl Oz Bottle' [SEP] '$64.98' [SEP] 'B000MJZOPK' [SEP] "
+    "'L'eau d'Issey by Issey Miyake for Women 3.3 oz Eau De Toilette Spray' [SEP] '$49.98'"
+)
+_ITEM = (
+    "'Back to Search' [SEP] '< Prev' [SEP] 'size' [SEP] '3.3 fl oz (pack of 1)' [SEP] '6.76 fl oz (pack of 1)' [SEP] "
+    "'L'eau D'issey By Issey Miyake for MenEau De Toilette Spray, 6.7 Fl Oz Bottle' [SEP] 'Price: $64.98' [SEP] "
+    "'Rating: N.A.' [SEP] 'Description' [SEP] 'Features' [SEP] 'Reviews' [SEP] 'Buy Now'"
+)
 _R = ["click[back to search]", "click[next >]", "click[b000vohh8i]", "click[b000mjzopk]"]
-_I = ["click[back to search]", "click[< prev]", "click[description]", "click[features]", "click[reviews]",
-      "click[buy now]", "click[3.3 fl oz (pack of 1)]", "click[6.76 fl oz (pack of 1)]"]
+_I = [
+    "click[back to search]",
+    "click[< prev]",
+    "click[description]",
+    "click[features]",
+    "click[reviews]",
+    "click[buy now]",
+    "click[3.3 fl oz (pack of 1)]",
+    "click[6.76 fl oz (pack of 1)]",
+]
 WEBSHOP_TURNS = [  # (observation as our WebShop env gives it: verl-agent's format_obs form, admissible actions)
-    ("'Search'", ["search[<your query>]"]), (_RESULTS, _R), (_RESULTS, _R), (_ITEM, _I), (_ITEM, _I),
+    ("'Search'", ["search[<your query>]"]),
+    (_RESULTS, _R),
+    (_RESULTS, _R),
+    (_ITEM, _I),
+    (_ITEM, _I),
 ]
 WEBSHOP_OUTPUTS = [
     "<think>Search for it.</think><action>search[l'eau d'issey 6.76 fl oz bottle]</action>",
@@ -122,10 +157,13 @@ def test_webshop_prompts_are_verl_agents() -> None:
     assert "Action 2: 'product, b000vohh8i.']" in prompts[2]  # the invalid turn's 20-character tail
 
 
-@pytest.mark.parametrize(("name", "make", "template", "outputs"), [
-    ("alfworld", _alfworld, ALFWORLD_PROMPT, ALFWORLD_OUTPUTS),
-    ("webshop", _webshop, WEBSHOP_PROMPT, WEBSHOP_OUTPUTS),
-])
+@pytest.mark.parametrize(
+    ("name", "make", "template", "outputs"),
+    [
+        ("alfworld", _alfworld, ALFWORLD_PROMPT, ALFWORLD_OUTPUTS),
+        ("webshop", _webshop, WEBSHOP_PROMPT, WEBSHOP_OUTPUTS),
+    ],
+)
 def test_history_length_zero_renders_the_no_history_template(name, make, template, outputs) -> None:
     prompts = _play(make(), template, 0, outputs)
     assert prompts[0] == _expected(f"{name}_7b68c51_h2_turn1.txt")
@@ -142,8 +180,12 @@ LONG_ACTIONS = ["click[back to search]", "click[next >]"] + [f"click[b0{n:08d}]"
 
 
 def test_webshop_prompt_over_its_budget_drops_the_history() -> None:
-    env = ScriptedEnv(LONG_TASK, [("'Search'", ["search[<your query>]"]), (LONG_RESULTS, LONG_ACTIONS)], fallback_chars=20)
-    prompts = _play(env, WEBSHOP_PROMPT, 2, ["<think>Search.</think><action>search[green tea bags pack of 12]</action>"])
+    env = ScriptedEnv(
+        LONG_TASK, [("'Search'", ["search[<your query>]"]), (LONG_RESULTS, LONG_ACTIONS)], fallback_chars=20
+    )
+    prompts = _play(
+        env, WEBSHOP_PROMPT, 2, ["<think>Search.</think><action>search[green tea bags pack of 12]</action>"]
+    )
     assert prompts[1] == _expected("webshop_long_7b68c51_h2_turn2.txt")
     assert "Prior to this step" not in prompts[1]
 
@@ -151,9 +193,17 @@ def test_webshop_prompt_over_its_budget_drops_the_history() -> None:
 @pytest.mark.parametrize("extra", [0, 1])
 def test_webshop_budget_is_strictly_more_than_13000_characters(extra: int) -> None:
     """A prompt with history of exactly 13,000 characters keeps it; one more character drops it."""
-    probe = _play(ScriptedEnv(LONG_TASK, [("'Search'", ["search[<your query>]"]), ("x", [])], 20), WEBSHOP_PROMPT, 2,
-                  ["<think>t</think><action>search[tea]</action>"])[1]
+    probe = _play(
+        ScriptedEnv(LONG_TASK, [("'Search'", ["search[<your query>]"]), ("x", [])], 20),
+        WEBSHOP_PROMPT,
+        2,
+        ["<think>t</think><action>search[tea]</action>"],
+    )[1]
     obs = "x" * (13000 - len(probe) + 1 + extra)  # the probe's observation is 1 character long
-    prompt = _play(ScriptedEnv(LONG_TASK, [("'Search'", ["search[<your query>]"]), (obs, [])], 20), WEBSHOP_PROMPT, 2,
-                   ["<think>t</think><action>search[tea]</action>"])[1]
+    prompt = _play(
+        ScriptedEnv(LONG_TASK, [("'Search'", ["search[<your query>]"]), (obs, [])], 20),
+        WEBSHOP_PROMPT,
+        2,
+        ["<think>t</think><action>search[tea]</action>"],
+    )[1]
     assert ("Prior to this step" in prompt) == (extra == 0)

@@ -94,13 +94,25 @@ def head_node(home: Path, *extra_args: str, **env: str) -> Iterator[str]:
     (its node IP and GCS port); always stopped."""
     port, temp = _free_port(), Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: Unix socket paths
     log = home / f"ray_start_{port}.log"
-    cmd = [RAY, "start", "--head", "--block", f"--port={port}", "--num-cpus=1", "--node-ip-address=127.0.0.1",
-           "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}", *extra_args]
+    cmd = [
+        RAY,
+        "start",
+        "--head",
+        "--block",
+        f"--port={port}",
+        "--num-cpus=1",
+        "--node-ip-address=127.0.0.1",
+        "--include-dashboard=false",
+        "--disable-usage-stats",
+        f"--temp-dir={temp}",
+        *extra_args,
+    ]
     # no drain on SIGTERM: Ray's handler would wait out its 30 s for the GCS that the same signal to the group stops
     env = {"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0", **env}
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, env=_env(home, **env), stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, env=_env(home, **env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while "Ray runtime started" not in log.read_text():
@@ -115,14 +127,19 @@ def head_node(home: Path, *extra_args: str, **env: str) -> Iterator[str]:
 
 
 def drive(home: Path, address: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", DRIVER, address], env=_env(home, **env), capture_output=True,
-                          text=True, timeout=DRIVER_TIMEOUT_S)
+    return subprocess.run(
+        [sys.executable, "-c", DRIVER, address],
+        env=_env(home, **env),
+        capture_output=True,
+        text=True,
+        timeout=DRIVER_TIMEOUT_S,
+    )
 
 
 def episode(run: subprocess.CompletedProcess) -> list:
     lines = [line for line in run.stdout.splitlines() if line.startswith("EPISODE ")]
     assert run.returncode == 0 and lines, run.stderr[-3000:]
-    return json.loads(lines[0][len("EPISODE "):])
+    return json.loads(lines[0][len("EPISODE ") :])
 
 
 def local_episode() -> list:
@@ -131,7 +148,9 @@ def local_episode() -> list:
         obs, infos = vec.reset(seed=0)
         log = [obs[0]]
         while True:
-            obs, rewards, terms, truncs, infos = vec.step([f"<think></think><action>{infos['expert_action'][0]}</action>"])
+            obs, rewards, terms, truncs, infos = vec.step(
+                [f"<think></think><action>{infos['expert_action'][0]}</action>"]
+            )
             log.append([obs[0], float(rewards[0]), bool(terms[0]), bool(truncs[0])])
             if terms[0] or truncs[0]:
                 return log
@@ -175,15 +194,25 @@ def test_host_port_and_ray_client_without_auth_even_with_a_token_here(home: Path
         assert episode(drive(home, address)) == expected
         assert episode(drive(home, f"ray://127.0.0.1:{client_port}")) == expected
         refused = drive(home, address, RAY_AUTH_MODE="token")
-        assert refused.returncode != 0 and "runs without auth but RAY_AUTH_MODE=token" in refused.stderr, \
+        assert refused.returncode != 0 and "runs without auth but RAY_AUTH_MODE=token" in refused.stderr, (
             refused.stderr[-3000:]
+        )
 
 
-@pytest.mark.parametrize("wants, mode, token, outcome", [
-    (True, None, True, "enabled"), (True, "token", True, "as is"), (True, None, False, "uses token auth"),
-    (True, "disabled", True, "uses token auth"), (False, None, True, "as is"), (False, "disabled", True, "as is"),
-    (False, "token", True, "runs without auth"), (None, None, True, "as is"), (None, "token", False, "as is"),
-])
+@pytest.mark.parametrize(
+    "wants, mode, token, outcome",
+    [
+        (True, None, True, "enabled"),
+        (True, "token", True, "as is"),
+        (True, None, False, "uses token auth"),
+        (True, "disabled", True, "uses token auth"),
+        (False, None, True, "as is"),
+        (False, "disabled", True, "as is"),
+        (False, "token", True, "runs without auth"),
+        (None, None, True, "as is"),
+        (None, "token", False, "as is"),
+    ],
+)
 def test_the_auth_mode_follows_the_cluster(monkeypatch: pytest.MonkeyPatch, wants, mode, token, outcome) -> None:
     """The decision of connect() before ray.init, on what the cluster answered and what this process has."""
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)

@@ -37,8 +37,17 @@ def _play(vec, steps: int) -> list:
     log = [(obs, list(infos["task_id"]))]
     for _ in range(steps):
         obs, rew, term, trunc, infos = vec.step(ray_envs.expert_actions(infos, vec.num_envs))
-        log.append((obs, rew.tolist(), term.tolist(), trunc.tolist(), list(infos["task_id"]),
-                    [m.tolist() for m in infos["action_mask"]], list(infos["admissible_actions"])))
+        log.append(
+            (
+                obs,
+                rew.tolist(),
+                term.tolist(),
+                trunc.tolist(),
+                list(infos["task_id"]),
+                [m.tolist() for m in infos["action_mask"]],
+                list(infos["admissible_actions"]),
+            )
+        )
     return log
 
 
@@ -74,7 +83,9 @@ def _episodes(vec, episode: int) -> list[list[MemberResult]]:
 
 
 def _same(a: list[list[MemberResult]], b: list[list[MemberResult]]) -> bool:
-    flat = lambda log: [(r.obs, r.reward, r.terminated, r.truncated, r.lost, sorted(r.info)) for step in log for r in step]  # noqa: E731
+    flat = lambda log: [
+        (r.obs, r.reward, r.terminated, r.truncated, r.lost, sorted(r.info)) for step in log for r in step
+    ]  # noqa: E731
     masks = lambda log: [r.info["action_mask"].tolist() for step in log for r in step]  # noqa: E731
     return flat(a) == flat(b) and masks(a) == masks(b)
 
@@ -96,8 +107,9 @@ def test_member_api_plays_whole_alfworld_episodes_like_sync(local_ray):
 
 
 def test_a_killed_worker_gives_a_flagged_episode_and_a_replacement(local_ray):
-    vec = sapo_gym.make_vec("sapo/Vault-v0", 3, vectorization="ray", schedule_seed=1,
-                            ray_workers=RayWorkers(step_timeout_s=30))
+    vec = sapo_gym.make_vec(
+        "sapo/Vault-v0", 3, vectorization="ray", schedule_seed=1, ray_workers=RayWorkers(step_timeout_s=30)
+    )
     sync = sapo_gym.make_vec("sapo/Vault-v0", 3, vectorization="sync", schedule_seed=1)
     try:
         vec.reset(seed=0)
@@ -124,8 +136,9 @@ def test_a_killed_worker_gives_a_flagged_episode_and_a_replacement(local_ray):
 
 def test_a_stalled_worker_is_timed_out_and_replaced(local_ray):
     """A step that never returns costs its episode after ``step_timeout_s``, not a hang; the others answer."""
-    vec = sapo_gym.make_vec("tests.support.ray_envs:Stalling-v0", 2, vectorization="ray",
-                            ray_workers=RayWorkers(step_timeout_s=2.0))
+    vec = sapo_gym.make_vec(
+        "tests.support.ray_envs:Stalling-v0", 2, vectorization="ray", ray_workers=RayWorkers(step_timeout_s=2.0)
+    )
     try:
         vec.reset_members([0, 1], [0, 1], episode=0)
         start = time.monotonic()
@@ -147,8 +160,12 @@ def test_a_stalled_worker_is_timed_out_and_replaced(local_ray):
 def test_workers_the_cluster_cannot_place_fail_in_bounded_time(local_ray):
     start = time.monotonic()
     with pytest.raises(TimeoutError, match="did not start within 3.0 s"):
-        sapo_gym.make_vec("sapo/Vault-v0", 2, vectorization="ray",
-                          ray_workers=RayWorkers(resources=(("no_such_resource", 1.0),), start_timeout_s=3.0))
+        sapo_gym.make_vec(
+            "sapo/Vault-v0",
+            2,
+            vectorization="ray",
+            ray_workers=RayWorkers(resources=(("no_such_resource", 1.0),), start_timeout_s=3.0),
+        )
     assert time.monotonic() - start < 90  # the 3 s start timeout and Ray's bookkeeping, never an endless wait
 
 
@@ -165,8 +182,10 @@ def test_members_build_one_share_of_the_full_env(local_ray):
 
 
 def test_import_sapo_gym_does_not_import_ray():
-    code = ("import sys, sapo_gym, sapo_gym.ray_vector; v = sapo_gym.make_vec('sapo/Vault-v0', 1, vectorization='sync'); "
-            "v.close(); print('ray' in sys.modules)")
+    code = (
+        "import sys, sapo_gym, sapo_gym.ray_vector; v = sapo_gym.make_vec('sapo/Vault-v0', 1, vectorization='sync'); "
+        "v.close(); print('ray' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"
 

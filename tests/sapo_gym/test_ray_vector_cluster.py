@@ -45,8 +45,13 @@ def test_members_on_both_nodes_play_the_sync_episodes_and_survive_a_kill():
         expected = [_play(sync, e) for e in (0, 1)]
         with ray_envs.two_node_cluster():
             assert len([n for n in ray.nodes() if n["Alive"]]) == 2
-            vec = sapo_gym.make_vec("sapo/ALFWorld-Mini-v0", 2, vectorization="ray",
-                                    ray_workers=RayWorkers(num_cpus=0.25, step_timeout_s=60), **kwargs)
+            vec = sapo_gym.make_vec(
+                "sapo/ALFWorld-Mini-v0",
+                2,
+                vectorization="ray",
+                ray_workers=RayWorkers(num_cpus=0.25, step_timeout_s=60),
+                **kwargs,
+            )
             try:
                 nodes = vec.node_ids
                 assert len(set(nodes)) == 2, f"SPREAD must place members on both nodes, got {nodes}"

@@ -62,7 +62,9 @@ def expert_trajectories(cases: list[tuple[str, dict[str, Any], list[int]]]) -> d
             while not done:
                 command = info.get("expert_action") or info["admissible_actions"][0]
                 obs, reward, terminated, truncated, info = env.step(f"<think>expert</think><action>{command}</action>")
-                steps.append(json.dumps([command, obs, reward, terminated, truncated, info], sort_keys=True, default=repr))
+                steps.append(
+                    json.dumps([command, obs, reward, terminated, truncated, info], sort_keys=True, default=repr)
+                )
                 done = terminated or truncated
             episodes.append({"steps": steps, "won": bool(info.get("won"))})
         out[f"{env_id} {sorted(kwargs.items())}"] = {"spec_hash": env.unwrapped.spec_hash(), "episodes": episodes}

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ALFWORLD_MODULES = ("alfworld", "textworld", "fast_downward", "tatsu", "tqdm")
 ALFWORLD_DISTRIBUTIONS = ("alfworld", "textworld", "fast-downward-textworld", "tatsu", "tqdm")
 
-_PRELUDE = '''
+_PRELUDE = """
 import re, sys
 _BLOCKED, _DISTS = {modules!r}, {dists!r}
 
@@ -41,7 +41,7 @@ class _Hide:
 
 assert not any(m.partition(".")[0] in _BLOCKED for m in sys.modules), "already imported"
 sys.meta_path[:] = [_Hide(f) for f in sys.meta_path]
-'''
+"""
 
 
 def prelude(modules: Iterable[str], distributions: Iterable[str] = ()) -> str:
@@ -56,5 +56,9 @@ def run_without(
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(
         [sys.executable, "-c", prelude(modules, distributions) + code],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )

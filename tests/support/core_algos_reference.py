@@ -13,13 +13,19 @@ from collections import defaultdict
 import torch
 from torch import Tensor
 
-__all__ = ["turn_gae_loop", "sarsa_targets_loop", "normalize_turn_advantages_loop", "grpo_advantages_loop",
-           "anchor_advantages_loop", "rloo_advantages_loop", "discounted_returns_loop", "gigpo_advantages_loop"]
+__all__ = [
+    "turn_gae_loop",
+    "sarsa_targets_loop",
+    "normalize_turn_advantages_loop",
+    "grpo_advantages_loop",
+    "anchor_advantages_loop",
+    "rloo_advantages_loop",
+    "discounted_returns_loop",
+    "gigpo_advantages_loop",
+]
 
 
-def turn_gae_loop(
-    rewards: Tensor, values: Tensor, dones: Tensor, mask: Tensor, gamma: float, lam: float
-) -> Tensor:
+def turn_gae_loop(rewards: Tensor, values: Tensor, dones: Tensor, mask: Tensor, gamma: float, lam: float) -> Tensor:
     """Reference GAE: plain Python over each trajectory (slow; for the equivalence test only)."""
     adv = torch.zeros_like(values)
     for n in range(values.shape[0]):
@@ -46,8 +52,9 @@ def sarsa_targets_loop(rewards: Tensor, q: Tensor, dones: Tensor, mask: Tensor, 
     return out
 
 
-def normalize_turn_advantages_loop(advantages: Tensor, invalid: Tensor, c_inv: float, eps: float = 1e-6,
-                                   mask: Tensor | None = None) -> Tensor:
+def normalize_turn_advantages_loop(
+    advantages: Tensor, invalid: Tensor, c_inv: float, eps: float = 1e-6, mask: Tensor | None = None
+) -> Tensor:
     """Reference SAPO batch normalization in plain Python: ``(Ã − μ_B)/(σ_B + ε)`` over the masked rows, 0 elsewhere."""
     keep = [True] * len(advantages) if mask is None else [bool(m) for m in mask]
     pen = [float(a) - c_inv * float(i) for a, i in zip(advantages, invalid)]
@@ -59,8 +66,9 @@ def normalize_turn_advantages_loop(advantages: Tensor, invalid: Tensor, c_inv: f
     return torch.tensor([(p - mean) / (std + eps) if k else 0.0 for p, k in zip(pen, keep)], dtype=advantages.dtype)
 
 
-def grpo_advantages_loop(returns: Tensor, group_ids: Tensor, eps: float = 1e-6, weights: Tensor | None = None,
-                         scale_by_std: bool = True) -> Tensor:
+def grpo_advantages_loop(
+    returns: Tensor, group_ids: Tensor, eps: float = 1e-6, weights: Tensor | None = None, scale_by_std: bool = True
+) -> Tensor:
     """Reference GRPO in plain Python: each entry counted ``weights`` times; one entry: mean 0, std 1; an equal group
     (std 0) scales by 1."""
     values = [float(r) for r in returns]
@@ -81,8 +89,9 @@ def grpo_advantages_loop(returns: Tensor, group_ids: Tensor, eps: float = 1e-6, 
     return torch.tensor(out, dtype=returns.dtype)
 
 
-def anchor_advantages_loop(values: Tensor, group_ids: Tensor, anchor_ids: Tensor, eps: float = 1e-6,
-                           scale_by_std: bool = False) -> Tensor:
+def anchor_advantages_loop(
+    values: Tensor, group_ids: Tensor, anchor_ids: Tensor, eps: float = 1e-6, scale_by_std: bool = False
+) -> Tensor:
     """Reference GiGPO step term in plain Python: ``values`` normalized per (group, anchor); a singleton gets 0."""
     rows: dict[tuple[int, int], list[int]] = defaultdict(list)
     for i, key in enumerate(zip(group_ids.tolist(), anchor_ids.tolist())):
@@ -144,8 +153,9 @@ def _normalized(values: list[float], scale_by_std: bool, eps: float) -> list[flo
     return [(v - mean) / (std + eps) if scale_by_std else v - mean for v in values]
 
 
-def _episode_term_loop(score: list[float], traj: list[int], turn: list[int], group: list[int], across: bool,
-                       scale_by_std: bool, eps: float) -> list[float]:
+def _episode_term_loop(
+    score: list[float], traj: list[int], turn: list[int], group: list[int], across: bool, scale_by_std: bool, eps: float
+) -> list[float]:
     """The episode term row by row: each row's score against its group's entries (mean 0, std 1 for one entry)."""
     first = _first_rows(traj, turn)
     entries: dict[int, list[float]] = defaultdict(list)
@@ -164,9 +174,19 @@ def _episode_term_loop(score: list[float], traj: list[int], turn: list[int], gro
     return out
 
 
-def gigpo_advantages_loop(rewards: Tensor, traj_ids: Tensor, turn_idx: Tensor, group_ids: Tensor, anchor_ids: Tensor,
-                          gamma: float = 0.95, step_weight: float = 1.0, scale_by_std: bool = False, eps: float = 1e-6,
-                          stats_across_steps: bool = True, penalty: Tensor | None = None) -> Tensor:
+def gigpo_advantages_loop(
+    rewards: Tensor,
+    traj_ids: Tensor,
+    turn_idx: Tensor,
+    group_ids: Tensor,
+    anchor_ids: Tensor,
+    gamma: float = 0.95,
+    step_weight: float = 1.0,
+    scale_by_std: bool = False,
+    eps: float = 1e-6,
+    stats_across_steps: bool = True,
+    penalty: Tensor | None = None,
+) -> Tensor:
     """Reference GiGPO in plain Python: dictionaries of rows per group (for the equivalence test only)."""
     traj, turn, group, anchor = traj_ids.tolist(), turn_idx.tolist(), group_ids.tolist(), anchor_ids.tolist()
     pen = [0.0] * len(traj) if penalty is None else [float(p) for p in penalty]

@@ -46,8 +46,12 @@ def lognormal_latency(median: float, sigma: float, seed: int, n: int = 100_000) 
 class FakeOpenAI:
     """``with FakeOpenAI() as server:`` → ``server.url`` (``http://127.0.0.1:PORT/v1``)."""
 
-    def __init__(self, script: list[tuple[int, dict[str, str]]] | None = None, latency: Callable[[int], float] | None = None,
-                 reply: Callable[[dict[str, Any]], str] | None = None):
+    def __init__(
+        self,
+        script: list[tuple[int, dict[str, str]]] | None = None,
+        latency: Callable[[int], float] | None = None,
+        reply: Callable[[dict[str, Any]], str] | None = None,
+    ):
         self.script = list(script or [])
         self.latency = latency
         self.reply = reply or (lambda body: vault_reply(body["messages"][-1]["content"]))
@@ -73,10 +77,20 @@ class FakeOpenAI:
                     return
                 prompt = body["messages"][-1]["content"]
                 content = fake.reply(body)
-                answer = {"id": f"c{number}", "object": "chat.completion", "created": 0, "model": body.get("model"),
-                          "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-                          "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(content.split()),
-                                    "total_tokens": len(prompt.split()) + len(content.split())}}
+                answer = {
+                    "id": f"c{number}",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body.get("model"),
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                    ],
+                    "usage": {
+                        "prompt_tokens": len(prompt.split()),
+                        "completion_tokens": len(content.split()),
+                        "total_tokens": len(prompt.split()) + len(content.split()),
+                    },
+                }
                 self._send(200, answer, {})
 
             def _send(self, status: int, obj: Any, headers: dict[str, str]) -> None:

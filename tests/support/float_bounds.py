@@ -79,6 +79,7 @@ class GradientTerms:
     def _raw_hook(self, n: str):
         def hook(grad: torch.Tensor) -> None:
             self.raw[n] += grad.detach().double()
+
         return hook
 
     def _forward_hook(self, module: nn.Module, inputs: Any, output: torch.Tensor) -> None:
@@ -104,8 +105,8 @@ class GradientTerms:
 
     def clip_coefficient(self, clipped: dict[str, torch.Tensor]) -> float:
         """The coefficient the reference run scaled its gradients by: ‖clipped‖ / ‖raw‖."""
-        raw = sum(float((x ** 2).sum()) for x in self.raw.values()) ** 0.5
-        return (sum(float((x ** 2).sum()) for x in clipped.values()) ** 0.5) / raw
+        raw = sum(float((x**2).sum()) for x in self.raw.values()) ** 0.5
+        return (sum(float((x**2).sum()) for x in clipped.values()) ** 0.5) / raw
 
     def noise_floor(self, n: str, g: torch.Tensor, clip: float, rho: float) -> torch.Tensor:
         """How far two float32 computations of the clipped gradient entries ``g`` of parameter ``n`` can differ.
@@ -136,10 +137,12 @@ def adam_updates(gradients: list[torch.Tensor], group: dict) -> torch.Tensor:
     (b1, b2), t = group["betas"], len(gradients)
     m = sum((1 - b1) * b1 ** (t - 1 - i) * g for i, g in enumerate(gradients))
     v = sum((1 - b2) * b2 ** (t - 1 - i) * g * g for i, g in enumerate(gradients))
-    return group["lr"] * (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)).sqrt() + group["eps"])
+    return group["lr"] * (m / (1 - b1**t)) / ((v / (1 - b2**t)).sqrt() + group["eps"])
 
 
-def adam_tolerance(steps: list[dict], group: dict, step: int, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def adam_tolerance(
+    steps: list[dict], group: dict, step: int, weights: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
     """Per entry, how far another run's weights after optimizer step ``step`` (1-based) may lie from the
     reference ``weights``, given the weights before that step are the same in both runs.
 
@@ -176,7 +179,9 @@ def assert_bound_is_a_test(tolerance: dict[str, torch.Tensor], lr: float) -> Non
     assert held >= 0.99 * total, f"only {held} of {total} entries held to lr/100"
 
 
-def excess(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], tolerance: dict[str, torch.Tensor]) -> tuple[float, str]:
+def excess(
+    a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], tolerance: dict[str, torch.Tensor]
+) -> tuple[float, str]:
     """The largest ``|a - b| / tolerance`` over the entries of the tolerated tensors, and where (<= 1: within)."""
     worst = (0.0, "")
     for n, tol in tolerance.items():

@@ -44,8 +44,13 @@ class UnsendableAgent(_OneAtATime):
 
 class HugeNumbersAgent(_OneAtATime):
     def respond(self, observation: str, info: dict[str, Any], turn_seed: int | None = None) -> dict[str, Any]:
-        return {"output": scripted_reply(observation), "prompt_tokens": 10**400, "completion_tokens": -1,
-                "latency_s": 1e308 * 10, "finish_reason": "x" * 1000}
+        return {
+            "output": scripted_reply(observation),
+            "prompt_tokens": 10**400,
+            "completion_tokens": -1,
+            "latency_s": 1e308 * 10,
+            "finish_reason": "x" * 1000,
+        }
 
 
 class LongOutputAgent(_OneAtATime):

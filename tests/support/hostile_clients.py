@@ -158,8 +158,15 @@ class Reply:
     seconds: float
 
 
-def honest(port: int, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None,
-           timeout: float = 30.0, source: str = HONEST_ADDRESS) -> Reply:
+def honest(
+    port: int,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 30.0,
+    source: str = HONEST_ADDRESS,
+) -> Reply:
     """One honest request from ``source``, and how long it took."""
     start = time.monotonic()
     conn = http.client.HTTPConnection(HOST, port, timeout=timeout, source_address=(source, 0))

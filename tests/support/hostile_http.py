@@ -24,7 +24,11 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-ANSWER = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "<action>press red</action>"}, "finish_reason": "stop"}]}
+ANSWER = {
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "<action>press red</action>"}, "finish_reason": "stop"}
+    ]
+}
 
 
 class HostileServer:
@@ -60,7 +64,11 @@ class HostileServer:
 
     def _send(self, handler: Any, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
         handler.send_response(status)
-        for key, value in {"Content-Type": "application/json", "Content-Length": str(len(body)), **(headers or {})}.items():
+        for key, value in {
+            "Content-Type": "application/json",
+            "Content-Length": str(len(body)),
+            **(headers or {}),
+        }.items():
             handler.send_header(key, value)
         handler.end_headers()
         handler.wfile.write(body)
@@ -93,7 +101,9 @@ class HostileServer:
         else:
             text = json.dumps(ANSWER).encode()
             cut = len(text) // count
-            body = b"".join(gzip.compress(text[i * cut:(i + 1) * cut if i < count - 1 else None], mtime=0) for i in range(count))
+            body = b"".join(
+                gzip.compress(text[i * cut : (i + 1) * cut if i < count - 1 else None], mtime=0) for i in range(count)
+            )
         self._send(handler, 200, body, {"Content-Encoding": "gzip"})
 
     def _drip(self, handler: Any, number: int) -> None:
@@ -113,7 +123,7 @@ class HostileServer:
     def _trickle(self, handler: Any, data: bytes) -> None:
         for i in range(min(len(data), self.options.get("limit", 100))):
             time.sleep(self.options.get("every", 0.2))
-            handler.wfile.write(data[i:i + 1])
+            handler.wfile.write(data[i : i + 1])
             handler.wfile.flush()
             with self.lock:
                 self.sent += 1

@@ -44,9 +44,11 @@ def expert_script(env_id: str, split: str, seeds: Sequence[int], limit: int) -> 
 
 def scripted_model(script: dict[str, str]) -> Callable[[dict[str, Any]], str]:
     """A chat-completions ``reply`` (tests.support.fake_openai) answering the last user message from ``script``."""
+
     def reply(body: dict[str, Any]) -> str:
         users = [m["content"] for m in body["messages"] if m["role"] == "user"]
         return script.get(users[-1], FALLBACK) if users else FALLBACK
+
     return reply
 
 
@@ -66,8 +68,9 @@ class Played:
         return len(self.rewards)
 
 
-def play(env_id: str, split: str, task_id: str, seed: int, replies: Sequence[str],
-         env_args: dict[str, Any] | None = None) -> Played:
+def play(
+    env_id: str, split: str, task_id: str, seed: int, replies: Sequence[str], env_args: dict[str, Any] | None = None
+) -> Played:
     """Replay ``replies`` in process on the task (stops early only if the env ends the episode first)."""
     env = gym.make(env_id, split=split, **(env_args or {}))
     out = Played()

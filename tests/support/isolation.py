@@ -87,8 +87,12 @@ class GcAgent(_Attacker):
         self.report["found"] = max(self.report["found"], len(envs))
         out: list[str | None] = []
         for info in infos:
-            match = [e for e in envs if getattr(getattr(e, "_task", None), "task_id", None) == info["task_id"]
-                     and getattr(e, "_steps", None) == info["step"]]
+            match = [
+                e
+                for e in envs
+                if getattr(getattr(e, "_task", None), "task_id", None) == info["task_id"]
+                and getattr(e, "_steps", None) == info["step"]
+            ]
             out.append(match[0].expert_action() if match else None)
         return out
 
@@ -137,8 +141,11 @@ class InfoTypesAgent:
     def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]]) -> list[str]:
         if any(info.get("task_id") == "explode" for info in infos):
             raise RuntimeError("the agent exploded")
-        types = {k: f"{type(v).__module__}.{type(v).__name__}" + (f"[{v.dtype}]" if hasattr(v, "dtype") else "")
-                 for info in infos for k, v in info.items()}
+        types = {
+            k: f"{type(v).__module__}.{type(v).__name__}" + (f"[{v.dtype}]" if hasattr(v, "dtype") else "")
+            for info in infos
+            for k, v in info.items()
+        }
         path = os.environ.get("SAPO_ATTACK_REPORT")
         if path:
             with open(path, "w") as fh:

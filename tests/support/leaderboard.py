@@ -39,8 +39,11 @@ def named(bundle: dict[str, Any], name: str) -> dict[str, Any]:
 def snapshot(store) -> tuple[Any, ...]:  # type: ignore[no-untyped-def]
     """Everything a rejected request must leave as it was."""
     rows = store.submissions(limit=10_000)
-    return (store.counts(), sorted((r.id, r.digest, r.status, r.status_message) for r in rows),
-            [(t.id, t.token_hash, t.revoked) for t in store.tokens()])
+    return (
+        store.counts(),
+        sorted((r.id, r.digest, r.status, r.status_message) for r in rows),
+        [(t.id, t.token_hash, t.revoked) for t in store.tokens()],
+    )
 
 
 def many_seeds(bundle: dict[str, Any], name: str, seeds: int) -> dict[str, Any]:
@@ -76,8 +79,21 @@ class ServerProcess:
 
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
         workers = () if "--workers" in self.extra else ("--workers", "1")
-        cmd = [sys.executable, "-m", "sapo_cli", "leaderboard", "--db", self.db_url, "--board", VAULT, "serve",
-               "--port", str(self.port), *workers, *self.extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "sapo_cli",
+            "leaderboard",
+            "--db",
+            self.db_url,
+            "--board",
+            VAULT,
+            "serve",
+            "--port",
+            str(self.port),
+            *workers,
+            *self.extra,
+        ]
         before = self.log.stat().st_size if self.log.exists() else 0  # a restart appends to the same log
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log.open("a"), stderr=subprocess.STDOUT)
         deadline, announced = time.monotonic() + timeout, None
@@ -205,9 +221,23 @@ def bulk_verified(store, template_row_id: int, n: int) -> None:  # type: ignore[
     with store.session.begin() as s:
         base = s.get(Submission, template_row_id)
         for i in range(n):
-            s.add(Submission(digest=f"{i:064x}", token_id=base.token_id, submitter=base.submitter, env_id=base.env_id,
-                             split=base.split, spec_hash=base.spec_hash, agent_name=f"agent {i:03d}",
-                             agent_json=json.dumps({"name": f"agent {i:03d}"}), episodes=base.episodes, success=i / n,
-                             score=i / n, aggregates_json=base.aggregates_json, status="verified", status_message="ok",
-                             bundle_gz=base.bundle_gz))
+            s.add(
+                Submission(
+                    digest=f"{i:064x}",
+                    token_id=base.token_id,
+                    submitter=base.submitter,
+                    env_id=base.env_id,
+                    split=base.split,
+                    spec_hash=base.spec_hash,
+                    agent_name=f"agent {i:03d}",
+                    agent_json=json.dumps({"name": f"agent {i:03d}"}),
+                    episodes=base.episodes,
+                    success=i / n,
+                    score=i / n,
+                    aggregates_json=base.aggregates_json,
+                    status="verified",
+                    status_message="ok",
+                    bundle_gz=base.bundle_gz,
+                )
+            )
         s.execute(update(Submission).where(Submission.id == template_row_id).values(status="failed"))

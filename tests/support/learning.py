@@ -56,8 +56,9 @@ class Start:
     success: float
 
 
-def shared(tmp_path_factory: pytest.TempPathFactory, name: str, key: dict[str, Any],
-           build: Callable[[], Start]) -> Start:
+def shared(
+    tmp_path_factory: pytest.TempPathFactory, name: str, key: dict[str, Any], build: Callable[[], Start]
+) -> Start:
     """``build()``, once per test session and ``key``: the first worker to ask builds it under a lock (``flock``) and
     writes it whole (:func:`sapo_gym.files.write_atomic`); the others, and later tests, load it. The folder is the
     session's (xdist workers share their base temp's parent), so no run reads another's start."""
@@ -160,12 +161,31 @@ def alfworld_config(algo: str, iterations: int, folder: Path) -> Any:
     from trainers.config import TrainConfig
 
     _, rl_games = alfworld_sets(folder)
-    return TrainConfig(algo=algo, env="sapo/ALFWorld-Mini-v0", env_arg=[f"data_dir={rl_games}", "max_episode_steps=25"],
-                       tiny_hidden_size=128, prompt="plain", history_length=0, max_prompt_tokens=1024,
-                       max_response_tokens=24, constrain="admissible", old_log_probs="rollout",
-                       episodes_per_iteration=8, group_size=4 if algo == "grpo" else 1, iterations=iterations, lr=3e-4,
-                       critic_lr=1e-3, micro_batch_size=16, sft_episodes=24, sft_epochs=10, sft_lr=3e-3,
-                       draft_tokens=16, out_dir=str(folder / "run"), checkpoint_every=0, progress=False)
+    return TrainConfig(
+        algo=algo,
+        env="sapo/ALFWorld-Mini-v0",
+        env_arg=[f"data_dir={rl_games}", "max_episode_steps=25"],
+        tiny_hidden_size=128,
+        prompt="plain",
+        history_length=0,
+        max_prompt_tokens=1024,
+        max_response_tokens=24,
+        constrain="admissible",
+        old_log_probs="rollout",
+        episodes_per_iteration=8,
+        group_size=4 if algo == "grpo" else 1,
+        iterations=iterations,
+        lr=3e-4,
+        critic_lr=1e-3,
+        micro_batch_size=16,
+        sft_episodes=24,
+        sft_epochs=10,
+        sft_lr=3e-3,
+        draft_tokens=16,
+        out_dir=str(folder / "run"),
+        checkpoint_every=0,
+        progress=False,
+    )
 
 
 def build_alfworld_start(cfg: Any, folder: Path) -> Start:
@@ -210,11 +230,30 @@ def webshop_config(algo: str, iterations: int, folder: Path) -> Any:
     tokens (the same distribution, about half the forward passes)."""
     from trainers.config import TrainConfig
 
-    return TrainConfig(algo=algo, env="sapo/WebShop-Mini-v0", env_arg=WEBSHOP_CUT, tiny_hidden_size=128, prompt="plain",
-                       history_length=1, max_prompt_tokens=1024, max_response_tokens=40, constrain="admissible",
-                       old_log_probs="rollout", episodes_per_iteration=8, group_size=4 if algo == "grpo" else 1,
-                       iterations=iterations, lr=3e-4, critic_lr=1e-3, micro_batch_size=4, group_by_length=True,
-                       sft_lr=3e-3, draft_tokens=16, out_dir=str(folder / "run"), checkpoint_every=0, progress=False)
+    return TrainConfig(
+        algo=algo,
+        env="sapo/WebShop-Mini-v0",
+        env_arg=WEBSHOP_CUT,
+        tiny_hidden_size=128,
+        prompt="plain",
+        history_length=1,
+        max_prompt_tokens=1024,
+        max_response_tokens=40,
+        constrain="admissible",
+        old_log_probs="rollout",
+        episodes_per_iteration=8,
+        group_size=4 if algo == "grpo" else 1,
+        iterations=iterations,
+        lr=3e-4,
+        critic_lr=1e-3,
+        micro_batch_size=4,
+        group_by_length=True,
+        sft_lr=3e-3,
+        draft_tokens=16,
+        out_dir=str(folder / "run"),
+        checkpoint_every=0,
+        progress=False,
+    )
 
 
 def build_webshop_start(cfg: Any) -> Start:
@@ -229,12 +268,21 @@ def build_webshop_start(cfg: Any) -> Start:
     trainer = Trainer(cfg)
     demos = collect_demonstrations(cfg, cfg.gym_make_kwargs(), load_agent("expert", seed=0), 24)
     for epoch in range(WEBSHOP_MAX_EPOCHS):
-        (loss,) = behaviour_clone(trainer.policy, demos, epochs=1, lr=cfg.sft_lr, seed=epoch,
-                                  micro_batch_size=cfg.micro_batch_size, by_length=cfg.group_by_length)
+        (loss,) = behaviour_clone(
+            trainer.policy,
+            demos,
+            epochs=1,
+            lr=cfg.sft_lr,
+            seed=epoch,
+            micro_batch_size=cfg.micro_batch_size,
+            by_length=cfg.group_by_length,
+        )
         if loss < WEBSHOP_EVAL_BELOW and (won := success(trainer)) >= WEBSHOP_FLOOR:
             return Start(trainer.policy.model.state_dict(), won)
-    pytest.fail(f"the clone never won {WEBSHOP_FLOOR * EPISODES:.0f} of the six goals' {EPISODES} episodes in "
-                f"{WEBSHOP_MAX_EPOCHS} epochs")
+    pytest.fail(
+        f"the clone never won {WEBSHOP_FLOOR * EPISODES:.0f} of the six goals' {EPISODES} episodes in "
+        f"{WEBSHOP_MAX_EPOCHS} epochs"
+    )
 
 
 def webshop_start(tmp_path_factory: pytest.TempPathFactory) -> Start:

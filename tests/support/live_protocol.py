@@ -50,8 +50,12 @@ class Client:
         deadline = time.monotonic() + self.retry_seconds
         while True:
             try:
-                answer = requests.post(f"{self.url}/api/v1/live/runs{path}", json=body or {}, headers=self.headers, timeout=30)
-                if answer.status_code not in PROXY_RETRY or time.monotonic() > deadline:  # 502: the worker behind nginx died
+                answer = requests.post(
+                    f"{self.url}/api/v1/live/runs{path}", json=body or {}, headers=self.headers, timeout=30
+                )
+                if (
+                    answer.status_code not in PROXY_RETRY or time.monotonic() > deadline
+                ):  # 502: the worker behind nginx died
                     return answer
             except requests.ConnectionError:
                 if time.monotonic() > deadline:
@@ -109,9 +113,16 @@ def uninterrupted(stored: dict[str, Any], who: str = "") -> dict[str, Any]:
         records.append(record)
     env.close()
     spec = env.unwrapped
-    bundle = build_bundle(records, spec.spec_fields(), spec.spec_hash(), AgentInfo(name=agent_name(who)),
-                          stored["evaluation"]["seeds"], batch_size=1, command=stored["evaluation"]["command"],
-                          created=stored["created"])
+    bundle = build_bundle(
+        records,
+        spec.spec_fields(),
+        spec.spec_hash(),
+        AgentInfo(name=agent_name(who)),
+        stored["evaluation"]["seeds"],
+        batch_size=1,
+        command=stored["evaluation"]["command"],
+        created=stored["created"],
+    )
     return parse_bundle(json.dumps(bundle))
 
 

@@ -70,11 +70,17 @@ def throwaway_cluster(port: int, max_connections: int = 100) -> Iterator[Cluster
         shutil.rmtree(root, ignore_errors=True)
         raise
     data = os.path.join(root, "data")
-    subprocess.run([*run_as, f"{bindir}/initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [*run_as, f"{bindir}/initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"],
+        check=True,
+        capture_output=True,
+    )
     options = f"-k {root} -p {port} -c listen_addresses='' -c fsync=off -c max_connections={max_connections}"
-    subprocess.run([*run_as, f"{bindir}/pg_ctl", "-D", data, "-l", os.path.join(root, "log"), "-o", options, "-w", "start"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [*run_as, f"{bindir}/pg_ctl", "-D", data, "-l", os.path.join(root, "log"), "-o", options, "-w", "start"],
+        check=True,
+        capture_output=True,
+    )
     try:
         yield Cluster(f"postgresql+psycopg2://postgres@/{{db}}?host={root}&port={port}", root, data)
     finally:

@@ -11,9 +11,14 @@ WEBSHOP = "sapo/WebShop-v0"
 TASKS = 3
 
 
-def start(client: Any, auth: dict[str, str], env_id: str = WEBSHOP, name: str = "twin", parallel: int = 1) -> dict[str, Any]:
-    run = client.post("/api/v1/live/runs", json={"env_id": env_id, "split": "private", "agent": {"name": name},
-                                                 "parallel": parallel}, headers=auth)
+def start(
+    client: Any, auth: dict[str, str], env_id: str = WEBSHOP, name: str = "twin", parallel: int = 1
+) -> dict[str, Any]:
+    run = client.post(
+        "/api/v1/live/runs",
+        json={"env_id": env_id, "split": "private", "agent": {"name": name}, "parallel": parallel},
+        headers=auth,
+    )
     assert run.status_code == 201, run.json
     return run.json
 
@@ -24,8 +29,9 @@ def deal(client: Any, auth: dict[str, str], run_id: int) -> dict[str, Any]:
     return dealt.json
 
 
-def play(client: Any, auth: dict[str, str], seed: str, env_id: str = WEBSHOP, tasks: int = TASKS,
-         name: str = "twin") -> dict[str, Any]:
+def play(
+    client: Any, auth: dict[str, str], seed: str, env_id: str = WEBSHOP, tasks: int = TASKS, name: str = "twin"
+) -> dict[str, Any]:
     """A whole live run on ``env_id``'s private board of ``tasks`` tasks; the answer's ``submission``."""
     import gymnasium as gym
 
@@ -41,8 +47,9 @@ def play(client: Any, auth: dict[str, str], seed: str, env_id: str = WEBSHOP, ta
             for turn in range(60):
                 output = f"<think>follow the plan</think><action>{info['expert_action']}</action>"
                 obs, _, terminated, truncated, info = twin.step(output)
-                answer = client.post(f"/api/v1/live/runs/{run['run_id']}/step", json={"output": output, "turn": turn},
-                                     headers=auth).json
+                answer = client.post(
+                    f"/api/v1/live/runs/{run['run_id']}/step", json={"output": output, "turn": turn}, headers=auth
+                ).json
                 if terminated or truncated:
                     break
     finally:

@@ -27,8 +27,12 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # read by Ray at import: 
 
 ROOT = str(Path(__file__).resolve().parents[2])
 
-RAY_INIT = dict(include_dashboard=False, object_store_memory=100 * 1024**2, log_to_driver=False,
-                runtime_env={"env_vars": {"PYTHONPATH": ROOT}})
+RAY_INIT = dict(
+    include_dashboard=False,
+    object_store_memory=100 * 1024**2,
+    log_to_driver=False,
+    runtime_env={"env_vars": {"PYTHONPATH": ROOT}},
+)
 """ray.init arguments of the tests' small clusters: a 100 MiB object store (observations are small strings), and
 the checkout on the workers' path so they import ``tests.support`` (sapo_gym itself is installed)."""
 

@@ -40,7 +40,20 @@ def served(env_id: str, *args: str) -> Iterator[str]:
     it serves; stop it after (a 2 s drain unless ``args`` say otherwise). Skips the test when nginx is missing."""
     nginx_or_skip()
     drain = () if "--drain-seconds" in args else ("--drain-seconds", "2")
-    cmd = [sys.executable, "-m", "sapo_cli", "env", "serve", env_id, "--host", "127.0.0.1", "--port", "0", *drain, *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sapo_cli",
+        "env",
+        "serve",
+        env_id,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        *drain,
+        *args,
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -68,8 +68,12 @@ class ScriptedAgent:
     def respond(self, observation: str, info: dict[str, Any], turn_seed: int | None = None) -> dict[str, Any]:
         _delay()
         output = scripted_reply(observation)
-        return {"output": output, "prompt_tokens": len(observation.split()), "completion_tokens": len(output.split()),
-                "finish_reason": "stop"}
+        return {
+            "output": output,
+            "prompt_tokens": len(observation.split()),
+            "completion_tokens": len(output.split()),
+            "finish_reason": "stop",
+        }
 
 
 class ScriptedBatchAgent:

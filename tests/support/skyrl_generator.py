@@ -31,9 +31,15 @@ class Trajectory:
     env_metrics: dict[str, Any] = field(default_factory=dict)
 
 
-def agent_loop(prompt: list[dict[str, Any]], env_class: str, env_extras: dict[str, Any],
-               generate: Callable[[list[dict[str, Any]]], str], max_turns: int, env_config: Any = None,
-               max_input_length: int = 1 << 30) -> Trajectory:
+def agent_loop(
+    prompt: list[dict[str, Any]],
+    env_class: str,
+    env_extras: dict[str, Any],
+    generate: Callable[[list[dict[str, Any]]], str],
+    max_turns: int,
+    env_config: Any = None,
+    max_input_length: int = 1 << 30,
+) -> Trajectory:
     env_extras = dict(env_extras)
     env_extras["max_turns"] = max_turns
     env = skyrl_gym.make(env_class, env_config=env_config if env_config is not None else {}, extras=env_extras)

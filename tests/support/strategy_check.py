@@ -36,8 +36,18 @@ from trainers.distributed import deal
 from trainers.experience import Experience, TurnRecord, micro_batches
 from trainers.strategy import StrategyConfig, Trainable, TrainingStrategy, make_strategy
 
-__all__ = ["synthetic_turns", "prepare_update", "dealt", "update_step", "sapo_update", "resume_gap", "TRAINER_CHECK", "step_capturing", "capture_first_step",
-           "trainer_check"]
+__all__ = [
+    "synthetic_turns",
+    "prepare_update",
+    "dealt",
+    "update_step",
+    "sapo_update",
+    "resume_gap",
+    "TRAINER_CHECK",
+    "step_capturing",
+    "capture_first_step",
+    "trainer_check",
+]
 
 
 def synthetic_turns(vocab: int, banned: tuple[int, ...], seed: int = 0, response_len: int = 6) -> list[TurnRecord]:
@@ -49,8 +59,19 @@ def synthetic_turns(vocab: int, banned: tuple[int, ...], seed: int = 0, response
         for t in range(2):
             plen = 5 + int(torch.randint(0, 6, (1,), generator=g))
             ids = allowed[torch.randint(0, len(allowed), (plen + response_len,), generator=g)].tolist()
-            turns.append(turn(ids[:plen], ids[plen:], [0.0] * response_len, reward=float(t == 1 and traj % 2 == 0),
-                              done=t == 1, invalid=traj == 3 and t == 0, traj_id=traj, turn_idx=t, group_id=traj))
+            turns.append(
+                turn(
+                    ids[:plen],
+                    ids[plen:],
+                    [0.0] * response_len,
+                    reward=float(t == 1 and traj % 2 == 0),
+                    done=t == 1,
+                    invalid=traj == 3 and t == 0,
+                    traj_id=traj,
+                    turn_idx=t,
+                    group_id=traj,
+                )
+            )
     return turns
 
 
@@ -146,9 +167,21 @@ def resume_gap(strategy: TrainingStrategy, directory: Path, lr: float = 1e-4) ->
 
 
 TRAINER_CHECK: dict[str, Any] = dict(
-    env="sapo/Vault-v0", model="tiny", prompt="plain", history_length=0, max_response_tokens=8, episodes_per_iteration=4,
-    micro_batch_size=3, minibatches=2, lr=1e-3, critic_lr=1e-3, kl_coef=0.01, iterations=3, checkpoint_every=0,
-    progress=False, seed=0,
+    env="sapo/Vault-v0",
+    model="tiny",
+    prompt="plain",
+    history_length=0,
+    max_response_tokens=8,
+    episodes_per_iteration=4,
+    micro_batch_size=3,
+    minibatches=2,
+    lr=1e-3,
+    critic_lr=1e-3,
+    kl_coef=0.01,
+    iterations=3,
+    checkpoint_every=0,
+    progress=False,
+    seed=0,
 )
 """The Trainer check's config (micro-batches of 3 rows: the ranks get unequal numbers of them, exercising the padding)."""
 
@@ -205,21 +238,38 @@ def trainer_check(stage: int, out: Path, algo: str = "sapo") -> dict[str, Any]:
     loaded = resumed.strategy.full_state_dict(resumed.actor)
     rows.append(resumed.run_iteration())
     keep = [{k: v for k, v in r.items() if not k.startswith(("time/", "memory/"))} for r in rows]
-    return {"turns": turns, "stats": stats, "weights": first, "first_step": after_first_step["actor"],
-            "critic_first_step": after_first_step.get("critic"), "grad_norms": after_first_step["actor_norms"], "loaded": loaded, "world_size": trainer.world,
-            "rank": trainer.rank, "groups": [int(e.group) for e in trainer.vec.envs], "rows": keep,
-            "continued": continued, "resumed": resumed.strategy.full_state_dict(resumed.actor)}
+    return {
+        "turns": turns,
+        "stats": stats,
+        "weights": first,
+        "first_step": after_first_step["actor"],
+        "critic_first_step": after_first_step.get("critic"),
+        "grad_norms": after_first_step["actor_norms"],
+        "loaded": loaded,
+        "world_size": trainer.world,
+        "rank": trainer.rank,
+        "groups": [int(e.group) for e in trainer.vec.envs],
+        "rows": keep,
+        "continued": continued,
+        "resumed": resumed.strategy.full_state_dict(resumed.actor),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=("torch", "deepspeed"), default="deepspeed")
-    parser.add_argument("--zero-stage", default="2", help="ZeRO stage, or several comma-separated (one launch, one run each)")
+    parser.add_argument(
+        "--zero-stage", default="2", help="ZeRO stage, or several comma-separated (one launch, one run each)"
+    )
     parser.add_argument("--bf16", action="store_true")
     parser.add_argument("--gradient-checkpointing", action="store_true")
     parser.add_argument("--lr", type=float, default=1e-4)
-    parser.add_argument("--check-resume", action="store_true", help="also check save -> load -> step against continuing")
-    parser.add_argument("--trainer", action="store_true", help="check the Trainer (one Vault iteration, resume) instead")
+    parser.add_argument(
+        "--check-resume", action="store_true", help="also check save -> load -> step against continuing"
+    )
+    parser.add_argument(
+        "--trainer", action="store_true", help="check the Trainer (one Vault iteration, resume) instead"
+    )
     parser.add_argument("--algo", default="sapo", help="--trainer: the method")
     parser.add_argument("--out", type=Path, required=True, help="writes OUT/zero{stage}/rank{rank}.pt")
     args = parser.parse_args()
@@ -228,21 +278,39 @@ def main() -> None:
         if args.trainer:
             result = trainer_check(stage, args.out / f"trainer{stage}", args.algo)
             torch.save(result, args.out / f"trainer{stage}" / f"rank{result['rank']}.pt")
-            print(f"Trainer ZeRO-{stage} rank {result['rank']}/{result['world_size']}: loss {result['stats']['actor/loss']:.6f}")
+            print(
+                f"Trainer ZeRO-{stage} rank {result['rank']}/{result['world_size']}: loss {result['stats']['actor/loss']:.6f}"
+            )
             continue
-        strategy = make_strategy(StrategyConfig(backend=args.backend, zero_stage=stage, bf16=args.bf16,
-                                                gradient_checkpointing=args.gradient_checkpointing))
+        strategy = make_strategy(
+            StrategyConfig(
+                backend=args.backend,
+                zero_stage=stage,
+                bf16=args.bf16,
+                gradient_checkpointing=args.gradient_checkpointing,
+            )
+        )
         out = args.out / f"zero{stage}"
         out.mkdir(parents=True, exist_ok=True)
         u = prepare_update(strategy, lr=args.lr)  # sapo_update, keeping the step's gradient norm
         loss = update_step(strategy, u)
         weights, after = strategy.full_state_dict(u.actor), dealt_loss(strategy, u)
         gap = resume_gap(strategy, out / "checkpoint", lr=args.lr) if args.check_resume else None
-        torch.save({"loss": loss, "loss_after": after, "weights": weights, "grad_norm": u.grad_norms[0],
-                    "world_size": strategy.world_size,
-                    "resume_gap": gap}, out / f"rank{strategy.rank}.pt")
-        print(f"ZeRO-{stage} rank {strategy.rank}/{strategy.world_size}: loss {loss:.6f} -> {after:.6f}"
-              + ("" if gap is None else f", resume gap {gap:.3g}"))
+        torch.save(
+            {
+                "loss": loss,
+                "loss_after": after,
+                "weights": weights,
+                "grad_norm": u.grad_norms[0],
+                "world_size": strategy.world_size,
+                "resume_gap": gap,
+            },
+            out / f"rank{strategy.rank}.pt",
+        )
+        print(
+            f"ZeRO-{stage} rank {strategy.rank}/{strategy.world_size}: loss {loss:.6f} -> {after:.6f}"
+            + ("" if gap is None else f", resume gap {gap:.3g}")
+        )
         strategy.barrier()
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         # Tear the process group down before the interpreter exits: left to exit-time destructors, gloo's

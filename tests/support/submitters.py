@@ -15,8 +15,15 @@ from tests.support.leaderboard import body, named
 CLIENTS, PER_CLIENT = 20, 10
 
 
-def submit_all(url: str, token: str, bundles: list[tuple[str, bytes]], acks: dict[str, int], errors: list[str],
-                gate: threading.Event | None = None, cap: int = 0) -> None:
+def submit_all(
+    url: str,
+    token: str,
+    bundles: list[tuple[str, bytes]],
+    acks: dict[str, int],
+    errors: list[str],
+    gate: threading.Event | None = None,
+    cap: int = 0,
+) -> None:
     """Submit each bundle until acknowledged, retrying through connection failures (a restart). With a ``gate``,
     no new submission starts once ``cap`` are acknowledged until the gate opens."""
     headers = {"Authorization": f"Bearer {token}"}
@@ -44,11 +51,20 @@ def submit_all(url: str, token: str, bundles: list[tuple[str, bytes]], acks: dic
                 break
 
 
-def run_clients(url: str, token: str, template: dict[str, Any], acks: dict[str, int], errors: list[str],
-                 gate: threading.Event | None = None, cap: int = 0) -> list[threading.Thread]:
+def run_clients(
+    url: str,
+    token: str,
+    template: dict[str, Any],
+    acks: dict[str, int],
+    errors: list[str],
+    gate: threading.Event | None = None,
+    cap: int = 0,
+) -> list[threading.Thread]:
     threads = []
     for c in range(CLIENTS):
-        bundles = [(f"load c{c:02d} n{i:02d}", body(named(template, f"load c{c:02d} n{i:02d}"))) for i in range(PER_CLIENT)]
+        bundles = [
+            (f"load c{c:02d} n{i:02d}", body(named(template, f"load c{c:02d} n{i:02d}"))) for i in range(PER_CLIENT)
+        ]
         threads.append(threading.Thread(target=submit_all, args=(url, token, bundles, acks, errors, gate, cap)))
     for t in threads:
         t.start()

@@ -10,9 +10,19 @@ from trainers.experience import TurnRecord
 __all__ = ["turn"]
 
 
-def turn(prompt_ids: list[int], response_ids: list[int], log_probs: list[float], reward: float = 0.0,
-         done: bool = False, invalid: bool = False, traj_id: int = 0, turn_idx: int = 0, group_id: int = 0,
-         anchor: str | None = None, **output: Any) -> TurnRecord:
+def turn(
+    prompt_ids: list[int],
+    response_ids: list[int],
+    log_probs: list[float],
+    reward: float = 0.0,
+    done: bool = False,
+    invalid: bool = False,
+    traj_id: int = 0,
+    turn_idx: int = 0,
+    group_id: int = 0,
+    anchor: str | None = None,
+    **output: Any,
+) -> TurnRecord:
     """A :class:`TurnRecord` whose output samples ``response_ids`` after ``prompt_ids`` (``output``: more
     :class:`GenerationOutput` fields, e.g. ``allowed_tokens`` or ``value_logits``)."""
     sampled = GenerationOutput(list(response_ids), list(log_probs), "", False, prompt_ids=list(prompt_ids), **output)

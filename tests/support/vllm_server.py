@@ -46,9 +46,27 @@ def serve_command(python: str, model: Path, port: int, instance: str | None = No
     instead of ~2 min of torch.compile, for ~10 % fewer tokens/s. ``instance``: a second served name, unique to this
     server, by which its readiness check knows it from any other server on the port."""
     names = [SERVED_NAME] + ([instance] if instance else [])
-    return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--served-model-name", *names,
-            "--host", "127.0.0.1", "--port", str(port), "--dtype", cpu_dtype(), "--max-model-len", "4096",
-            "--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096", "--enforce-eager"]
+    return [
+        python,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--served-model-name",
+        *names,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        cpu_dtype(),
+        "--max-model-len",
+        "4096",
+        "--no-enable-chunked-prefill",
+        "--max-num-batched-tokens",
+        "4096",
+        "--enforce-eager",
+    ]
 
 
 def vllm_cpu_python() -> str:
@@ -80,8 +98,15 @@ class VLLMServer:
     def __init__(self, python: str, model: Path, log: Path, timeout: float = 300.0, attempts: int = 3) -> None:
         self.log = log
         self.instance = f"sapo-gym-test-{uuid.uuid4().hex[:12]}"
-        env = {**os.environ, "OMP_NUM_THREADS": "2", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
-               "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": "2",
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+        }
         env.pop("PYTHONPATH", None)  # the server needs nothing of the project
         started = time.monotonic()
         for attempt in range(attempts):  # a port found free can be taken before vLLM binds it (~30 s later)
@@ -89,15 +114,23 @@ class VLLMServer:
             self.url = f"http://127.0.0.1:{self.port}/v1"
             log_start = log.stat().st_size if log.exists() else 0
             with log.open("ab") as out:
-                self.proc = subprocess.Popen(serve_command(python, model, self.port, self.instance), stdout=out,
-                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+                self.proc = subprocess.Popen(
+                    serve_command(python, model, self.port, self.instance),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    start_new_session=True,
+                )
             try:
                 self._wait_healthy(started + timeout, log_start)
                 break
             except _PortTaken:
                 self.stop()
                 if attempt + 1 == attempts:
-                    raise RuntimeError(f"vLLM server: {attempts} ports taken before it could bind them:\n{self.tail()}") from None
+                    raise RuntimeError(
+                        f"vLLM server: {attempts} ports taken before it could bind them:\n{self.tail()}"
+                    ) from None
             except BaseException:
                 self.stop()
                 raise

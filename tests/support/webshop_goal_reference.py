@@ -127,8 +127,9 @@ def option_matches(options: dict[str, str], goal: dict) -> int:
     return sum(1 for g in (normalize_color(w) for w in wanted) if any(token_set_ratio(c, g) > 85 for c in chosen))
 
 
-def get_reward(purchased: dict, goal: dict, price: float, options: dict[str, str],
-               nouns: Callable[[str], Sequence[str]]) -> tuple[float, dict[str, Any]]:
+def get_reward(
+    purchased: dict, goal: dict, price: float, options: dict[str, str], nouns: Callable[[str], Sequence[str]]
+) -> tuple[float, dict[str, Any]]:
     """F1: the total and its parts."""
     kind = type_reward(purchased, goal, nouns)
     r_price = (price <= goal["price_upper"]) if goal["price_upper"] > 0 else None

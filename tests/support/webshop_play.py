@@ -22,7 +22,9 @@ def episode(env: Any, index: int) -> list[str]:
     obs, info = env.reset(options={"task_index": index})
     steps = [json.dumps([obs, info], sort_keys=True, default=str)]
     for _ in range(15):  # the registered horizon; the expert buys within it
-        obs, reward, terminated, truncated, info = env.step(f"<action>{env.expert_action()}</action>")  # the protocol's tags
+        obs, reward, terminated, truncated, info = env.step(
+            f"<action>{env.expert_action()}</action>"
+        )  # the protocol's tags
         steps.append(json.dumps([obs, reward, terminated, truncated, info], sort_keys=True, default=str))
         if terminated or truncated:
             break
@@ -64,7 +66,8 @@ def report(episodes: int = 12, goals: int = 120, rule: Any = None) -> dict[str, 
             env.nouns = rule  # the sessions read it: the episodes are scored by ``rule`` too
         n = len(env.task_ids)
         out[split] = {
-            "spec_hash": env.spec_hash(), "nouns": env.nouns.id,
+            "spec_hash": env.spec_hash(),
+            "nouns": env.nouns.id,
             "episodes": [episode(env, (i * 37) % n) for i in range(episodes)],
             "purchases": purchases(env, range(0, n, max(1, n // goals)), env.nouns),
         }

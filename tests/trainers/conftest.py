@@ -29,7 +29,9 @@ def format_policy_state() -> dict[str, Any]:
     from trainers.sft import behaviour_clone, collect_demonstrations
 
     policy = PolicyModel.tiny(seed=0)
-    demos = collect_demonstrations(TrainConfig(**VAULT), {"prompt": PLAIN_PROMPT, "history_length": 0}, RandomAgent(0), 32)
+    demos = collect_demonstrations(
+        TrainConfig(**VAULT), {"prompt": PLAIN_PROMPT, "history_length": 0}, RandomAgent(0), 32
+    )
     behaviour_clone(policy, demos, epochs=12, lr=3e-3)
     return copy.deepcopy(policy.model.state_dict())
 
@@ -44,8 +46,17 @@ def make_trainer(format_policy_state, tmp_path) -> Callable[..., Any]:
     def make(algo: str, **overrides: Any) -> Trainer:
         policy = PolicyModel.tiny(seed=0)
         policy.model.load_state_dict(format_policy_state)
-        fields = {**VAULT, "algo": algo, "episodes_per_iteration": 8, "group_size": 4 if algo in GROUP_ALGOS else 0,
-                  "lr": 1e-3, "critic_lr": 1e-3, "out_dir": str(tmp_path / algo), "progress": False, **overrides}
+        fields = {
+            **VAULT,
+            "algo": algo,
+            "episodes_per_iteration": 8,
+            "group_size": 4 if algo in GROUP_ALGOS else 0,
+            "lr": 1e-3,
+            "critic_lr": 1e-3,
+            "out_dir": str(tmp_path / algo),
+            "progress": False,
+            **overrides,
+        }
         return Trainer(TrainConfig(**fields), policy=policy)
 
     return make

@@ -8,8 +8,9 @@ import torch
 from trainers.checkpoint import latest_checkpoint, load_checkpoint
 
 
-@pytest.mark.parametrize("algo,old_log_probs", [("sapo", "recompute"), ("ppo", "recompute"), ("grpo", "recompute"),
-                                               ("sapo", "rollout")])
+@pytest.mark.parametrize(
+    "algo,old_log_probs", [("sapo", "recompute"), ("ppo", "recompute"), ("grpo", "recompute"), ("sapo", "rollout")]
+)
 def test_resume_reproduces_the_next_losses(make_trainer, algo, old_log_probs):
     straight = make_trainer(algo, iterations=2, checkpoint_every=1, old_log_probs=old_log_probs)
     rows = straight.train()

@@ -20,11 +20,33 @@ pytest.importorskip("torch")
 pytest.importorskip("matplotlib")
 
 REDUCED: dict[str, Any] = {
-    "env": "sapo/Vault-v0", "env_arg": [], "tiny_hidden_size": 64, "eval_split": "test", "algos": "sapo,ppo,grpo", "seeds": 2, "iterations": 2, "horizon": 0,
-    "episodes_per_iteration": 8, "grpo_group_size": 4, "history_length": 0, "max_response_tokens": 16,
-    "max_prompt_tokens": 256, "lr": 1e-3, "critic_lr": 1e-3, "sft_episodes": 8, "sft_epochs": 8, "sft_lr": 3e-3,
-    "eval_seeds": "0", "eval_batch_size": 16, "progress": False, "workers": 1, "constrain": "none",
-    "old_log_probs": "recompute", "sft_agent": "expert", "eval_every": 1, "value_episodes": 4,
+    "env": "sapo/Vault-v0",
+    "env_arg": [],
+    "tiny_hidden_size": 64,
+    "eval_split": "test",
+    "algos": "sapo,ppo,grpo",
+    "seeds": 2,
+    "iterations": 2,
+    "horizon": 0,
+    "episodes_per_iteration": 8,
+    "grpo_group_size": 4,
+    "history_length": 0,
+    "max_response_tokens": 16,
+    "max_prompt_tokens": 256,
+    "lr": 1e-3,
+    "critic_lr": 1e-3,
+    "sft_episodes": 8,
+    "sft_epochs": 8,
+    "sft_lr": 3e-3,
+    "eval_seeds": "0",
+    "eval_batch_size": 16,
+    "progress": False,
+    "workers": 1,
+    "constrain": "none",
+    "old_log_probs": "recompute",
+    "sft_agent": "expert",
+    "eval_every": 1,
+    "value_episodes": 4,
 }
 
 
@@ -71,8 +93,16 @@ def test_results_json_has_the_documented_fields(finished):
         assert m["lift"]["baseline"] == res["warm_start"]["summary"]["all"]["success"]
         assert m["lift"]["verdict"] in ("lifted", "lowered", "no detectable change")
         assert f"{100 * m['lift']['baseline']:.1f} %" in m["lift_line"]
-        assert set(m["phase_seconds"]) == {"generation", "old_log_prob", "reward", "reference", "value", "advantage",
-                                           "critic_update", "actor_update"}
+        assert set(m["phase_seconds"]) == {
+            "generation",
+            "old_log_prob",
+            "reward",
+            "reference",
+            "value",
+            "advantage",
+            "critic_update",
+            "actor_update",
+        }
         assert m["phase_seconds"]["generation"] > 0 and m["phase_seconds"]["actor_update"] > 0
         # only PPO has a critic: its update takes tens of ms. (That the other methods' critic phase does no
         # work is test_methods' op count: a wall-clock bound on a no-op phase fails when the machine stalls.)
@@ -261,9 +291,34 @@ def test_a_lora_compare_starts_every_run_from_a_full_saved_model(tmp_path):
 
     # the shared warm start saves the whole model (the runs put their adapters on it), not only LoRA adapters
     out = tmp_path / "lora"
-    assert main(["compare", "--preset", "vault", "--algos", "sapo", "--seeds", "1", "--iterations", "1", "--lora-rank", "4",
-                 "--sft-episodes", "0", "--eval-seeds", "0", "--out", str(out), "--no-progress"]) == 0
-    assert (out / "warm_start" / "policy" / "config.json").exists() and (out / "runs" / "sapo-seed0" / "result.json").exists()
+    assert (
+        main(
+            [
+                "compare",
+                "--preset",
+                "vault",
+                "--algos",
+                "sapo",
+                "--seeds",
+                "1",
+                "--iterations",
+                "1",
+                "--lora-rank",
+                "4",
+                "--sft-episodes",
+                "0",
+                "--eval-seeds",
+                "0",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    assert (out / "warm_start" / "policy" / "config.json").exists() and (
+        out / "runs" / "sapo-seed0" / "result.json"
+    ).exists()
 
 
 def test_the_warm_start_is_evaluated_on_more_seeds_in_a_second_process_with_the_same_numbers(tmp_path):
@@ -274,8 +329,10 @@ def test_the_warm_start_is_evaluated_on_more_seeds_in_a_second_process_with_the_
     def start(name: str, **overrides: Any):
         cfg = _config(tmp_path / name, sft_episodes=0, **overrides)
         _, result = prepare_warm_start(cfg, CompareState.open(cfg))
-        return [(e["task_id"], e["seed"], e["success"], [t["output"] for t in e["turns"]])
-                for e in json.loads(Path(result.bundle).read_text())["episodes"]], result
+        return [
+            (e["task_id"], e["seed"], e["success"], [t["output"] for t in e["turns"]])
+            for e in json.loads(Path(result.bundle).read_text())["episodes"]
+        ], result
 
     plain, _ = start("plain")
     more, result = start("more", warm_start_eval_seeds="0,1,2", workers=1)
@@ -291,8 +348,17 @@ def test_each_extra_warm_start_seed_draws_its_own_episodes_where_the_env_ignores
     episodes (it did, in a first version: 7 extra seeds of WebShop-Mini, each exactly seed 0's 100 episodes)."""
     from trainers.compare.runner import CompareState, prepare_warm_start
 
-    cfg = _config(tmp_path / "ws", env="sapo/WebShop-Mini-v0", eval_split="test", sft_episodes=0, eval_tasks=4,
-                  eval_seeds="0", warm_start_eval_seeds="0,1,2", max_response_tokens=12, max_prompt_tokens=1024)
+    cfg = _config(
+        tmp_path / "ws",
+        env="sapo/WebShop-Mini-v0",
+        eval_split="test",
+        sft_episodes=0,
+        eval_tasks=4,
+        eval_seeds="0",
+        warm_start_eval_seeds="0,1,2",
+        max_response_tokens=12,
+        max_prompt_tokens=1024,
+    )
     _, result = prepare_warm_start(cfg, CompareState.open(cfg))
     outputs = {}
     for e in json.loads(Path(result.bundle).read_text())["episodes"]:
@@ -310,7 +376,10 @@ def test_warm_start_eval_seeds_must_hold_every_evaluation_seed(tmp_path):
         _config(tmp_path, eval_seeds="0,1", warm_start_eval_seeds="0,2")
     from trainers.compare.report import _warm_start_seeds
 
-    res = {"eval_seeds": [0, 1], "start_name": "behaviour-cloning warm start",
-           "warm_start": {"eval_seeds": [0, 1, 5], "summary": {"all": {"episodes": 30}}}}
+    res = {
+        "eval_seeds": [0, 1],
+        "start_name": "behaviour-cloning warm start",
+        "warm_start": {"eval_seeds": [0, 1, 5], "summary": {"all": {"episodes": 30}}},
+    }
     assert "evaluated on seeds [0, 1, 5] (30 episodes)" in _warm_start_seeds(res)
     assert _warm_start_seeds({**res, "warm_start": {**res["warm_start"], "eval_seeds": [0, 1]}}) == ""

@@ -14,8 +14,17 @@ def test_help_lists_every_field_with_its_docstring(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["compare", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for flag in ("--algos", "--seeds", "--iterations", "--episodes-per-iteration", "--sft-episodes", "--eval-split",
-                 "--max-runs", "--preset", "--horizon"):
+    for flag in (
+        "--algos",
+        "--seeds",
+        "--iterations",
+        "--episodes-per-iteration",
+        "--sft-episodes",
+        "--eval-split",
+        "--max-runs",
+        "--preset",
+        "--horizon",
+    ):
         assert flag in text
     assert "Seeds per method (0..seeds-1)" in text and "paper-1.5b" in text
 
@@ -26,23 +35,41 @@ def test_preset_values_apply_and_explicit_flags_win():
 
     cfg = config_from_args(build_parser().parse_args(["compare", "--preset", "paper-7b", "--iterations", "3"]))
     assert (cfg.train.model, cfg.train.lr, cfg.train.kl_coef, cfg.train.iterations, cfg.horizon) == (
-        "Qwen/Qwen2.5-7B-Instruct", 1e-6, 0.01, 3, 0)
+        "Qwen/Qwen2.5-7B-Instruct",
+        1e-6,
+        0.01,
+        3,
+        0,
+    )
     assert cfg.train.env == "sapo/ALFWorld-v0" and cfg.resolved_eval_split == "eval_out_of_distribution"
     assert cfg.train.device == "cuda" and cfg.grpo_group_size == 8 and cfg.train.episodes_per_iteration % 8 == 0
     default = config_from_args(build_parser().parse_args(["compare"]))
-    assert default.train.model == "tiny" and default.train.sft_agent == "expert" and default.algo_list == ["sapo", "ppo", "grpo"]
+    assert (
+        default.train.model == "tiny"
+        and default.train.sft_agent == "expert"
+        and default.algo_list == ["sapo", "ppo", "grpo"]
+    )
     assert default.train.env == "sapo/ALFWorld-Mini-v0"
     assert default.train.env_arg == ["data_dir=embedded-mini"]  # the embedded set, always
-    assert default.train.constrain == "admissible" and default.seeds >= 3 and cfg.train.constrain == "none"  # the paper did not constrain
+    assert (
+        default.train.constrain == "admissible" and default.seeds >= 3 and cfg.train.constrain == "none"
+    )  # the paper did not constrain
     assert default.resolved_eval_split == "eval_out_of_distribution" and default.horizon == 0  # the registered horizon
     assert cfg.train.env_arg == []  # the paper presets read the official data ($ALFWORLD_DATA), not the embedded set
     vault = config_from_args(build_parser().parse_args(["compare", "--preset", "vault"]))
     assert (vault.train.env, vault.train.env_arg, vault.resolved_eval_split, vault.train.tiny_hidden_size) == (
-        "sapo/Vault-v0", [], "test", 64)
+        "sapo/Vault-v0",
+        [],
+        "test",
+        64,
+    )
     # an explicit flag wins even when it repeats the dataclass default (the preset's value is 60)
     assert vault.train.iterations == 60 and CompareConfig().train.iterations != 60
-    shorter = config_from_args(build_parser().parse_args(["compare", "--preset", "vault", "--iterations",
-                                                          str(CompareConfig().train.iterations)]))
+    shorter = config_from_args(
+        build_parser().parse_args(
+            ["compare", "--preset", "vault", "--iterations", str(CompareConfig().train.iterations)]
+        )
+    )
     assert shorter.train.iterations == CompareConfig().train.iterations
 
 
@@ -54,23 +81,52 @@ def test_the_webshop_preset_is_the_cpu_default_on_webshop_mini():
     assert (web.train.env, web.train.env_arg, web.resolved_eval_split) == ("sapo/WebShop-Mini-v0", [], "test")
     assert web.train.constrain == "admissible"  # clicks held to the page's clickables; the query is the model's own
     assert (web.train.model, web.train.tiny_hidden_size, web.train.prompt, web.train.lr) == (
-        default.train.model, default.train.tiny_hidden_size, default.train.prompt, default.train.lr)
+        default.train.model,
+        default.train.tiny_hidden_size,
+        default.train.prompt,
+        default.train.lr,
+    )
     assert web.algo_list == default.algo_list and (web.seeds, default.seeds) == (3, 4) and web.train.history_length == 1
     # WebShop's turns run from ~90 to ~930 tokens; the ALFWorld default's measured numbers stay as they are
     assert (web.train.micro_batch_size, web.train.group_by_length, default.train.group_by_length) == (4, True, False)
-    assert "data_dir" not in web.train_config("sapo", 0).gym_make_kwargs()  # ALFWorld's embedded-set argument is dropped
+    assert (
+        "data_dir" not in web.train_config("sapo", 0).gym_make_kwargs()
+    )  # ALFWorld's embedded-set argument is dropped
     # the shared start on 10 seeds, the runs on the default's 3; the ALFWorld default measures both on the same 3
-    assert (web.eval_seed_list, web.warm_start_seed_list, default.warm_start_seed_list) == ([0, 1, 2], list(range(10)), [0, 1, 2])
+    assert (web.eval_seed_list, web.warm_start_seed_list, default.warm_start_seed_list) == (
+        [0, 1, 2],
+        list(range(10)),
+        [0, 1, 2],
+    )
 
 
 # a valid non-default value per shared TrainConfig field where "default + 1" would not do (plus the flags it needs)
-FLAG_VALUES = {"env": "sapo/Vault-v0", "env_arg": ["k=1"], "model": "smollm2", "device": "cuda", "prompt": "default",
-               "old_log_probs": "recompute", "constrain": "none", "reference_dtype": "bfloat16", "strategy": "deepspeed",
-               "generator": "vllm", "sft_agent": "random", "episodes_per_iteration": 12, "tiny_hidden_size": 192,
-               "zero_stage": 3, "gigpo_mode": "mean_std_norm", "lora_targets": "q_proj,v_proj",
-               "env_workers": "ray", "ray_address": "auto", "train_reward": "score"}
-COMPANIONS = {"strategy": ["--workers", "1"], "generator": ["--old-log-probs", "recompute", "--draft-tokens", "0"],
-              "lora_rank": ["--sft-episodes", "0"]}  # LoRA starts from a saved warm start, never runs one
+FLAG_VALUES = {
+    "env": "sapo/Vault-v0",
+    "env_arg": ["k=1"],
+    "model": "smollm2",
+    "device": "cuda",
+    "prompt": "default",
+    "old_log_probs": "recompute",
+    "constrain": "none",
+    "reference_dtype": "bfloat16",
+    "strategy": "deepspeed",
+    "generator": "vllm",
+    "sft_agent": "random",
+    "episodes_per_iteration": 12,
+    "tiny_hidden_size": 192,
+    "zero_stage": 3,
+    "gigpo_mode": "mean_std_norm",
+    "lora_targets": "q_proj,v_proj",
+    "env_workers": "ray",
+    "ray_address": "auto",
+    "train_reward": "score",
+}
+COMPANIONS = {
+    "strategy": ["--workers", "1"],
+    "generator": ["--old-log-probs", "recompute", "--draft-tokens", "0"],
+    "lora_rank": ["--sft-episodes", "0"],
+}  # LoRA starts from a saved warm start, never runs one
 
 
 def test_every_shared_train_flag_works_on_compare(capsys):
@@ -90,8 +146,11 @@ def test_every_shared_train_flag_works_on_compare(capsys):
         else:
             value = (not now) if isinstance(now, bool) else now + (1 if isinstance(now, int) else 0.25)
         flag = "--" + ("no-" if value is False else "") + f.name.replace("_", "-")
-        argv = [flag] if isinstance(value, bool) else [a for v in (value if isinstance(value, list) else [value])
-                                                       for a in (flag, str(v))]
+        argv = (
+            [flag]
+            if isinstance(value, bool)
+            else [a for v in (value if isinstance(value, list) else [value]) for a in (flag, str(v))]
+        )
         cfg = config_from_args(parser.parse_args(["compare", *argv, *COMPANIONS.get(f.name, [])]))
         assert getattr(cfg.train, f.name) == value != now, f.name
         assert all(getattr(cfg.train_config(a, s), f.name) == value for a, s in cfg.runs()), f.name
@@ -126,12 +185,26 @@ def test_the_cpu_presets_keep_the_warm_start_and_temperature_they_were_measured_
 
     def fields(*flags: str) -> tuple[int, float, float, int, int, int]:
         cfg = config_from_args(build_parser().parse_args(["compare", *flags]))
-        return cfg.train.sft_epochs, cfg.train.sft_lr, cfg.train.temperature, cfg.seeds, cfg.eval_every, cfg.train.draft_tokens
+        return (
+            cfg.train.sft_epochs,
+            cfg.train.sft_lr,
+            cfg.train.temperature,
+            cfg.seeds,
+            cfg.eval_every,
+            cfg.train.draft_tokens,
+        )
 
     assert fields() == (7, 1e-3, 0.7, 4, 10, 16)
     assert fields("--preset", "webshop-cpu") == (10, 3e-3, 1.0, 3, 10, 0)
     assert fields("--preset", "vault") == (50, 3e-3, 1.0, 3, 5, 0)
-    assert fields("--preset", "webshop-cpu", "--temperature", "0.7") == (10, 3e-3, 0.7, 3, 10, 0)  # an explicit flag wins
+    assert fields("--preset", "webshop-cpu", "--temperature", "0.7") == (
+        10,
+        3e-3,
+        0.7,
+        3,
+        10,
+        0,
+    )  # an explicit flag wins
 
 
 def test_paper_preset_without_gpu_or_weights_says_why(capsys, tmp_path):
@@ -273,14 +346,20 @@ def test_collapse_by_hand():
     from trainers.compare.stats import collapse
 
     assert collapse([0.1, 0.2, 0.1], [0.2, 0.3, 0.4]) is None
-    assert collapse([0.1, 0.6, 0.7, 0.9, 0.2], [0.3] * 5) == "invalid-format rate above 0.5 for 3 iterations from iteration 1"
+    assert (
+        collapse([0.1, 0.6, 0.7, 0.9, 0.2], [0.3] * 5)
+        == "invalid-format rate above 0.5 for 3 iterations from iteration 1"
+    )
     assert collapse([0.1, 0.6, 0.7, 0.1, 0.6], [0.3] * 5) is None  # never 3 in a row
     assert collapse([0.0] * 6, [0.2, 0.1, 0.0, 0.0, 0.0, 0.0]) == "success 0 from iteration 2 to the end (4 iterations)"
     assert collapse([0.0] * 4, [0.2, 0.0, 0.0, 0.3]) is None  # recovered
     assert collapse([0.0] * 4, [0.0, 0.0, 0.0, 0.0]) is None  # never above 0: nothing to fall from
     assert collapse([0.0] * 3, [0.5, 0.0, 0.0]) is None  # only 2 iterations at 0
     # None: an iteration whose episodes were all lost (--env-workers ray) is skipped, neither breaking nor counting
-    assert collapse([0.1, 0.6, None, 0.7, 0.9], [0.3] * 5) == "invalid-format rate above 0.5 for 3 iterations from iteration 1"
+    assert (
+        collapse([0.1, 0.6, None, 0.7, 0.9], [0.3] * 5)
+        == "invalid-format rate above 0.5 for 3 iterations from iteration 1"
+    )
     assert collapse([0.6, None, 0.7], [0.3] * 3) is None  # two observed iterations only
     assert collapse([0.0] * 5, [0.2, 0.0, None, 0.0, 0.0]) == "success 0 from iteration 1 to the end (3 iterations)"
     assert collapse([0.0] * 4, [0.2, 0.0, 0.0, None]) is None  # 2 observed zeros
@@ -301,9 +380,13 @@ def test_a_run_with_an_iteration_of_lost_episodes_is_reported(tmp_path):
         return {"iteration": i, "rollout/success": success, "rollout/invalid_rate": 0.0, "time/generation": 1.0}
 
     summary = {"all": {"episodes": 60, "success": 0.5, "score": 0.5}}
-    start = RunResult("warm-start", None, None, {"all": {"episodes": 60, "success": 0.3, "score": 0.3}}, [], 1.0, 1.0, "")
-    runs = [RunResult(f"sapo-seed{k}", "sapo", k, summary, [row(0, 0.2), row(1, None), row(2, 0.4)], 1.0, 1.0, "")
-            for k in (0, 1)]
+    start = RunResult(
+        "warm-start", None, None, {"all": {"episodes": 60, "success": 0.3, "score": 0.3}}, [], 1.0, 1.0, ""
+    )
+    runs = [
+        RunResult(f"sapo-seed{k}", "sapo", k, summary, [row(0, 0.2), row(1, None), row(2, 0.4)], 1.0, 1.0, "")
+        for k in (0, 1)
+    ]
     res = build_results(CompareConfig().replace(algos="sapo", seeds=2, out=str(tmp_path)), start, runs, complete=True)
     sapo = res["methods"]["sapo"]
     assert sapo["curves"]["rollout_success"] == [[0.2, None, 0.4]] * 2
@@ -333,8 +416,9 @@ def test_a_killed_compare_takes_its_worker_processes_with_it(tmp_path):
         "    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context('spawn'), initializer=_die_with_parent) as pool:\n"
         "        pool.submit(work, sys.argv[1]).result()\n"
     )
-    parent = subprocess.Popen([sys.executable, str(script), str(pid_file)], cwd=os.getcwd(),
-                              env={**os.environ, "PYTHONPATH": os.getcwd()})
+    parent = subprocess.Popen(
+        [sys.executable, str(script), str(pid_file)], cwd=os.getcwd(), env={**os.environ, "PYTHONPATH": os.getcwd()}
+    )
     deadline = time.monotonic() + 60
     while not pid_file.exists() or not pid_file.read_text():
         assert time.monotonic() < deadline and parent.poll() is None, "the worker never started"
@@ -367,10 +451,12 @@ def test_fingerprint_covers_the_trainers_defaults(monkeypatch):
     before = cfg.fingerprint()
     assert CompareConfig(workers=1, progress=False, out="elsewhere").fingerprint() == before  # how, not what
     real = CompareConfig.train_config
-    monkeypatch.setattr(CompareConfig, "train_config",
-                        lambda self, algo, seed, model=None: dataclasses.replace(real(self, algo, seed, model), value_coef=0.5))
+    monkeypatch.setattr(
+        CompareConfig,
+        "train_config",
+        lambda self, algo, seed, model=None: dataclasses.replace(real(self, algo, seed, model), value_coef=0.5),
+    )
     assert cfg.fingerprint() != before
-
 
 
 def test_one_list_of_result_neutral_fields_feeds_resume_and_the_fingerprint():
@@ -388,16 +474,26 @@ def test_one_list_of_result_neutral_fields_feeds_resume_and_the_fingerprint():
     before = cfg.fingerprint()
 
     def changed(value):
-        return (not value) if isinstance(value, bool) else 2 * value + 1 if isinstance(value, (int, float)) else \
-            [*value, "x=1"] if isinstance(value, list) else value + ",x"
+        return (
+            (not value)
+            if isinstance(value, bool)
+            else 2 * value + 1
+            if isinstance(value, (int, float))
+            else [*value, "x=1"]
+            if isinstance(value, list)
+            else value + ",x"
+        )
 
     checked = 0
     for f in [*dataclasses.fields(CompareSettings), *dataclasses.fields(TrainConfig)]:
         own = f.name in {g.name for g in dataclasses.fields(CompareSettings)}
         try:
             value = changed(getattr(cfg if own else cfg.train, f.name))
-            moved = dataclasses.replace(cfg, **{f.name: value}) if own else \
-                dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, **{f.name: value}))
+            moved = (
+                dataclasses.replace(cfg, **{f.name: value})
+                if own
+                else dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, **{f.name: value}))
+            )
             fingerprint = moved.fingerprint()
         except ValueError:  # a value this field does not take (a choice, a group size episodes do not divide, ...)
             continue
@@ -417,7 +513,9 @@ def test_bundles_name_the_method_by_its_registry_label(monkeypatch, tmp_path):
     from trainers.compare.config import PRESETS, CompareConfig
 
     seen = {}
-    monkeypatch.setattr("sapo_gym.bundle.build_bundle", lambda records, fields, digest, agent, *rest: seen.update(agent=agent) or {})
+    monkeypatch.setattr(
+        "sapo_gym.bundle.build_bundle", lambda records, fields, digest, agent, *rest: seen.update(agent=agent) or {}
+    )
     cfg = PRESETS["vault"].apply(CompareConfig()).replace(out=str(tmp_path))
     policy = SimpleNamespace(model=torch.nn.Linear(2, 2))
     runner._write_bundle(cfg, "gigpo-seed0", [], cfg.train_config("gigpo", 0).gym_make_kwargs(), policy, "gigpo", "-")

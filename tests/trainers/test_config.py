@@ -30,13 +30,48 @@ def test_defaults_round_trip():
 
 
 def test_non_default_values_round_trip():
-    want = TrainConfig(algo="grpo", env="sapo/Vault-v0", env_arg=["code_length=3", "show_hints=False"], lr=3e-4,
-                       iterations=7, resume=True, progress=False, group_size=4, episodes_per_iteration=8,
-                       gamma=0.9, grpo_stats_across_steps=True, sft_episodes=12, prompt="plain")
-    argv = ["--algo", "grpo", "--env", "sapo/Vault-v0", "--env-arg", "code_length=3", "--env-arg", "show_hints=False",
-            "--lr", "3e-4", "--iterations", "7", "--resume", "--no-progress", "--group-size", "4",
-            "--episodes-per-iteration", "8", "--gamma", "0.9", "--grpo-stats-across-steps", "--sft-episodes", "12",
-            "--prompt", "plain"]
+    want = TrainConfig(
+        algo="grpo",
+        env="sapo/Vault-v0",
+        env_arg=["code_length=3", "show_hints=False"],
+        lr=3e-4,
+        iterations=7,
+        resume=True,
+        progress=False,
+        group_size=4,
+        episodes_per_iteration=8,
+        gamma=0.9,
+        grpo_stats_across_steps=True,
+        sft_episodes=12,
+        prompt="plain",
+    )
+    argv = [
+        "--algo",
+        "grpo",
+        "--env",
+        "sapo/Vault-v0",
+        "--env-arg",
+        "code_length=3",
+        "--env-arg",
+        "show_hints=False",
+        "--lr",
+        "3e-4",
+        "--iterations",
+        "7",
+        "--resume",
+        "--no-progress",
+        "--group-size",
+        "4",
+        "--episodes-per-iteration",
+        "8",
+        "--gamma",
+        "0.9",
+        "--grpo-stats-across-steps",
+        "--sft-episodes",
+        "12",
+        "--prompt",
+        "plain",
+    ]
     got = from_args(_parser().parse_args(argv))
     assert got == want
     assert got.parsed_env_args() == {"code_length": 3, "show_hints": False}
@@ -65,9 +100,17 @@ def test_gigpo_defaults_are_verl_agents():
     assert from_args(_parser().parse_args(["--algo", "rloo", "--gigpo-mode", "mean_std_norm"])).algo == "rloo"
 
 
-@pytest.mark.parametrize("kwargs", [{"algo": "dqn"}, {"algo": "grpo", "episodes_per_iteration": 12},
-                                    {"algo": "gigpo", "episodes_per_iteration": 12}, {"gigpo_mode": "std"},
-                                    {"iterations": 0}, {"prompt": "fancy"}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"algo": "dqn"},
+        {"algo": "grpo", "episodes_per_iteration": 12},
+        {"algo": "gigpo", "episodes_per_iteration": 12},
+        {"gigpo_mode": "std"},
+        {"iterations": 0},
+        {"prompt": "fancy"},
+    ],
+)
 def test_bad_values_are_rejected(kwargs):
     with pytest.raises(ValueError):
         TrainConfig(**kwargs)

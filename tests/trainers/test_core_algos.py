@@ -93,8 +93,14 @@ def test_gae_done_stops_bootstrap_and_lambda_one_is_monte_carlo():
     assert close(adv[0], [0.5, 0.4, 0.2])
     # A done mid-trajectory cuts both the value bootstrap and the advantage trace:
     # r = [1, 0], V = [0.5, 0.7], d = [T, F]: A0 = 1 - 0.5 = 0.5 regardless of turn 1; A1 = -0.7.
-    adv = ca.turn_gae(torch.tensor([[1.0, 0.0]]), torch.tensor([[0.5, 0.7]]), torch.tensor([[T, F]]),
-                      torch.tensor([[T, T]]), gamma=0.9, lam=0.95)
+    adv = ca.turn_gae(
+        torch.tensor([[1.0, 0.0]]),
+        torch.tensor([[0.5, 0.7]]),
+        torch.tensor([[T, F]]),
+        torch.tensor([[T, T]]),
+        gamma=0.9,
+        lam=0.95,
+    )
     assert close(adv, [[0.5, -0.7]])
 
 
@@ -117,8 +123,13 @@ def _random_grid(seed: int, n: int, h: int):
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(1, 6), h=st.integers(1, 8),
-       gamma=st.floats(0.0, 1.0), lam=st.floats(0.0, 1.0))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 6),
+    h=st.integers(1, 8),
+    gamma=st.floats(0.0, 1.0),
+    lam=st.floats(0.0, 1.0),
+)
 def test_gae_and_sarsa_loop_equals_vectorized(seed, n, h, gamma, lam):
     rewards, values, dones, mask = _random_grid(seed, n, h)
     # The loop runs in float64 (Python floats) and rounds each result once; the vectorized recursion runs in
@@ -127,11 +138,18 @@ def test_gae_and_sarsa_loop_equals_vectorized(seed, n, h, gamma, lam):
     # (4 + 2h)·u·max over rows of that sum; SARSA's r + gamma·q' is 3 roundings plus one: 4·u·(|r| + |q'|).
     # (hypothesis draws new grids each run: the bound is per grid, not a constant that held on the ones seen)
     scale = float((rewards.abs() + 2 * values.abs()).sum(1).max())
-    assert torch.allclose(ca.turn_gae(rewards, values, dones, mask, gamma, lam),
-                          ref.turn_gae_loop(rewards, values, dones, mask, gamma, lam), rtol=0, atol=(4 + 2 * h) * U * scale)
-    assert torch.allclose(ca.sarsa_targets(rewards, values, dones, mask, gamma),
-                          ref.sarsa_targets_loop(rewards, values, dones, mask, gamma), rtol=0,
-                          atol=4 * U * float(rewards.abs().max() + values.abs().max()))
+    assert torch.allclose(
+        ca.turn_gae(rewards, values, dones, mask, gamma, lam),
+        ref.turn_gae_loop(rewards, values, dones, mask, gamma, lam),
+        rtol=0,
+        atol=(4 + 2 * h) * U * scale,
+    )
+    assert torch.allclose(
+        ca.sarsa_targets(rewards, values, dones, mask, gamma),
+        ref.sarsa_targets_loop(rewards, values, dones, mask, gamma),
+        rtol=0,
+        atol=4 * U * float(rewards.abs().max() + values.abs().max()),
+    )
 
 
 @settings(max_examples=25, deadline=None)
@@ -150,8 +168,13 @@ def test_gae_and_sarsa_invariant_to_padding_cells(seed):
 def test_turn_targets_on_shuffled_rows():
     # Rows of the hand example above, shuffled, with arbitrary trajectory ids (40 = traj 0, 12 = traj 1)
     # -> sorted order puts 12 first; the result must follow the rows, not the grid.
-    rows = [(40, 2, 1.0, 0.8, 0.9, T), (12, 0, 0.0, 0.2, 0.5, F), (40, 0, 0.0, 0.5, 0.3, F),
-            (12, 1, 0.0, 0.4, 0.4, F), (40, 1, 0.0, 0.6, 0.7, F)]
+    rows = [
+        (40, 2, 1.0, 0.8, 0.9, T),
+        (12, 0, 0.0, 0.2, 0.5, F),
+        (40, 0, 0.0, 0.5, 0.3, F),
+        (12, 1, 0.0, 0.4, 0.4, F),
+        (40, 1, 0.0, 0.6, 0.7, F),
+    ]
     traj, turn, r, v, q, d = (torch.tensor(c) for c in zip(*rows))
     adv, y_v, y_q = ca.turn_targets(r.float(), v.float(), d, traj, turn, 0.9, 0.5, old_q=q.float())
     assert close(adv, [0.2, -0.02, 0.1345, -0.4, 0.21])
@@ -224,7 +247,10 @@ def test_rloo_advantages_hand_computed():
     assert close(ca.rloo_advantages(returns, groups), want)
     assert close(ref.rloo_advantages_loop(returns, groups), want)
     # leave-one-out = G/(G-1) times the mean-centred return: [1, 0, 1] centred [1/3, -2/3, 1/3] * 3/2
-    assert close(ca.rloo_advantages(returns[:3], groups[:3]), ca.grpo_advantages(returns[:3], groups[:3], scale_by_std=False) * 1.5)
+    assert close(
+        ca.rloo_advantages(returns[:3], groups[:3]),
+        ca.grpo_advantages(returns[:3], groups[:3], scale_by_std=False) * 1.5,
+    )
 
 
 # A small grid with repeated states. Anchors (raw observations): s0 = 0, s1 = 1, s2 = 2, s3 = 3.
@@ -232,8 +258,19 @@ def test_rloo_advantages_hand_computed():
 #             inside B);  C: s0 -> s1, r = [0, 1] (R = 1)
 #   group 1:  D: s0, r = [1] (R = 1);  E: s0 -> s0, r = [0, 0] (R = 0)  -- the same text s0, another task
 # Rows (traj, turn, group, anchor, reward), deliberately not in trajectory order.
-GRID = [(0, 0, 0, 0, 0.0), (1, 0, 0, 0, 0.0), (2, 1, 0, 1, 1.0), (0, 1, 0, 1, 0.0), (1, 1, 0, 0, 0.0), (0, 2, 0, 2, 1.0),
-        (1, 2, 0, 3, 0.0), (2, 0, 0, 0, 0.0), (3, 0, 1, 0, 1.0), (4, 0, 1, 0, 0.0), (4, 1, 1, 0, 0.0)]
+GRID = [
+    (0, 0, 0, 0, 0.0),
+    (1, 0, 0, 0, 0.0),
+    (2, 1, 0, 1, 1.0),
+    (0, 1, 0, 1, 0.0),
+    (1, 1, 0, 0, 0.0),
+    (0, 2, 0, 2, 1.0),
+    (1, 2, 0, 3, 0.0),
+    (2, 0, 0, 0, 0.0),
+    (3, 0, 1, 0, 1.0),
+    (4, 0, 1, 0, 0.0),
+    (4, 1, 1, 0, 0.0),
+]
 
 
 def _grid():
@@ -261,7 +298,9 @@ def test_gigpo_advantages_hand_computed_mean_norm():
     args = _grid()
     want = [0.395833, -0.854167, 0.583333, 0.083333, -0.854167, 1 / 3, -2 / 3, 0.645833, 7 / 6, -5 / 6, -5 / 6]
     for fn in (ca.gigpo_advantages, ref.gigpo_advantages_loop):
-        assert close(fn(*args, gamma=0.5, step_weight=1.0, scale_by_std=False, stats_across_steps=False), want, tol=1e-5)
+        assert close(
+            fn(*args, gamma=0.5, step_weight=1.0, scale_by_std=False, stats_across_steps=False), want, tol=1e-5
+        )
     # omega = 0 is GRPO's mean-only advantage broadcast to the turns
     episode = [1 / 3, -2 / 3, 1 / 3, 1 / 3, -2 / 3, 1 / 3, -2 / 3, 1 / 3, 0.5, -0.5, -0.5]
     assert close(ca.gigpo_advantages(*args, gamma=0.5, step_weight=0.0, stats_across_steps=False), episode)
@@ -277,13 +316,29 @@ def test_gigpo_advantages_hand_computed_mean_std_norm():
     #   A0 0.838467, A1 -0.129757, A2 0.577350; B0 = B1 -1.938050, B2 -1.154701; C0 1.882933, C1 1.284457;
     #   D0 1.861807; E0 = E1 -1.284457
     args = _grid()
-    want = [0.838467, -1.938050, 1.284457, -0.129757, -1.938050, 0.577350, -1.154701, 1.882933, 1.861807, -1.284457,
-            -1.284457]
+    want = [
+        0.838467,
+        -1.938050,
+        1.284457,
+        -0.129757,
+        -1.938050,
+        0.577350,
+        -1.154701,
+        1.882933,
+        1.861807,
+        -1.284457,
+        -1.284457,
+    ]
     for fn in (ca.gigpo_advantages, ref.gigpo_advantages_loop):
-        assert close(fn(*args, gamma=0.5, step_weight=1.0, scale_by_std=True, eps=0.0, stats_across_steps=False), want, tol=1e-5)
+        assert close(
+            fn(*args, gamma=0.5, step_weight=1.0, scale_by_std=True, eps=0.0, stats_across_steps=False), want, tol=1e-5
+        )
     # omega scales the step term only: A0 with omega 0.5 = 0.577350 + 0.5·0.261116
-    assert close(ca.gigpo_advantages(*args, gamma=0.5, step_weight=0.5, scale_by_std=True, eps=0.0,
-                                      stats_across_steps=False)[0], 0.707908, tol=1e-5)
+    assert close(
+        ca.gigpo_advantages(*args, gamma=0.5, step_weight=0.5, scale_by_std=True, eps=0.0, stats_across_steps=False)[0],
+        0.707908,
+        tol=1e-5,
+    )
 
 
 def test_gigpo_episode_statistics_across_steps():
@@ -298,8 +353,14 @@ def test_gigpo_episode_statistics_across_steps():
 # Two groups; c_inv 0.3 on the invalid turns. Rows (traj, turn, group, reward, invalid):
 #   group 0: traj 0 (R = 10): turn 0 valid, turn 1 valid (r 10); traj 1 (R = 0): turn 0 INVALID, turn 1 valid
 #   group 1: traj 2 (R = 10, one turn), traj 3 (R = 0, one turn, INVALID)
-PENALTY_ROWS = [(0, 0, 0, 0.0, False), (0, 1, 0, 10.0, False), (1, 0, 0, 0.0, True), (1, 1, 0, 0.0, False),
-                (2, 0, 1, 10.0, False), (3, 0, 1, 0.0, True)]
+PENALTY_ROWS = [
+    (0, 0, 0, 0.0, False),
+    (0, 1, 0, 10.0, False),
+    (1, 0, 0, 0.0, True),
+    (1, 1, 0, 0.0, False),
+    (2, 0, 1, 10.0, False),
+    (3, 0, 1, 0.0, True),
+]
 
 
 def _penalty_rows():
@@ -357,14 +418,24 @@ def _random_rows(seed: int, n: int, groups: int, anchors: int):
     turn = torch.cat([torch.arange(int(k)) for k in lengths])
     group = torch.randint(0, groups, (n,), generator=g)[traj]
     anchor = torch.randint(0, anchors, (len(traj),), generator=g)
-    reward = torch.where(torch.rand(len(traj), generator=g) < 0.3, torch.randn(len(traj), generator=g), torch.zeros(len(traj)))
+    reward = torch.where(
+        torch.rand(len(traj), generator=g) < 0.3, torch.randn(len(traj), generator=g), torch.zeros(len(traj))
+    )
     order = torch.randperm(len(traj), generator=g)
     return reward[order], traj[order], turn[order], group[order], anchor[order]
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(1, 12), groups=st.integers(1, 4), anchors=st.integers(1, 4),
-       gamma=st.floats(0.0, 1.0), omega=st.floats(0.0, 2.0), std=st.booleans(), across=st.booleans())
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 12),
+    groups=st.integers(1, 4),
+    anchors=st.integers(1, 4),
+    gamma=st.floats(0.0, 1.0),
+    omega=st.floats(0.0, 2.0),
+    std=st.booleans(),
+    across=st.booleans(),
+)
 def test_gigpo_and_rloo_loop_equals_vectorized(seed, n, groups, anchors, gamma, omega, std, across):
     r, traj, turn, group, anchor = _random_rows(seed, n, groups, anchors)
     r = r.double()  # the loop computes in Python floats: compare like with like (the functions keep the dtype)
@@ -385,15 +456,21 @@ def test_gigpo_and_rloo_loop_equals_vectorized(seed, n, groups, anchors, gamma, 
     assert vec.dtype == torch.float64 and torch.allclose(vec, want, rtol=0, atol=tol), (vec - want).abs().max()
     scores, entries = ca.turn_scores(r, traj, penalty), ca.group_entries(traj, turn, across)
     # n/(n-1) <= 2 scales the centred score: twice the mean-only bound
-    assert torch.allclose(ca.rloo_advantages(scores, group, weights=entries),
-                          ref.rloo_advantages_loop(scores, group, weights=entries), rtol=0, atol=8 * b * u64 * s)
+    assert torch.allclose(
+        ca.rloo_advantages(scores, group, weights=entries),
+        ref.rloo_advantages_loop(scores, group, weights=entries),
+        rtol=0,
+        atol=8 * b * u64 * s,
+    )
 
 
 def test_gigpo_advantages_invariant_to_row_order():
     args = _grid()
     perm = torch.tensor([10, 3, 7, 0, 5, 1, 9, 2, 8, 6, 4])
     full = ca.gigpo_advantages(*args, gamma=0.5, scale_by_std=True)
-    assert torch.allclose(ca.gigpo_advantages(*(a[perm] for a in args), gamma=0.5, scale_by_std=True), full[perm], atol=1e-6)
+    assert torch.allclose(
+        ca.gigpo_advantages(*(a[perm] for a in args), gamma=0.5, scale_by_std=True), full[perm], atol=1e-6
+    )
 
 
 # ---------------------------------------------------------------------------------- logits
@@ -495,8 +572,9 @@ def test_clipped_value_loss_hand_computed():
     loss = ca.clipped_value_loss(pred, old, target, 0.05, mask=torch.tensor([T, T, F]), scale=10.0)
     assert close(loss, 0.0317)
     # inside the clip region the loss is the plain normalized squared error: p .52, o .5, y .6 -> .0064
-    assert close(ca.clipped_value_loss(torch.tensor([5.2]), torch.tensor([5.0]), torch.tensor([6.0]), 0.05, scale=10.0),
-                 0.0064)
+    assert close(
+        ca.clipped_value_loss(torch.tensor([5.2]), torch.tensor([5.0]), torch.tensor([6.0]), 0.05, scale=10.0), 0.0064
+    )
 
 
 def test_kl_penalty_hand_computed():
@@ -518,7 +596,9 @@ def test_explained_variance_by_hand():
     # and the ratio take ~10 roundings of <= 2^-24 relative each, so rel=1e-6 bounds them with room
     assert float(explained_variance(torch.tensor([0.0, 2.0, 2.0]), t)) == pytest.approx(2 / 3, rel=1e-6)
     assert float(explained_variance(t, t)) == 1.0
-    assert float(explained_variance(torch.full((3,), 2.0), t)) == pytest.approx(0.0, abs=1e-6)  # the mean: no better than a constant
+    assert float(explained_variance(torch.full((3,), 2.0), t)) == pytest.approx(
+        0.0, abs=1e-6
+    )  # the mean: no better than a constant
     assert float(explained_variance(t, torch.ones(3))) == 0.0  # constant targets: defined as 0
 
 
@@ -587,8 +667,9 @@ def test_gigpo_of_equal_groups_is_exactly_zero(value, dtype):
         assert _zero(ca.anchor_advantages(step_returns, group, turn, scale_by_std=std)), std
         for across in (True, False):
             for pen in (None, torch.full_like(reward, 0.1)):  # a penalty on every row keeps the groups equal
-                out = ca.gigpo_advantages(reward, traj, turn, group, turn, scale_by_std=std, stats_across_steps=across,
-                                          penalty=pen)
+                out = ca.gigpo_advantages(
+                    reward, traj, turn, group, turn, scale_by_std=std, stats_across_steps=across, penalty=pen
+                )
                 if across:  # the lone trajectory's 3 rows are 3 equal entries
                     assert _zero(out), (std, across, out.abs().max())
                 else:  # per trajectory, it is one entry: the episode term keeps the raw score (mean 0, std 1)
@@ -629,7 +710,9 @@ def test_a_penalized_turn_outside_an_equal_group_keeps_its_offset_unscaled():
     assert adv[1].item() == torch.tensor(0.9).item() - 1.0  # 0.9 − 1 in float32, exactly: no division happened
     # a group with spread still scales: entries [1, 0], mean 0.5, Bessel-corrected std √0.5, ε = 1e-6
     spread = ca.grpo_advantages(torch.tensor([1.0, 0.9, 0.0]), groups, weights=entries)
-    assert abs(spread[1].item() - (0.9 - 0.5) / (math.sqrt(0.5) + 1e-6)) < 1e-6  # a few float32 roundings (2⁻²⁴ relative each) of a value below 1
+    assert (
+        abs(spread[1].item() - (0.9 - 0.5) / (math.sqrt(0.5) + 1e-6)) < 1e-6
+    )  # a few float32 roundings (2⁻²⁴ relative each) of a value below 1
 
 
 def test_mixed_batch_equal_group_zero_other_group_unchanged():
@@ -663,10 +746,13 @@ def test_mixed_batch_equal_group_zero_other_group_unchanged():
     for std in (True, False):  # the anchor term: the same two groups as anchors of one task
         step = ca.anchor_advantages(x, torch.zeros_like(groups), groups, scale_by_std=std)
         assert _zero(step[eq])
-        assert torch.equal(step[mixed], ca.anchor_advantages(x[mixed], torch.zeros(8, dtype=torch.long), groups[mixed],
-                                                             scale_by_std=std))
-        want = ref.anchor_advantages_loop(x[mixed].double(), torch.zeros(8, dtype=torch.long), groups[mixed],
-                                          scale_by_std=std)
+        assert torch.equal(
+            step[mixed],
+            ca.anchor_advantages(x[mixed], torch.zeros(8, dtype=torch.long), groups[mixed], scale_by_std=std),
+        )
+        want = ref.anchor_advantages_loop(
+            x[mixed].double(), torch.zeros(8, dtype=torch.long), groups[mixed], scale_by_std=std
+        )
         bound = 2 * (n + 3) * U * ((s / sigma + 1) * (1 + 2 * float(want.abs().max())) if std else s)  # as GRPO's
         assert torch.allclose(step[mixed].double(), want, rtol=0, atol=bound)
 
@@ -699,9 +785,16 @@ def test_grpo_and_normalization_loop_equals_vectorized(seed, n, groups, std):
     s, u64 = 1.0 + float(x.abs().sum()), torch.finfo(torch.float64).eps / 2
     tol = 4 * n * u64 * s * ((1 + math.sqrt(n)) / 1e-6 if std else 1.0)
     for weights in (None, w):
-        assert torch.allclose(ca.grpo_advantages(x, gid, weights=weights, scale_by_std=std),
-                              ref.grpo_advantages_loop(x, gid, weights=weights, scale_by_std=std), rtol=0, atol=tol)
+        assert torch.allclose(
+            ca.grpo_advantages(x, gid, weights=weights, scale_by_std=std),
+            ref.grpo_advantages_loop(x, gid, weights=weights, scale_by_std=std),
+            rtol=0,
+            atol=tol,
+        )
     inv, mask = torch.rand(n, generator=g) < 0.3, torch.rand(n, generator=g) < 0.8
-    assert torch.allclose(ca.normalize_turn_advantages(x, inv, 0.1, mask=mask),
-                          ref.normalize_turn_advantages_loop(x, inv, 0.1, mask=mask), rtol=0,
-                          atol=4 * n * u64 * (s + 0.1 * n) * (1 + math.sqrt(n)) / 1e-6)
+    assert torch.allclose(
+        ca.normalize_turn_advantages(x, inv, 0.1, mask=mask),
+        ref.normalize_turn_advantages_loop(x, inv, 0.1, mask=mask),
+        rtol=0,
+        atol=4 * n * u64 * (s + 0.1 * n) * (1 + math.sqrt(n)) / 1e-6,
+    )

@@ -72,9 +72,22 @@ def test_every_field_declares_its_shape_role():
 
 
 def test_token_fields_pad_with_their_own_value():
-    a = Experience.collate([turn([5, 6], [7], [-0.5], allowed_tokens=[(7, 8)], value_logits=((1.0, 2.0), (3.0, 4.0)))], PAD)
-    b = Experience.collate([turn([5, 6, 7], [8, 9], [-0.5, -0.25], traj_id=1, allowed_tokens=[None, (9,)],
-                                 value_logits=((0.0, 0.5), (0.0, 0.0)))], PAD)
+    a = Experience.collate(
+        [turn([5, 6], [7], [-0.5], allowed_tokens=[(7, 8)], value_logits=((1.0, 2.0), (3.0, 4.0)))], PAD
+    )
+    b = Experience.collate(
+        [
+            turn(
+                [5, 6, 7],
+                [8, 9],
+                [-0.5, -0.25],
+                traj_id=1,
+                allowed_tokens=[None, (9,)],
+                value_logits=((0.0, 0.5), (0.0, 0.0)),
+            )
+        ],
+        PAD,
+    )
     both = Experience.cat([a, b], pad_id=3)
     assert both.input_ids.tolist() == [[5, 6, 7, 3, 3], [5, 6, 7, 8, 9]]  # the pad id
     assert both.attention_mask[0].tolist() == [True] * 3 + [False] * 2 and both.old_log_probs[0, 3:].tolist() == [0, 0]
@@ -112,10 +125,19 @@ def random_samples(seed: int, num_traj: int) -> list[TurnRecord]:
             # token ids encode (traj, turn) so a row can be recognised after any permutation
             prompt = [100 * traj + 10 * t + 1] * p
             response = [100 * traj + 10 * t + 2] * r
-            out.append(turn(prompt, response, [-0.1 * (k + 1) for k in range(r)],
-                            reward=float(torch.rand(1, generator=g)), done=t == length - 1 and traj % 2 == 0,
-                            invalid=bool(torch.rand(1, generator=g) < 0.3), traj_id=1000 + traj, turn_idx=t,
-                            group_id=traj // 2))
+            out.append(
+                turn(
+                    prompt,
+                    response,
+                    [-0.1 * (k + 1) for k in range(r)],
+                    reward=float(torch.rand(1, generator=g)),
+                    done=t == length - 1 and traj % 2 == 0,
+                    invalid=bool(torch.rand(1, generator=g) < 0.3),
+                    traj_id=1000 + traj,
+                    turn_idx=t,
+                    group_id=traj // 2,
+                )
+            )
     return out
 
 
@@ -154,8 +176,9 @@ def test_targets_do_not_depend_on_row_order(seed, num_traj):
     perm = torch.randperm(len(exp), generator=g)
     shuffled = exp.select(perm)
     a, yv, yq = ca.turn_targets(exp.rewards, values, exp.dones, exp.traj_ids, exp.turn_idx, 0.99, 0.95, q)
-    a2, yv2, yq2 = ca.turn_targets(shuffled.rewards, values[perm], shuffled.dones, shuffled.traj_ids,
-                                   shuffled.turn_idx, 0.99, 0.95, q[perm])
+    a2, yv2, yq2 = ca.turn_targets(
+        shuffled.rewards, values[perm], shuffled.dones, shuffled.traj_ids, shuffled.turn_idx, 0.99, 0.95, q[perm]
+    )
     # each trajectory's recursion runs on the same numbers in the same order whatever the row order: the same
     # floats (allclose's float32 default is only a margin)
     assert torch.allclose(a[perm], a2) and torch.allclose(yv[perm], yv2) and torch.allclose(yq[perm], yq2)
@@ -165,10 +188,16 @@ def test_targets_do_not_depend_on_row_order(seed, num_traj):
     ret = ca.trajectory_returns(exp.rewards, exp.traj_ids)
     adv = ca.grpo_advantages(ret, exp.group_ids)
     n, eps = len(ret), 1e-6
-    stds = [float(ret[exp.group_ids == gid].std()) for gid in exp.group_ids.unique() if int((exp.group_ids == gid).sum()) > 1]
+    stds = [
+        float(ret[exp.group_ids == gid].std())
+        for gid in exp.group_ids.unique()
+        if int((exp.group_ids == gid).sum()) > 1
+    ]
     scale = float(ret.abs().max()) / (min(stds, default=0.0) + eps) if stds else 0.0
     bound = 4 * n * torch.finfo(torch.float32).eps * (scale + adv.abs().max())
-    assert torch.allclose(adv[perm], ca.grpo_advantages(ret[perm], exp.group_ids[perm]), rtol=0, atol=float(bound) + 1e-30)
+    assert torch.allclose(
+        adv[perm], ca.grpo_advantages(ret[perm], exp.group_ids[perm]), rtol=0, atol=float(bound) + 1e-30
+    )
 
 
 def test_micro_batches_keep_the_batch_order_the_last_one_holding_the_rest():

@@ -74,9 +74,32 @@ def test_empty_generations_train_without_nan(make_trainer):
 def test_cli_train_runs_end_to_end(tmp_path, capsys):
     from sapo_cli import main
 
-    argv = ["train", "--algo", "grpo", "--env", "sapo/Vault-v0", "--iterations", "1", "--episodes-per-iteration", "4",
-            "--group-size", "2", "--max-response-tokens", "6", "--prompt", "plain", "--history-length", "0",
-            "--env-arg", "code_length=1", "--out-dir", str(tmp_path), "--no-progress", "--eval-split", "test"]
+    argv = [
+        "train",
+        "--algo",
+        "grpo",
+        "--env",
+        "sapo/Vault-v0",
+        "--iterations",
+        "1",
+        "--episodes-per-iteration",
+        "4",
+        "--group-size",
+        "2",
+        "--max-response-tokens",
+        "6",
+        "--prompt",
+        "plain",
+        "--history-length",
+        "0",
+        "--env-arg",
+        "code_length=1",
+        "--out-dir",
+        str(tmp_path),
+        "--no-progress",
+        "--eval-split",
+        "test",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "grpo: 1 iterations" in out and "success" in out
@@ -172,11 +195,22 @@ def test_machinery_stats_by_hand():
 
     from trainers.loop import Trainer
 
-    exp = NS(advantages=torch.tensor([0.0, 1.0, -1.0]), rewards=torch.tensor([0.0, 0.0, 10.0]),
-             traj_ids=torch.tensor([7, 7, 7]), turn_idx=torch.tensor([0, 1, 2]), group_ids=torch.tensor([0, 0, 0]),
-             old_values=torch.tensor([2.5, 5.0, 10.0]), value_targets=torch.tensor([4.0, 4.0, 4.0]))
+    exp = NS(
+        advantages=torch.tensor([0.0, 1.0, -1.0]),
+        rewards=torch.tensor([0.0, 0.0, 10.0]),
+        traj_ids=torch.tensor([7, 7, 7]),
+        turn_idx=torch.tensor([0, 1, 2]),
+        group_ids=torch.tensor([0, 0, 0]),
+        old_values=torch.tensor([2.5, 5.0, 10.0]),
+        value_targets=torch.tensor([4.0, 4.0, 4.0]),
+    )
     stats = Trainer.machinery_stats(NS(cfg=NS(gamma=0.5, rollouts_per_task=1)), exp)
-    assert stats == {"advantage/nonzero_turns": pytest.approx(2 / 3), "value/explained_var": 0.0,
-                     "value/explained_var_mc": 1.0}
-    grouped = Trainer.machinery_stats(NS(cfg=NS(gamma=0.5, rollouts_per_task=2)), NS(**{**vars(exp), "old_values": None}))
+    assert stats == {
+        "advantage/nonzero_turns": pytest.approx(2 / 3),
+        "value/explained_var": 0.0,
+        "value/explained_var_mc": 1.0,
+    }
+    grouped = Trainer.machinery_stats(
+        NS(cfg=NS(gamma=0.5, rollouts_per_task=2)), NS(**{**vars(exp), "old_values": None})
+    )
     assert grouped == {"advantage/nonzero_turns": pytest.approx(2 / 3), "advantage/equal_return_groups": 1.0}

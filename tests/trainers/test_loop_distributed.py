@@ -64,8 +64,9 @@ def test_rank_vec_members_play_what_they_play_in_the_full_env():
             assert [e.task_index(episode) for e in part.envs] == [e.task_index(episode) for e in full.envs[4:]]
         act = lambda obs, infos: ["<action>press 1</action>"] * len(obs)  # noqa: E731
         whole, mine = collect(full, act, episode=1, seed=3), collect(part, act, episode=1, seed=3)
-        assert [(t.traj_id, t.turn_idx, t.group_id, t.prompt) for t in mine.turns] == \
-               [(t.traj_id, t.turn_idx, t.group_id, t.prompt) for t in whole.turns if t.traj_id >= 4]
+        assert [(t.traj_id, t.turn_idx, t.group_id, t.prompt) for t in mine.turns] == [
+            (t.traj_id, t.turn_idx, t.group_id, t.prompt) for t in whole.turns if t.traj_id >= 4
+        ]
     finally:
         full.close()
         part.close()
@@ -93,20 +94,33 @@ def test_inference_micro_batches_are_dealt_and_gathered_in_order():
     out = map_micro_batches(FakeRanks([other]), exp, 1, score)
     assert seen == [[0], [2], [4]]
     assert [int(v) for v, _ in out] == [0, 10, 20, 30, 40] and [int(p) for _, p in out] == [2, 3, 4, 5, 6]
-    assert torch.cat([v for v, _ in map_micro_batches(None, exp, 2, score)]).tolist() == [0, 10, 20, 30, 40]  # one process
+    assert torch.cat([v for v, _ in map_micro_batches(None, exp, 2, score)]).tolist() == [
+        0,
+        10,
+        20,
+        30,
+        40,
+    ]  # one process
 
 
 def test_gathered_rollout_is_in_single_process_order():
     mine = Rollout([_turn(0, 0), _turn(1, 0), _turn(0, 1)], [EpisodeStats("a", 0, False, 0, 0, 2, 0, False)], 1.0, 0.5)
     lost = DroppedEpisode(4, EpisodeStats("c", 1, False, 0, 0, 1, 0, False), "worker lost")
-    other = Rollout([_turn(2, 0), _turn(3, 0), _turn(3, 1), _turn(3, 2)], [EpisodeStats("b", 1, True, 1, 1, 3, 0, False)], 2.0, 0.1,
-                    dropped=[lost])
+    other = Rollout(
+        [_turn(2, 0), _turn(3, 0), _turn(3, 1), _turn(3, 2)],
+        [EpisodeStats("b", 1, True, 1, 1, 3, 0, False)],
+        2.0,
+        0.1,
+        dropped=[lost],
+    )
     merged = gather_rollout(FakeRanks([other]), mine)
     assert merged.dropped == [lost]  # an episode another rank lost with its env worker is still reported
     assert [(t.traj_id, t.turn_idx) for t in merged.turns] == [(0, 0), (1, 0), (2, 0), (3, 0), (0, 1), (3, 1), (3, 2)]
     assert [e.task_id for e in merged.episodes] == ["a", "b"]
     assert (merged.generation_s, merged.env_s) == (2.0, 0.5)  # the slowest rank's phase time
-    stats = gather_stats(FakeRanks([[((0, 0, 1), {"loss": 2.0})]]), [((0, 0, 0), {"loss": 1.0}), ((0, 0, float("inf")), {"n": 3})])
+    stats = gather_stats(
+        FakeRanks([[((0, 0, 1), {"loss": 2.0})]]), [((0, 0, 0), {"loss": 1.0}), ((0, 0, float("inf")), {"n": 3})]
+    )
     assert stats == [{"loss": 1.0}, {"loss": 2.0}, {"n": 3}]
 
 
@@ -143,10 +157,21 @@ def test_paper_recipe_launches_torchrun_with_deepspeed(tmp_path):
     fake = tmp_path / "bin" / "torchrun"  # prints its argv, one per line, instead of launching
     fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
     fake.chmod(0o755)
-    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "MODEL_DIR": str(tmp_path / "m"),
-           "NPROC": "4", "ZERO_STAGE": "3", "GENERATOR": "vllm"}
-    proc = subprocess.run(["bash", str(ROOT / "recipes/paper.sh"), "7b", "alfworld", "grpo", "--bf16"], env=env,
-                          capture_output=True, text=True, timeout=60)
+    env = {
+        **os.environ,
+        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+        "MODEL_DIR": str(tmp_path / "m"),
+        "NPROC": "4",
+        "ZERO_STAGE": "3",
+        "GENERATOR": "vllm",
+    }
+    proc = subprocess.run(
+        ["bash", str(ROOT / "recipes/paper.sh"), "7b", "alfworld", "grpo", "--bf16"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     argv = proc.stdout.splitlines()
     assert argv[:5] == ["--nproc_per_node", "4", "-m", "sapo_cli", "train"]
@@ -169,17 +194,37 @@ def _free_port() -> int:
 def _launch(out: Path, stages: str, algo: str) -> dict[int, list[dict]]:
     """torchrun --nproc_per_node 2 -m tests.support.strategy_check --trainer: {stage: [rank 0, rank 1]}."""
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(_free_port()), "-m", "tests.support.strategy_check", "--trainer", "--algo", algo,
-           "--zero-stage", stages, "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(_free_port()),
+        "-m",
+        "tests.support.strategy_check",
+        "--trainer",
+        "--algo",
+        algo,
+        "--zero-stage",
+        stages,
+        "--out",
+        str(out),
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {int(s): [torch.load(out / f"trainer{s}" / f"rank{r}.pt", weights_only=False) for r in range(2)]
-            for s in stages.split(",")}
+    return {
+        int(s): [torch.load(out / f"trainer{s}" / f"rank{r}.pt", weights_only=False) for r in range(2)]
+        for s in stages.split(",")
+    }
 
 
-def _single_process_update(turns: list, algo: str, tmp_path: Path, first_step: dict, critic_first_step: dict | None,
-                           other_norms: list[float]) -> tuple[dict, dict, dict, list, dict, dict]:
+def _single_process_update(
+    turns: list, algo: str, tmp_path: Path, first_step: dict, critic_first_step: dict | None, other_norms: list[float]
+) -> tuple[dict, dict, dict, list, dict, dict]:
     """The same config on the torch strategy in this process, learning from the same gathered turns.
 
     After its first optimizer step the weights are replaced by the 2-rank run's ``first_step`` weights (and
@@ -271,10 +316,14 @@ def test_two_process_trainer_iteration_equals_one_process(launches, tmp_path, al
     assert _max_diff(ranks[0]["weights"], ranks[1]["weights"]) == 0.0
     assert _max_diff(ranks[0]["first_step"], ranks[1]["first_step"]) == 0.0
     stats, first, weights, steps, group, sizes = _single_process_update(
-        turns, algo, tmp_path, ranks[0]["first_step"], ranks[0]["critic_first_step"], ranks[0]["grad_norms"])
+        turns, algo, tmp_path, ranks[0]["first_step"], ranks[0]["critic_first_step"], ranks[0]["grad_norms"]
+    )
     # Each optimizer step on its own (this process continued from the other run's step-1 weights), every
     # entry within what float32 rounding of its gradient can do through Adam (float_bounds.adam_tolerance).
-    tolerances = {"first_step": adam_tolerance(steps, group, 1, first), "weights": adam_tolerance(steps, group, 2, weights)}
+    tolerances = {
+        "first_step": adam_tolerance(steps, group, 1, first),
+        "weights": adam_tolerance(steps, group, 2, weights),
+    }
     for tol in tolerances.values():
         assert_bound_is_a_test(tol, group["lr"])
     for r in ranks:

@@ -83,7 +83,9 @@ def test_sapo_update_moves_v_and_q_through_the_rows(make_trainer, rows_train):
             if "trainable_tokens_delta" in name:
                 p.requires_grad_(False)
     _, exp = trainer.collect_batch(PhaseTimer(trainer.device))
-    exp.rewards = torch.where(exp.dones, torch.full_like(exp.rewards, 10.0), exp.rewards)  # every episode ends in success
+    exp.rewards = torch.where(
+        exp.dones, torch.full_like(exp.rewards, 10.0), exp.rewards
+    )  # every episode ends in success
     v0, q0 = _readouts(trainer, exp)
     assert torch.equal(v0, torch.zeros_like(v0))  # w⁺ and w⁻ start as equal rows: V = Q = 0 exactly
     trainer.learn(copy.deepcopy(exp), PhaseTimer(trainer.device), MemoryMeter(trainer.device))
@@ -106,7 +108,9 @@ def test_checkpoint_holds_only_the_trained_tensors_and_resumes_exactly(make_trai
     assert set(state["policy"]) == trained and state["reference"] is None
     assert len(state["optimizer"]["state"]) == len(trained)
     if algo == "ppo":
-        assert set(state["critic"]["model"]) == {n for n, p in straight.critic.module.named_parameters() if p.requires_grad}
+        assert set(state["critic"]["model"]) == {
+            n for n, p in straight.critic.module.named_parameters() if p.requires_grad
+        }
     checkpoints[-1].unlink()  # as if the run died during iteration 2
 
     resumed = make_trainer(algo, iterations=2, checkpoint_every=1, resume=True, kl_coef=0.01, **LORA)
@@ -227,12 +231,24 @@ def test_a_lora_run_learns_the_vault_task(tmp_path):
     from trainers.sft import behaviour_clone, collect_demonstrations
 
     policy = PolicyModel.tiny(seed=0)
-    demos = collect_demonstrations(TrainConfig(**VAULT), {"prompt": PLAIN_PROMPT, "history_length": 0},
-                                   load_agent("expert", seed=0), 32)
+    demos = collect_demonstrations(
+        TrainConfig(**VAULT), {"prompt": PLAIN_PROMPT, "history_length": 0}, load_agent("expert", seed=0), 32
+    )
     behaviour_clone(policy, demos, epochs=50, lr=3e-3)
-    cfg = TrainConfig(**{**VAULT, "max_response_tokens": 24}, constrain="admissible", algo="sapo", seed=0,
-                      episodes_per_iteration=16, lr=1.5e-3, lora_rank=8, lora_alpha=16.0, iterations=80,
-                      checkpoint_every=0, out_dir=str(tmp_path), progress=False)
+    cfg = TrainConfig(
+        **{**VAULT, "max_response_tokens": 24},
+        constrain="admissible",
+        algo="sapo",
+        seed=0,
+        episodes_per_iteration=16,
+        lr=1.5e-3,
+        lora_rank=8,
+        lora_alpha=16.0,
+        iterations=80,
+        checkpoint_every=0,
+        out_dir=str(tmp_path),
+        progress=False,
+    )
     trainer = Trainer(cfg, policy=policy)
 
     def success() -> float:

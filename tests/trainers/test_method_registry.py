@@ -48,8 +48,12 @@ def registry_problems(methods: dict[str, MethodEntry]) -> list[str]:
     for info in pkgutil.iter_modules(trainers.methods.__path__, "trainers.methods."):
         module = importlib.import_module(info.name)
         for name, cls in inspect.getmembers(module, inspect.isclass):
-            if issubclass(cls, Method) and cls is not Method and cls.__module__ == info.name \
-                    and f"{info.name}:{name}" not in registered:
+            if (
+                issubclass(cls, Method)
+                and cls is not Method
+                and cls.__module__ == info.name
+                and f"{info.name}:{name}" not in registered
+            ):
                 problems.append(f"{info.name}:{name} is a Method with no registry entry")
     return problems
 
@@ -73,9 +77,16 @@ def test_half_registered_methods_are_caught():
         "unsetvariant": dataclasses.replace(METHODS["sapo-noq"], name="unsetvariant", settings=()),
     }
     found = "\n".join(registry_problems(broken))
-    for needle in ("rloo: AttributeError", "nomod: ModuleNotFoundError", "notamethod: TypeError", "misnamed: TypeError",
-                   "nolabel: key, name, label and summary", "trainers.methods.rloo:RLOO is a Method with no registry",
-                   "badsetting: settings name no TrainConfig field: ['q_coeff']", "unsetvariant: TypeError"):
+    for needle in (
+        "rloo: AttributeError",
+        "nomod: ModuleNotFoundError",
+        "notamethod: TypeError",
+        "misnamed: TypeError",
+        "nolabel: key, name, label and summary",
+        "trainers.methods.rloo:RLOO is a Method with no registry",
+        "badsetting: settings name no TrainConfig field: ['q_coeff']",
+        "unsetvariant: TypeError",
+    ):
         assert needle in found, found
 
 
@@ -112,9 +123,11 @@ def test_the_cli_names_every_method_in_its_help():
 
 
 def test_the_config_and_help_load_no_torch():
-    code = ("import sys, argparse; import trainers.config, trainers.methods, trainers.compare.config; "
-            "from sapo_cli.train import register; register(argparse.ArgumentParser().add_subparsers()); "
-            "import trainers.methods as m; m.METHODS['sapo'].default_group_size; print('torch' in sys.modules)")
+    code = (
+        "import sys, argparse; import trainers.config, trainers.methods, trainers.compare.config; "
+        "from sapo_cli.train import register; register(argparse.ArgumentParser().add_subparsers()); "
+        "import trainers.methods as m; m.METHODS['sapo'].default_group_size; print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stderr
 

@@ -136,10 +136,18 @@ def test_group_methods_take_c_inv_off_the_scores_before_their_group_terms(make_t
     from trainers.experience import Experience
 
     # two groups of two one- or two-turn trajectories; traj 1's first turn is invalid
-    rows = [(0, 0, 0, "a", 0.0, False), (0, 1, 0, "b", 10.0, False), (1, 0, 0, "a", 0.0, True), (1, 1, 0, "a", 0.0, False),
-            (2, 0, 1, "a", 10.0, False), (3, 0, 1, "a", 0.0, False)]
-    samples = [turn([1, 2], [3], [-0.5], reward=r, done=False, invalid=inv, traj_id=tr, turn_idx=k, group_id=g, anchor=a)
-               for tr, k, g, a, r, inv in rows]
+    rows = [
+        (0, 0, 0, "a", 0.0, False),
+        (0, 1, 0, "b", 10.0, False),
+        (1, 0, 0, "a", 0.0, True),
+        (1, 1, 0, "a", 0.0, False),
+        (2, 0, 1, "a", 10.0, False),
+        (3, 0, 1, "a", 0.0, False),
+    ]
+    samples = [
+        turn([1, 2], [3], [-0.5], reward=r, done=False, invalid=inv, traj_id=tr, turn_idx=k, group_id=g, anchor=a)
+        for tr, k, g, a, r, inv in rows
+    ]
     trainer = make_trainer(algo, c_inv=0.3, gigpo_mode="mean_std_norm", grpo_stats_across_steps=across)
     exp = trainer.method.compute_advantages(Experience.collate(samples, pad_id=0))
     penalty = 0.3 * exp.invalid.float()
@@ -153,8 +161,17 @@ def test_group_methods_take_c_inv_off_the_scores_before_their_group_terms(make_t
     elif algo == "grpo":
         want = grpo_advantages(scores, exp.group_ids, weights=entries)
     else:
-        want = gigpo_advantages(exp.rewards, exp.traj_ids, exp.turn_idx, exp.group_ids, exp.anchor_ids, gamma=0.95,
-                                scale_by_std=True, stats_across_steps=across, penalty=penalty)
+        want = gigpo_advantages(
+            exp.rewards,
+            exp.traj_ids,
+            exp.turn_idx,
+            exp.group_ids,
+            exp.anchor_ids,
+            gamma=0.95,
+            scale_by_std=True,
+            stats_across_steps=across,
+            penalty=penalty,
+        )
     assert torch.equal(exp.advantages, want)
     samples = [turn([1], [], [])]  # no recorded observation: GiGPO says what it needs
     if algo == "gigpo":
@@ -174,17 +191,20 @@ def test_forward_positions_matches_the_full_forward(make_trainer):
         full = trainer.policy.logits(exp.input_ids, exp.attention_mask)
         some = forward_positions(trainer.policy.model, exp, readout=True)
         lp = action_log_probs(some, exp, trainer.method.value_token_ids, 1.0)
-        hidden = trainer.policy.model.get_decoder()(input_ids=exp.input_ids, attention_mask=exp.attention_mask,
-                                                    use_cache=False).last_hidden_state
+        hidden = trainer.policy.model.get_decoder()(
+            input_ids=exp.input_ids, attention_mask=exp.attention_mask, use_cache=False
+        ).last_hidden_state
     head = trainer.policy.model.get_output_embeddings().weight
     rows = torch.arange(len(exp))
     # Both run the same decoder call (same hidden states); the LM head then multiplies other row sets, which
     # GEMM kernels may block differently: each logit is a dot product of d = 64 terms, and two float32
     # evaluations of it, each within γ_d·Σ|h·w| of exact (γ_d ≈ d·u), agree to twice that, computed per logit.
     d = hidden.shape[-1]
-    for got, want, h in ((some.action, full[:, :-1][exp.action_mask[:, 1:]], hidden[:, :-1][exp.action_mask[:, 1:]]),
-                         (some.state, full[rows, exp.state_positions], hidden[rows, exp.state_positions]),
-                         (some.end, full[rows, exp.action_end_positions], hidden[rows, exp.action_end_positions])):
+    for got, want, h in (
+        (some.action, full[:, :-1][exp.action_mask[:, 1:]], hidden[:, :-1][exp.action_mask[:, 1:]]),
+        (some.state, full[rows, exp.state_positions], hidden[rows, exp.state_positions]),
+        (some.end, full[rows, exp.action_end_positions], hidden[rows, exp.action_end_positions]),
+    ):
         assert bool(((got - want).abs() <= 2 * (d + 1) * U * (h.abs() @ head.abs().T)).all())
     # the generator's log-probs (sampling time) are what the loop recomputes as old log-probs
     assert torch.allclose(lp, exp.old_log_probs, rtol=0, atol=RECOMPUTE_ATOL)

@@ -39,8 +39,10 @@ def test_a_micro_batched_readout_step_is_the_minibatch_gradient(by_length):
     policy.model.double()
     with torch.no_grad():  # w⁺/w⁻ start equal (V ≡ 0); part them so that V and Q vary across the rows
         policy.model.get_output_embeddings().weight[policy.value_token_ids[0]] += 0.05
-    demos = [Demonstration("Task: " + "open the vault " * k, f"<think>try {k}</think><action>press red</action>")
-             for k in range(1, 7)]
+    demos = [
+        Demonstration("Task: " + "open the vault " * k, f"<think>try {k}</think><action>press red</action>")
+        for k in range(1, 7)
+    ]
     batch = _batch(policy, demos)
     batch.value_targets = torch.tensor([0.0, 10.0, 0.0, 9.0, 8.1, 0.0])
     batch.old_log_probs = own_log_probs(policy, batch) - 0.5 * batch.action_mask  # sampled elsewhere: the KL is not 0
@@ -88,7 +90,7 @@ def test_collected_returns_are_each_turns_discounted_return(make_trainer):
         won = float(data.rewards[last]) > 0
         for r in rows:
             left = int(data.turn_idx[last] - data.turn_idx[r])
-            assert float(returns[r]) == pytest.approx(float(data.rewards[last]) * 0.99 ** left if won else 0.0, rel=1e-6)
+            assert float(returns[r]) == pytest.approx(float(data.rewards[last]) * 0.99**left if won else 0.0, rel=1e-6)
 
 
 def test_fit_readout_learns_the_returns_it_is_shown():
@@ -96,11 +98,15 @@ def test_fit_readout_learns_the_returns_it_is_shown():
     of them. (The threshold is far from what it reaches; the readout's generalization to unseen episodes is
     measured in docs/results-log.md, not here.)"""
     policy = PolicyModel.tiny(seed=0)
-    demos = [Demonstration("Task: " + "open the vault " * k, f"<think>try {k}</think><action>press red</action>")
-             for k in range(1, 7)]
+    demos = [
+        Demonstration("Task: " + "open the vault " * k, f"<think>try {k}</think><action>press red</action>")
+        for k in range(1, 7)
+    ]
     batch = _batch(policy, demos)
     returns = torch.tensor([0.0, 10.0, 0.0, 9.0, 8.1, 0.0])
-    cfg = TrainConfig(readout_warmup_epochs=100, readout_warmup_lr=1e-3, readout_warmup_kl=0.0)  # the readout term alone
+    cfg = TrainConfig(
+        readout_warmup_epochs=100, readout_warmup_lr=1e-3, readout_warmup_kl=0.0
+    )  # the readout term alone
     assert explained(policy, batch, returns, cfg) == 0.0
     loss = fit_readout(policy, batch, returns, cfg)
     assert loss[-1] < 0.1 * loss[0] and explained(policy, batch, returns, cfg) > 0.5

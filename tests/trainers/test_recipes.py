@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def recipe_config(script: str, env: dict[str, str]):
     """The `sapo-gym train` flags of a recipe, shell variables substituted, parsed like the CLI does."""
     text = (ROOT / "recipes" / script).read_text()
-    block = text[text.index("cli train") + len("cli train"):].split('"$@"')[0].replace("\\\n", " ")
+    block = text[text.index("cli train") + len("cli train") :].split('"$@"')[0].replace("\\\n", " ")
     block = re.sub(r"\$\{(\w+):-[^}]*\}", lambda m: env[m.group(1)], block)
     block = re.sub(r"\$(\w+)", lambda m: env[m.group(1)], block)
     parser = argparse.ArgumentParser()
@@ -27,14 +27,29 @@ def recipe_config(script: str, env: dict[str, str]):
     return from_args(parser.parse_args(shlex.split(block)))
 
 
-@pytest.mark.parametrize("algo,tasks,group", [("sapo", 128, 1), ("ppo", 128, 1), ("grpo", 16, 8), ("gigpo", 16, 8),
-                                             ("rloo", 16, 8)])
+@pytest.mark.parametrize(
+    "algo,tasks,group", [("sapo", 128, 1), ("ppo", 128, 1), ("grpo", 16, 8), ("gigpo", 16, 8), ("rloo", 16, 8)]
+)
 def test_paper_recipe(algo, tasks, group):
-    env = {"ALGO": algo, "ENV_ID": "sapo/ALFWorld-v0", "MODEL_DIR": "m", "DEVICE": "cuda", "OUT_DIR": "o",
-           "SEED": "0", "PROMPT_TOKENS": "2048", "MICRO": "16"}
+    env = {
+        "ALGO": algo,
+        "ENV_ID": "sapo/ALFWorld-v0",
+        "MODEL_DIR": "m",
+        "DEVICE": "cuda",
+        "OUT_DIR": "o",
+        "SEED": "0",
+        "PROMPT_TOKENS": "2048",
+        "MICRO": "16",
+    }
     cfg = recipe_config("paper.sh", env)
     assert (cfg.algo, cfg.num_tasks, cfg.rollouts_per_task) == (algo, tasks, group)  # equal episodes per iteration
-    assert (cfg.lr, cfg.kl_coef, cfg.iterations, cfg.history_length, cfg.max_response_tokens) == (1e-6, 0.01, 150, 2, 512)
+    assert (cfg.lr, cfg.kl_coef, cfg.iterations, cfg.history_length, cfg.max_response_tokens) == (
+        1e-6,
+        0.01,
+        150,
+        2,
+        512,
+    )
     assert (cfg.temperature, cfg.eval_temperature, cfg.c_inv, cfg.clip_eps) == (1.0, 0.4, 0.1, 0.2)
 
 
@@ -45,8 +60,13 @@ def test_smollm2_recipe():
 
 
 def test_paper_recipe_refuses_to_download(tmp_path):
-    proc = subprocess.run(["bash", str(ROOT / "recipes/paper.sh"), "1.5b", "alfworld", "sapo"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "recipes/paper.sh"), "1.5b", "alfworld", "sapo"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "never downloaded" in proc.stderr
 
 
@@ -62,9 +82,18 @@ def recipe_run_config(script: str, args: list[str], env: dict[str, str], tmp_pat
     fake.write_text('#!/bin/sh\n[ "$1" = "-c" ] && exit 0\nprintf \'%s\\0\' "$@" > "$ARGV_OUT"\n')
     fake.chmod(0o755)
     argv_file = tmp_path / "argv"
-    base = {k: v for k, v in os.environ.items() if k not in ("NPROC", "ZERO_STAGE", "GENERATOR", "DEVICE", "OUT_DIR", "SEED", "MODEL_DIR")}
-    subprocess.run(["bash", str(ROOT / "recipes" / script), *args], cwd=tmp_path, check=True, timeout=60,
-                   env={**base, **env, "PATH": f"{fake.parent}:{base['PATH']}", "ARGV_OUT": str(argv_file)})
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("NPROC", "ZERO_STAGE", "GENERATOR", "DEVICE", "OUT_DIR", "SEED", "MODEL_DIR")
+    }
+    subprocess.run(
+        ["bash", str(ROOT / "recipes" / script), *args],
+        cwd=tmp_path,
+        check=True,
+        timeout=60,
+        env={**base, **env, "PATH": f"{fake.parent}:{base['PATH']}", "ARGV_OUT": str(argv_file)},
+    )
     argv = argv_file.read_bytes().decode().split("\0")[:-1]
     assert argv[:3] == ["-m", "sapo_cli", "train"], argv
     return from_args(build_parser().parse_args(argv[2:]))
@@ -73,8 +102,18 @@ def recipe_run_config(script: str, args: list[str], env: dict[str, str], tmp_pat
 # The GPU presets of `sapo-gym compare` and the recipe command lines they stand for. compare runs each
 # run in one process (it launches no torchrun runs), so the paper's line is paper.sh's one-process form.
 PRESET_RECIPES = {
-    "paper-1.5b": ("paper.sh", ["1.5b", "alfworld"], ["--bf16"], {"GENERATOR": "vllm", "MODEL_DIR": "Qwen/Qwen2.5-1.5B-Instruct"}),
-    "paper-7b": ("paper.sh", ["7b", "alfworld"], ["--bf16"], {"GENERATOR": "vllm", "MODEL_DIR": "Qwen/Qwen2.5-7B-Instruct"}),
+    "paper-1.5b": (
+        "paper.sh",
+        ["1.5b", "alfworld"],
+        ["--bf16"],
+        {"GENERATOR": "vllm", "MODEL_DIR": "Qwen/Qwen2.5-1.5B-Instruct"},
+    ),
+    "paper-7b": (
+        "paper.sh",
+        ["7b", "alfworld"],
+        ["--bf16"],
+        {"GENERATOR": "vllm", "MODEL_DIR": "Qwen/Qwen2.5-7B-Instruct"},
+    ),
     "smollm2-1gpu": ("smollm2_one_gpu.sh", [], ["alfworld"], {}),
 }
 IGNORED = {
@@ -82,7 +121,7 @@ IGNORED = {
     "resume": "compare resumes an interrupted run from its own checkpoint; a first run has none, so it trains the same",
     "checkpoint_every": "compare checkpoints every iteration so a killed compare loses at most one; saving changes no number",
     "group_size": "the recipe leaves 0 (the method's default: 8 for GRPO, 1 else), compare sets G explicitly; "
-                  "rollouts_per_task, the value both mean, is compared instead",
+    "rollouts_per_task, the value both mean, is compared instead",
 }
 
 

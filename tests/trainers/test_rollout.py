@@ -15,7 +15,10 @@ class _Recorder:
 
     def act(self, observations, infos):
         self.batch_sizes.append(len(observations))
-        return [format_action(info["expert_action"]) if i == 0 and len(infos) == 3 else format_action("look") for i, info in enumerate(infos)]
+        return [
+            format_action(info["expert_action"]) if i == 0 and len(infos) == 3 else format_action("look")
+            for i, info in enumerate(infos)
+        ]
 
 
 def test_expert_rollout_records_every_turn_with_ids():

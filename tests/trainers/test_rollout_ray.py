@@ -31,7 +31,10 @@ def test_expert_rollouts_on_ray_equal_the_in_process_ones(local_ray):
     remote = make_train_vec("sapo/Vault-v0", 2, 3, schedule_seed=4, env_workers="ray")
     try:
         for episode in (0, 1):
-            want, got = collect(sync, ExpertAgent().act, episode, seed=2), collect(remote, ExpertAgent().act, episode, seed=2)
+            want, got = (
+                collect(sync, ExpertAgent().act, episode, seed=2),
+                collect(remote, ExpertAgent().act, episode, seed=2),
+            )
             assert got.turns == want.turns and got.episodes == want.episodes and not got.dropped
             assert all(e.won for e in got.episodes)
     finally:
@@ -83,7 +86,9 @@ def test_training_on_ray_workers_gives_the_in_process_numbers(local_ray, make_tr
         trainer = make_trainer("grpo", env_workers=workers, iterations=2, kl_coef=0.0)
         assert type(trainer.vec).__name__ == {"sync": "RaggedSyncVectorEnv", "ray": "RayVectorEnv"}[workers]
         try:
-            rows[workers] = [{k: v for k, v in r.items() if not k.startswith(("time/", "memory/"))} for r in trainer.train()]
+            rows[workers] = [
+                {k: v for k, v in r.items() if not k.startswith(("time/", "memory/"))} for r in trainer.train()
+            ]
         finally:
             trainer.close()
     assert rows["ray"] == rows["sync"]

@@ -52,13 +52,20 @@ def _batch() -> Experience:
     b, t = 5, 4
     action = torch.tensor([[False, False, True, True]] * b)
     return Experience(
-        input_ids=torch.arange(b * t).reshape(b, t) % 5, attention_mask=torch.ones(b, t, dtype=torch.bool),
-        action_mask=action, prompt_lengths=torch.full((b,), 2), response_lengths=torch.full((b,), 2),
+        input_ids=torch.arange(b * t).reshape(b, t) % 5,
+        attention_mask=torch.ones(b, t, dtype=torch.bool),
+        action_mask=action,
+        prompt_lengths=torch.full((b,), 2),
+        response_lengths=torch.full((b,), 2),
         old_log_probs=torch.where(action, torch.full((b, t), -1.0), torch.zeros(b, t)),
-        rewards=torch.tensor([0.0, 0.0, 10.0, 0.0, 0.0]), dones=torch.tensor([False, False, True, False, False]),
-        invalid=INVALID, traj_ids=torch.tensor([0, 0, 0, 1, 1]), turn_idx=torch.tensor([0, 1, 2, 0, 1]),
+        rewards=torch.tensor([0.0, 0.0, 10.0, 0.0, 0.0]),
+        dones=torch.tensor([False, False, True, False, False]),
+        invalid=INVALID,
+        traj_ids=torch.tensor([0, 0, 0, 1, 1]),
+        turn_idx=torch.tensor([0, 1, 2, 0, 1]),
         group_ids=torch.tensor([0, 0, 0, 1, 1]),
-        old_values=torch.tensor([1.0, 2.0, 4.0, 1.0, 1.0]), old_q=torch.tensor([2.0, 3.0, 8.0, 1.0, 2.0]),
+        old_values=torch.tensor([1.0, 2.0, 4.0, 1.0, 1.0]),
+        old_q=torch.tensor([2.0, 3.0, 8.0, 1.0, 2.0]),
     )
 
 
@@ -92,8 +99,9 @@ def test_q_minus_v_replaces_only_the_advantage():
     assert torch.equal(exp.value_targets, Y_V) and torch.equal(exp.q_targets, Y_Q)  # targets: SAPO's
 
 
-@pytest.mark.parametrize(("algo", "field", "value"), [("sapo-noq", "q_coef", 0.0),
-                                                      *((f"sapo-tau{t:g}", "tau_v", t) for t in TAU_ABLATIONS)])
+@pytest.mark.parametrize(
+    ("algo", "field", "value"), [("sapo-noq", "q_coef", 0.0), *((f"sapo-tau{t:g}", "tau_v", t) for t in TAU_ABLATIONS)]
+)
 def test_a_setting_variant_changes_its_constant_only(algo, field, value):
     mine, sapo = TrainConfig(algo=algo), TrainConfig()
     changed = {f.name for f in dataclasses.fields(TrainConfig) if getattr(mine, f.name) != getattr(sapo, f.name)}
@@ -112,12 +120,15 @@ def _logits(gap_state: list[float], gap_end: list[float], features: torch.Tensor
     return PositionLogits(torch.zeros(6, VOCAB), state, end, features)
 
 
-@pytest.mark.parametrize(("algo", "v", "q"), [
-    ("sapo", [0.5, -0.2, 5.0], [0.05, -0.02, 0.5]),
-    ("sapo-tau0.1", [5.0, -2.0, 10.0], [0.5, -0.2, 5.0]),
-    ("sapo-tau0.3", [5 / 3, -2 / 3, 10.0], [1 / 6, -1 / 15, 5 / 3]),
-    ("sapo-tau3", [1 / 6, -1 / 15, 5 / 3], [1 / 60, -1 / 150, 1 / 6]),
-])
+@pytest.mark.parametrize(
+    ("algo", "v", "q"),
+    [
+        ("sapo", [0.5, -0.2, 5.0], [0.05, -0.02, 0.5]),
+        ("sapo-tau0.1", [5.0, -2.0, 10.0], [0.5, -0.2, 5.0]),
+        ("sapo-tau0.3", [5 / 3, -2 / 3, 10.0], [1 / 6, -1 / 15, 5 / 3]),
+        ("sapo-tau3", [1 / 6, -1 / 15, 5 / 3], [1 / 60, -1 / 150, 1 / 6]),
+    ],
+)
 def test_the_readout_temperature_scales_v_and_q(algo, v, q):
     """V = 10·clip(gap/τ, −1, 1) at gaps (0.05, −0.02, 0.5); Q the same at the end position's gaps (0.005, −0.002, 0.05)."""
     values, qs = _method(algo).read_values(_logits([0.05, -0.02, 0.5], [0.005, -0.002, 0.05]))
@@ -138,8 +149,11 @@ def test_the_head_reads_the_hidden_states_not_the_vocabulary():
     torch.testing.assert_close(q, torch.tensor([5.0, -10.0, 8.0]), atol=8 * EPS * 10, rtol=0)
     v2, q2 = method.read_values(_logits([9.0, 9.0, 9.0], [-9.0, 0.0, 9.0], features))  # other w± logits: same V, Q
     assert torch.equal(v, v2) and torch.equal(q, q2)
-    assert [n for n, _ in method.policy.model.named_parameters()] == ["weight", "sapo_value_head.weight",
-                                                                      "sapo_value_head.bias"]  # the actor trains it
+    assert [n for n, _ in method.policy.model.named_parameters()] == [
+        "weight",
+        "sapo_value_head.weight",
+        "sapo_value_head.bias",
+    ]  # the actor trains it
     with pytest.raises(ValueError, match="lm_head"):
         method.read_values(_logits([0.0] * 3, [0.0] * 3))
 
@@ -148,8 +162,11 @@ def test_no_q_drops_exactly_the_q_term_of_the_loss():
     """The same micro-batch and logits through SAPO and sapo-noq: the losses differ by c_Q·L_Q, nothing else."""
     exp = _method("sapo").compute_advantages(_batch())
     gen = torch.Generator().manual_seed(0)
-    logits = PositionLogits(torch.randn(10, VOCAB, generator=gen), torch.randn(5, VOCAB, generator=gen),
-                            torch.randn(5, VOCAB, generator=gen))
+    logits = PositionLogits(
+        torch.randn(10, VOCAB, generator=gen),
+        torch.randn(5, VOCAB, generator=gen),
+        torch.randn(5, VOCAB, generator=gen),
+    )
     sapo, stats = _method("sapo").actor_loss(exp, logits)
     noq, stats_noq = _method("sapo-noq").actor_loss(exp, logits)
     assert stats["q_loss"] > 0.01  # a Q term that would show

@@ -19,8 +19,10 @@ def test_a_micro_batched_clone_step_is_the_minibatch_gradient(by_length):
     relative, n the action tokens (the loss), and each gradient entry by ~n·u of the largest entry."""
     policy = PolicyModel.tiny(seed=0)
     policy.model.double()
-    demos = [Demonstration("Task: " + "open the vault " * k, f"<think>try {k}</think><action>press red</action>")
-             for k in range(1, 7)]
+    demos = [
+        Demonstration("Task: " + "open the vault " * k, f"<think>try {k}</think><action>press red</action>")
+        for k in range(1, 7)
+    ]
     batch = _batch(policy, demos)
     assert len(set(batch.attention_mask.sum(1).tolist())) == len(demos)  # lengths differ: the cuts differ
 
@@ -48,12 +50,23 @@ def test_the_warm_start_clones_at_temperature_one_whatever_rl_samples_at():
     from trainers.config import TrainConfig
     from trainers.sft import warm_start
 
-    cfg = TrainConfig(env="sapo/Vault-v0", prompt="plain", history_length=0, max_response_tokens=16, micro_batch_size=16,
-                      sft_episodes=4, sft_agent="random", sft_epochs=1, sft_lr=3e-3)
+    cfg = TrainConfig(
+        env="sapo/Vault-v0",
+        prompt="plain",
+        history_length=0,
+        max_response_tokens=16,
+        micro_batch_size=16,
+        sft_episodes=4,
+        sft_agent="random",
+        sft_epochs=1,
+        sft_lr=3e-3,
+    )
     states = []
     for temperature in (1.0, 0.7):
         policy = PolicyModel.tiny(seed=0)
-        warm_start(policy, dataclasses.replace(cfg, temperature=temperature), {"prompt": PLAIN_PROMPT, "history_length": 0})
+        warm_start(
+            policy, dataclasses.replace(cfg, temperature=temperature), {"prompt": PLAIN_PROMPT, "history_length": 0}
+        )
         states.append(policy.model.state_dict())
     assert states[0].keys() == states[1].keys()
     for name in states[0]:  # one process, the same operations in the same order: bit for bit
@@ -66,9 +79,20 @@ def test_ppos_critic_starts_from_the_cloned_backbone(tmp_path, monkeypatch):
     from trainers.config import TrainConfig
     from trainers.loop import Trainer
 
-    cfg = TrainConfig(algo="ppo", env="sapo/Vault-v0", prompt="plain", history_length=0, max_response_tokens=16,
-                      sft_episodes=4, sft_agent="random", sft_epochs=1, sft_lr=3e-3, iterations=1,
-                      out_dir=str(tmp_path), progress=False)
+    cfg = TrainConfig(
+        algo="ppo",
+        env="sapo/Vault-v0",
+        prompt="plain",
+        history_length=0,
+        max_response_tokens=16,
+        sft_episodes=4,
+        sft_agent="random",
+        sft_epochs=1,
+        sft_lr=3e-3,
+        iterations=1,
+        out_dir=str(tmp_path),
+        progress=False,
+    )
     trainer = Trainer(cfg)
     before = {k: v.clone() for k, v in trainer.method.critic.backbone.state_dict().items()}
     seen = {}

@@ -197,18 +197,40 @@ def _free_port() -> int:
 def _run_check(out: Path, nproc: int, stages: str, *extra: str) -> dict[int, list[dict]]:
     """Launch tests.support.strategy_check; {stage: [rank 0 result, rank 1 result, ...]}."""
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    args = ["-m", "tests.support.strategy_check", "--backend", "deepspeed", "--zero-stage", stages, "--check-resume",
-            "--out", str(out), *extra]
+    args = [
+        "-m",
+        "tests.support.strategy_check",
+        "--backend",
+        "deepspeed",
+        "--zero-stage",
+        stages,
+        "--check-resume",
+        "--out",
+        str(out),
+        *extra,
+    ]
     if nproc == 1:
         cmd = [sys.executable, *args]
         env["MASTER_PORT"] = str(_free_port())
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-               "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), *args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            str(nproc),
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            str(_free_port()),
+            *args,
+        ]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {int(st): [torch.load(out / f"zero{st}" / f"rank{r}.pt", weights_only=True) for r in range(nproc)]
-            for st in stages.split(",")}
+    return {
+        int(st): [torch.load(out / f"zero{st}" / f"rank{r}.pt", weights_only=True) for r in range(nproc)]
+        for st in stages.split(",")
+    }
 
 
 @pytest.fixture(scope="module")

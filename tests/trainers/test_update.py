@@ -52,8 +52,18 @@ def test_micro_batch_accumulation_is_the_minibatch_gradient(by_length):
         lengths.extend(micro.attention_mask.sum(1).tolist())
         return loss(micro)
 
-    stats = update(strategy, actor, exp, recorded, epochs=1, minibatches=1, micro_batch_size=3,
-                   shuffle=torch.Generator().manual_seed(0), memory=MemoryMeter(torch.device("cpu")), by_length=by_length)
+    stats = update(
+        strategy,
+        actor,
+        exp,
+        recorded,
+        epochs=1,
+        minibatches=1,
+        micro_batch_size=3,
+        shuffle=torch.Generator().manual_seed(0),
+        memory=MemoryMeter(torch.device("cpu")),
+        by_length=by_length,
+    )
     want = torch.autograd.grad(_loss(weight)(exp)[0], weight)[0]
     assert len(seen) == 1 and sorted(lengths) == sorted(exp.attention_mask.sum(1).tolist())
     assert len(set(lengths)) > 1  # the batch's rows differ in length, so the order below says something

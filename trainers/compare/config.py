@@ -55,16 +55,27 @@ def run_key(algo: str, seed: int) -> str:
 def cpu_train() -> TrainConfig:
     """The CPU default's shared TrainConfig: the trainer's defaults but for these (the tiny model's scale)."""
     return TrainConfig(
-        env="sapo/ALFWorld-Mini-v0", env_arg=["data_dir=embedded-mini"],  # the embedded CPU-scale games
+        env="sapo/ALFWorld-Mini-v0",
+        env_arg=["data_dir=embedded-mini"],  # the embedded CPU-scale games
         tiny_hidden_size=128,  # ≈ 0.56 M parameters (64, 0.2 M, reaches 0 % on ALFWorld after cloning)
-        iterations=20, episodes_per_iteration=8, prompt="plain", history_length=0, max_prompt_tokens=1024,
-        max_response_tokens=24, old_log_probs="rollout", constrain="admissible",
-        lr=3e-4, critic_lr=1e-3,  # the paper's 1e-6 / 1e-5 are for 1.5B/7B models; the tiny one needs larger ones
+        iterations=20,
+        episodes_per_iteration=8,
+        prompt="plain",
+        history_length=0,
+        max_prompt_tokens=1024,
+        max_response_tokens=24,
+        old_log_probs="rollout",
+        constrain="admissible",
+        lr=3e-4,
+        critic_lr=1e-3,  # the paper's 1e-6 / 1e-5 are for 1.5B/7B models; the tiny one needs larger ones
         micro_batch_size=16,
         # a clone that lands on the same held-out success on both kernel sets measured (21.1 %; 48 x 10 at 3e-3 landed
         # anywhere from 18.9 to 57.8 %), and rollouts sampled sharper than the clone (fitted at temperature 1): RL's
         # gains from it were measured larger than at 1.0 (docs/compare.md)
-        sft_episodes=48, sft_epochs=7, sft_lr=1e-3, temperature=0.7,
+        sft_episodes=48,
+        sft_epochs=7,
+        sft_lr=1e-3,
+        temperature=0.7,
         draft_tokens=16,  # speculative sampling: the same distribution, about half the generation time (docs/compare.md)
     )
 
@@ -149,14 +160,18 @@ class CompareConfig(CompareSettings):
         if self.workers < 1:
             raise ValueError("workers must be >= 1")
         if self.train.strategy == "deepspeed" and self.workers > 1:
-            raise ValueError("strategy 'deepspeed' needs workers 1: each run is a DeepSpeed world of one process, and "
-                             "concurrent runs would share its rendezvous port")
+            raise ValueError(
+                "strategy 'deepspeed' needs workers 1: each run is a DeepSpeed world of one process, and "
+                "concurrent runs would share its rendezvous port"
+            )
         if not self.eval_seed_list:
             raise ValueError("eval_seeds must list at least one seed")
         missing = sorted(set(self.eval_seed_list) - set(self.warm_start_seed_list))
         if missing:
-            raise ValueError(f"warm_start_eval_seeds must list every evaluation seed (the warm start is measured where "
-                             f"each run is); missing {missing}")
+            raise ValueError(
+                f"warm_start_eval_seeds must list every evaluation seed (the warm start is measured where "
+                f"each run is); missing {missing}"
+            )
 
     def replace(self, **changes: Any) -> CompareConfig:
         """A copy with ``changes``: compare's fields by name, TrainConfig fields by name into ``train``
@@ -165,8 +180,10 @@ class CompareConfig(CompareSettings):
         shared = {f.name for f in dataclasses.fields(TrainConfig)} - set(PER_RUN)
         wrong = sorted(set(changes) - own - shared)
         if wrong:
-            raise TypeError(f"not a CompareConfig field nor a shared TrainConfig field: {wrong} "
-                            f"(set per run by train_config: {list(PER_RUN)})")
+            raise TypeError(
+                f"not a CompareConfig field nor a shared TrainConfig field: {wrong} "
+                f"(set per run by train_config: {list(PER_RUN)})"
+            )
         mine = {k: v for k, v in changes.items() if k in own}
         train = dataclasses.replace(mine.pop("train", self.train), **{k: v for k, v in changes.items() if k not in own})
         return dataclasses.replace(self, **mine, train=train)
@@ -210,9 +227,16 @@ class CompareConfig(CompareSettings):
         """The :class:`TrainConfig` of one run: ``train`` with the per-run fields; runs differ only in ``algo`` and ``seed``."""
         horizon = [f"max_episode_steps={self.horizon}"] if self.horizon else []
         return dataclasses.replace(
-            self.train, algo=algo, seed=seed, model=model or self.train.model, out_dir=f"{self.out}/runs/{run_key(algo, seed)}",
-            resume=True, checkpoint_every=1, group_size=self.grpo_group_size if algo in GROUP_ALGOS else 1,
-            env_arg=[*self.train.env_arg, *horizon], progress=self.progress,
+            self.train,
+            algo=algo,
+            seed=seed,
+            model=model or self.train.model,
+            out_dir=f"{self.out}/runs/{run_key(algo, seed)}",
+            resume=True,
+            checkpoint_every=1,
+            group_size=self.grpo_group_size if algo in GROUP_ALGOS else 1,
+            env_arg=[*self.train.env_arg, *horizon],
+            progress=self.progress,
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -249,69 +273,175 @@ def _paper(model: str, micro_batch_size: int) -> tuple[tuple[str, Any], ...]:
     """``GENERATOR=vllm recipes/paper.sh SIZE alfworld ALGO --bf16`` (one process: compare launches no torchrun
     runs, so no ``--strategy deepspeed``), from the trainer's defaults as the recipe's flags; a test checks it."""
     return (
-        ("train", TrainConfig()), ("env", "sapo/ALFWorld-v0"), ("env_arg", []), ("model", model), ("device", "cuda"),
-        ("iterations", 150), ("episodes_per_iteration", 128), ("lr", 1e-6), ("kl_coef", 0.01), ("clip_eps", 0.2),
-        ("c_inv", 0.1), ("history_length", 2), ("max_prompt_tokens", 2048), ("max_response_tokens", 512),
-        ("temperature", 1.0), ("eval_temperature", 0.4), ("ppo_epochs", 1), ("micro_batch_size", micro_batch_size),
-        ("bf16", True), ("generator", "vllm"),
+        ("train", TrainConfig()),
+        ("env", "sapo/ALFWorld-v0"),
+        ("env_arg", []),
+        ("model", model),
+        ("device", "cuda"),
+        ("iterations", 150),
+        ("episodes_per_iteration", 128),
+        ("lr", 1e-6),
+        ("kl_coef", 0.01),
+        ("clip_eps", 0.2),
+        ("c_inv", 0.1),
+        ("history_length", 2),
+        ("max_prompt_tokens", 2048),
+        ("max_response_tokens", 512),
+        ("temperature", 1.0),
+        ("eval_temperature", 0.4),
+        ("ppo_epochs", 1),
+        ("micro_batch_size", micro_batch_size),
+        ("bf16", True),
+        ("generator", "vllm"),
         # compare's own: the paper's Table 1 methods (SAPO against PPO, GRPO, RLOO and GiGPO), the group methods'
         # G = 8, the registered horizon, 3 seeds, one run at a time (one GPU), one eval pass
-        ("algos", "sapo,ppo,grpo,gigpo,rloo"), ("grpo_group_size", 8), ("horizon", 0), ("seeds", 3), ("workers", 1), ("eval_seeds", "0"), ("eval_batch_size", 32),
+        ("algos", "sapo,ppo,grpo,gigpo,rloo"),
+        ("grpo_group_size", 8),
+        ("horizon", 0),
+        ("seeds", 3),
+        ("workers", 1),
+        ("eval_seeds", "0"),
+        ("eval_batch_size", 32),
     )
 
 
 def _smollm2() -> tuple[tuple[str, Any], ...]:
     """``recipes/smollm2_one_gpu.sh ALGO alfworld`` (HF generation, float32, as the recipe), from the trainer's defaults."""
     return (
-        ("train", TrainConfig()), ("env", "sapo/ALFWorld-v0"), ("model", "smollm2"), ("device", "cuda"),
-        ("iterations", 100), ("episodes_per_iteration", 64), ("lr", 1e-6), ("kl_coef", 0.01), ("clip_eps", 0.2),
-        ("c_inv", 0.1), ("history_length", 2), ("max_prompt_tokens", 2048), ("max_response_tokens", 512),
-        ("temperature", 1.0), ("eval_temperature", 0.4), ("micro_batch_size", 8), ("sft_episodes", 64),
+        ("train", TrainConfig()),
+        ("env", "sapo/ALFWorld-v0"),
+        ("model", "smollm2"),
+        ("device", "cuda"),
+        ("iterations", 100),
+        ("episodes_per_iteration", 64),
+        ("lr", 1e-6),
+        ("kl_coef", 0.01),
+        ("clip_eps", 0.2),
+        ("c_inv", 0.1),
+        ("history_length", 2),
+        ("max_prompt_tokens", 2048),
+        ("max_response_tokens", 512),
+        ("temperature", 1.0),
+        ("eval_temperature", 0.4),
+        ("micro_batch_size", 8),
+        ("sft_episodes", 64),
         ("sft_agent", "expert"),
-        ("grpo_group_size", 8), ("horizon", 0), ("seeds", 3), ("workers", 1), ("eval_seeds", "0"), ("eval_batch_size", 32),
+        ("grpo_group_size", 8),
+        ("horizon", 0),
+        ("seeds", 3),
+        ("workers", 1),
+        ("eval_seeds", "0"),
+        ("eval_batch_size", 32),
     )
 
 
-_PAPER_RUN = ("bf16 autocast, rollouts by a colocated vLLM engine (--generator vllm); one process per run on one GPU: "
-              "compare launches no multi-process runs, so not the paper's 4-GPU --strategy deepspeed "
-              "(recipes/paper.sh with NPROC=4 is)")
+_PAPER_RUN = (
+    "bf16 autocast, rollouts by a colocated vLLM engine (--generator vllm); one process per run on one GPU: "
+    "compare launches no multi-process runs, so not the paper's 4-GPU --strategy deepspeed "
+    "(recipes/paper.sh with NPROC=4 is)"
+)
 
 PRESETS: dict[str, Preset] = {
-    "cpu": Preset("cpu", "the CPU default: embedded ALFWorld, tiny model, shared behaviour-cloning warm start, ≤ 15 min on 2 cores", False, ()),
+    "cpu": Preset(
+        "cpu",
+        "the CPU default: embedded ALFWorld, tiny model, shared behaviour-cloning warm start, ≤ 15 min on 2 cores",
+        False,
+        (),
+    ),
     "vault": Preset(
-        "vault", "the diagnostic sapo/Vault-v0 task (sparse reward, horizon 4), where RL visibly lifts a weak warm start in ~5 min",
-        False, (("env", "sapo/Vault-v0"), ("env_arg", []), ("tiny_hidden_size", 64), ("seeds", 3), ("iterations", 60),
-                ("episodes_per_iteration", 16), ("max_response_tokens", 24), ("lr", 3e-4), ("sft_episodes", 32),
-                ("sft_epochs", 50), ("sft_lr", 3e-3), ("temperature", 1.0), ("eval_every", 5), ("eval_seeds", "0,1,2,3"), ("constrain", "admissible"), ("old_log_probs", "recompute"),
-                ("eval_batch_size", 16), ("draft_tokens", 0))),
+        "vault",
+        "the diagnostic sapo/Vault-v0 task (sparse reward, horizon 4), where RL visibly lifts a weak warm start in ~5 min",
+        False,
+        (
+            ("env", "sapo/Vault-v0"),
+            ("env_arg", []),
+            ("tiny_hidden_size", 64),
+            ("seeds", 3),
+            ("iterations", 60),
+            ("episodes_per_iteration", 16),
+            ("max_response_tokens", 24),
+            ("lr", 3e-4),
+            ("sft_episodes", 32),
+            ("sft_epochs", 50),
+            ("sft_lr", 3e-3),
+            ("temperature", 1.0),
+            ("eval_every", 5),
+            ("eval_seeds", "0,1,2,3"),
+            ("constrain", "admissible"),
+            ("old_log_probs", "recompute"),
+            ("eval_batch_size", 16),
+            ("draft_tokens", 0),
+        ),
+    ),
     "webshop-cpu": Preset(
-        "webshop-cpu", "WebShop on CPU: sapo/WebShop-Mini-v0 (200 generated products, 100 held-out goals), the CPU "
-        "default's tiny model and warm start; the model writes its own queries", False,
-        (("env", "sapo/WebShop-Mini-v0"), ("env_arg", []), ("history_length", 1), ("max_response_tokens", 40),
-         ("sft_episodes", 150), ("episodes_per_iteration", 16), ("eval_every", 10),
-         # the warm start, sampling and seeds it was measured with (the CPU default's before the 7-epoch clone)
-         ("sft_epochs", 10), ("sft_lr", 3e-3), ("temperature", 1.0), ("seeds", 3), ("draft_tokens", 0),
-         # a turn runs from ~70 tokens (search page) to ~930 (results page): 4-turn micro-batches by length pad far less
-         ("micro_batch_size", 4), ("group_by_length", True),
-         # the shared start measured on 1,000 episodes (the runs on 300): its noise was most of each gain's interval
-         ("warm_start_eval_seeds", "0,1,2,3,4,5,6,7,8,9"))),
+        "webshop-cpu",
+        "WebShop on CPU: sapo/WebShop-Mini-v0 (200 generated products, 100 held-out goals), the CPU "
+        "default's tiny model and warm start; the model writes its own queries",
+        False,
+        (
+            ("env", "sapo/WebShop-Mini-v0"),
+            ("env_arg", []),
+            ("history_length", 1),
+            ("max_response_tokens", 40),
+            ("sft_episodes", 150),
+            ("episodes_per_iteration", 16),
+            ("eval_every", 10),
+            # the warm start, sampling and seeds it was measured with (the CPU default's before the 7-epoch clone)
+            ("sft_epochs", 10),
+            ("sft_lr", 3e-3),
+            ("temperature", 1.0),
+            ("seeds", 3),
+            ("draft_tokens", 0),
+            # a turn runs from ~70 tokens (search page) to ~930 (results page): 4-turn micro-batches by length pad far less
+            ("micro_batch_size", 4),
+            ("group_by_length", True),
+            # the shared start measured on 1,000 episodes (the runs on 300): its noise was most of each gain's interval
+            ("warm_start_eval_seeds", "0,1,2,3,4,5,6,7,8,9"),
+        ),
+    ),
     "ablation": Preset(
-        "ablation", "SAPO's ablation matrix on the CPU default (embedded ALFWorld): without the Q loss, without batch "
+        "ablation",
+        "SAPO's ablation matrix on the CPU default (embedded ALFWorld): without the Q loss, without batch "
         "normalization, A = Q - V, three readout temperatures, and a linear head in place of the vocabulary readout; "
-        "each run's V and Q scored on 32 held-out episodes", False,
-        (("algos", ",".join(ABLATION_ALGOS)), ("seeds", 4), ("value_episodes", 32), ("out", "runs/ablation"))),
+        "each run's V and Q scored on 32 held-out episodes",
+        False,
+        (("algos", ",".join(ABLATION_ALGOS)), ("seeds", 4), ("value_episodes", 32), ("out", "runs/ablation")),
+    ),
     "collapse": Preset(
-        "collapse", "where group baselines lose their signal: the CPU default from a weaker warm start (5 clone epochs, "
+        "collapse",
+        "where group baselines lose their signal: the CPU default from a weaker warm start (5 clone epochs, "
         "about 1 in 10 held-out games won), GRPO at the paper's G = 8 against SAPO's one rollout per task, 16 episodes an "
-        "iteration each", False,
-        (("algos", "sapo,grpo"), ("grpo_group_size", 8), ("episodes_per_iteration", 16), ("sft_epochs", 5), ("seeds", 4),
-         ("out", "runs/collapse"))),
-    "paper-1.5b": Preset("paper-1.5b", "the paper's setting with Qwen2.5-1.5B-Instruct, Table 1's five methods (recipes/paper.sh: "
-                         f"lr 1e-6, KL 0.01, 150 iterations × 128 episodes; {_PAPER_RUN})", True, _paper("Qwen/Qwen2.5-1.5B-Instruct", 16)),
-    "paper-7b": Preset("paper-7b", "the paper's setting with Qwen2.5-7B-Instruct, Table 1's five methods (recipes/paper.sh: "
-                       f"lr 1e-6, KL 0.01, 150 iterations × 128 episodes; {_PAPER_RUN})", True, _paper("Qwen/Qwen2.5-7B-Instruct", 4)),
+        "iteration each",
+        False,
+        (
+            ("algos", "sapo,grpo"),
+            ("grpo_group_size", 8),
+            ("episodes_per_iteration", 16),
+            ("sft_epochs", 5),
+            ("seeds", 4),
+            ("out", "runs/collapse"),
+        ),
+    ),
+    "paper-1.5b": Preset(
+        "paper-1.5b",
+        "the paper's setting with Qwen2.5-1.5B-Instruct, Table 1's five methods (recipes/paper.sh: "
+        f"lr 1e-6, KL 0.01, 150 iterations × 128 episodes; {_PAPER_RUN})",
+        True,
+        _paper("Qwen/Qwen2.5-1.5B-Instruct", 16),
+    ),
+    "paper-7b": Preset(
+        "paper-7b",
+        "the paper's setting with Qwen2.5-7B-Instruct, Table 1's five methods (recipes/paper.sh: "
+        f"lr 1e-6, KL 0.01, 150 iterations × 128 episodes; {_PAPER_RUN})",
+        True,
+        _paper("Qwen/Qwen2.5-7B-Instruct", 4),
+    ),
     "smollm2-1gpu": Preset(
-        "smollm2-1gpu", "SmolLM2-135M-Instruct (offline wheel) on one GPU: recipes/smollm2_one_gpu.sh's settings "
-        "(HF generation, float32, expert warm start)", True, _smollm2()),
+        "smollm2-1gpu",
+        "SmolLM2-135M-Instruct (offline wheel) on one GPU: recipes/smollm2_one_gpu.sh's settings "
+        "(HF generation, float32, expert warm start)",
+        True,
+        _smollm2(),
+    ),
 }
 """``--preset`` choices. The GPU presets keep the env's registered horizon (ALFWorld 50, WebShop 15)."""

@@ -43,7 +43,9 @@ def _save(fig: Any, out: Path, name: str) -> list[Path]:
     return paths
 
 
-def _band(ax: Any, x: Any, series: list[list[float]], colour: str | None, label: str, marker: str | None = None) -> None:
+def _band(
+    ax: Any, x: Any, series: list[list[float]], colour: str | None, label: str, marker: str | None = None
+) -> None:
     """Mean over seeds as a line, the min–max over seeds as a band (``None``, an iteration without episodes, is a gap)."""
     import numpy as np
 
@@ -62,10 +64,22 @@ def learning_curves(res: dict[str, Any], axes: Any) -> None:
 
     train_ax, held_ax = axes
     for algo, m in res["methods"].items():
-        _band(train_ax, np.asarray(m["curves"]["iteration"]) + 1, m["curves"]["rollout_success"], COLOURS.get(algo), label(algo))
+        _band(
+            train_ax,
+            np.asarray(m["curves"]["iteration"]) + 1,
+            m["curves"]["rollout_success"],
+            COLOURS.get(algo),
+            label(algo),
+        )
         if "held_out_success" in m["curves"]:
-            _band(held_ax, np.asarray(m["curves"]["held_out_iteration"]), m["curves"]["held_out_success"], COLOURS.get(algo),
-                  label(algo), marker="o")
+            _band(
+                held_ax,
+                np.asarray(m["curves"]["held_out_iteration"]),
+                m["curves"]["held_out_success"],
+                COLOURS.get(algo),
+                label(algo),
+                marker="o",
+            )
     start = res["warm_start"]["summary"]["all"]["success"]
     for ax in axes:
         ax.axhline(start, color=COLOURS["start"], ls="--", lw=1.5, label=f"{res['start_name']} (held out, all seeds)")
@@ -76,8 +90,14 @@ def learning_curves(res: dict[str, Any], axes: Any) -> None:
     train_ax.set(ylabel="success", title="Training rollouts (train tasks, temperature 1)")
     held_ax.set(title=f"Held out ({res['eval_split'] or 'default split'}, eval seed {res['eval_seeds'][0]})")
     if not any("held_out_success" in m["curves"] for m in res["methods"].values()):
-        held_ax.text(0.5, 0.5, "no held-out evaluation during training\n(--eval-every 0)", ha="center", va="center",
-                     transform=held_ax.transAxes)
+        held_ax.text(
+            0.5,
+            0.5,
+            "no held-out evaluation during training\n(--eval-every 0)",
+            ha="center",
+            va="center",
+            transform=held_ax.transAxes,
+        )
 
 
 def value_explained_variance(res: dict[str, Any], ax: Any) -> None:
@@ -91,8 +111,12 @@ def value_explained_variance(res: dict[str, Any], ax: Any) -> None:
             _band(ax, np.asarray(m["curves"]["iteration"]) + 1, series, COLOURS.get(algo), label(algo))
             drawn = True
     ax.axhline(0.0, color="black", lw=0.8)
-    ax.set(xlabel="iteration", ylabel="explained variance", ylim=(-0.5, 1.0),
-           title="V explained variance of the new episodes' returns (before each update)")
+    ax.set(
+        xlabel="iteration",
+        ylabel="explained variance",
+        ylim=(-0.5, 1.0),
+        title="V explained variance of the new episodes' returns (before each update)",
+    )
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.3)
     if drawn:
@@ -114,15 +138,24 @@ def advantage_signal(res: dict[str, Any], axes: Any) -> None:
         if c.get("nonzero_advantage_turns"):
             _band(signal_ax, x, c["nonzero_advantage_turns"], colour, f"{label(algo)}: turns with A ≠ 0")
         if any(v is not None for s in c.get("equal_return_groups") or [] for v in s):
-            signal_ax.plot(x, np.nanmean(np.asarray(c["equal_return_groups"], dtype=float), 0), color=colour, ls="--",
-                           label=f"{label(algo)}: groups with equal returns")
+            signal_ax.plot(
+                x,
+                np.nanmean(np.asarray(c["equal_return_groups"], dtype=float), 0),
+                color=colour,
+                ls="--",
+                label=f"{label(algo)}: groups with equal returns",
+            )
         if "held_out_success" in c and c.get("env_steps"):
             cumulative = np.nanmean(np.cumsum(np.asarray(c["env_steps"], dtype=float), 1), 0)
             steps = [0.0, *(cumulative[min(i, len(cumulative)) - 1] for i in c["held_out_iteration"][1:])]
             _band(steps_ax, np.asarray(steps), c["held_out_success"], colour, label(algo), marker="o")
     signal_ax.set(xlabel="iteration", ylabel="share", ylim=(-0.02, 1.02), title="Where the advantage carries signal")
-    steps_ax.set(xlabel="env steps played (mean over seeds)", ylabel="held-out success", ylim=(-0.02, 1.02),
-                 title=f"Held out (eval seed {res['eval_seeds'][0]}) against env steps")
+    steps_ax.set(
+        xlabel="env steps played (mean over seeds)",
+        ylabel="held-out success",
+        ylim=(-0.02, 1.02),
+        title=f"Held out (eval seed {res['eval_seeds'][0]}) against env steps",
+    )
     signal_ax.xaxis.get_major_locator().set_params(integer=True)
     for ax in axes:
         ax.grid(alpha=0.3)
@@ -133,7 +166,9 @@ def category_success(res: dict[str, Any], ax: Any) -> None:
     import numpy as np
 
     cats = [*res["categories"], "all"] if len(res["categories"]) > 1 else ["all"]
-    series = [("start", res["start_name"], [res["warm_start"]["summary"].get(c, {}).get("success", 0.0) for c in cats], None)]
+    series = [
+        ("start", res["start_name"], [res["warm_start"]["summary"].get(c, {}).get("success", 0.0) for c in cats], None)
+    ]
     for algo, m in res["methods"].items():
         stats = [m["overall"]["success"] if c == "all" else m["categories"][c]["success"] for c in cats]
         err = None
@@ -143,11 +178,22 @@ def category_success(res: dict[str, Any], ax: Any) -> None:
     width = 0.8 / len(series)
     x = np.arange(len(cats))
     for k, (key, name, means, err) in enumerate(series):
-        ax.bar(x + (k - (len(series) - 1) / 2) * width, means, width, yerr=err, capsize=3, color=COLOURS.get(key),
-               label=name, error_kw={"lw": 1})
+        ax.bar(
+            x + (k - (len(series) - 1) / 2) * width,
+            means,
+            width,
+            yerr=err,
+            capsize=3,
+            color=COLOURS.get(key),
+            label=name,
+            error_kw={"lw": 1},
+        )
     ax.set_xticks(x, cats, rotation=20)
-    ax.set(ylabel="evaluation success", ylim=(0, 1.0),
-           title=f"Success per category ({res['eval_split'] or 'default split'}; whiskers: 95 % CI over seeds)")
+    ax.set(
+        ylabel="evaluation success",
+        ylim=(0, 1.0),
+        title=f"Success per category ({res['eval_split'] or 'default split'}; whiskers: 95 % CI over seeds)",
+    )
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, ncol=len(series), loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
 
@@ -177,11 +223,13 @@ def write_plots(res: dict[str, Any], out: str | Path) -> list[Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    for name, draw, size, panels in (("learning_curves", learning_curves, (11.0, 4.0), 2),
-                                     ("value_explained_var", value_explained_variance, (7.2, 4.0), 1),
-                                     ("advantage_signal", advantage_signal, (11.0, 4.0), 2),
-                                     ("category_success", category_success, (7.2, 4.0), 1),
-                                     ("phase_times", phase_times, (7.2, 1.2 + 0.5 * len(res["methods"])), 1)):
+    for name, draw, size, panels in (
+        ("learning_curves", learning_curves, (11.0, 4.0), 2),
+        ("value_explained_var", value_explained_variance, (7.2, 4.0), 1),
+        ("advantage_signal", advantage_signal, (11.0, 4.0), 2),
+        ("category_success", category_success, (7.2, 4.0), 1),
+        ("phase_times", phase_times, (7.2, 1.2 + 0.5 * len(res["methods"])), 1),
+    ):
         fig, ax = plt.subplots(1, panels, figsize=size, sharey=panels > 1)
         try:
             draw(res, ax)

@@ -60,7 +60,7 @@ def _held_out_curves(runs: list[RunResult], start: RunResult) -> dict[str, Any]:
 
 def _second_half_mean(rows: list[dict[str, Any]], key: str) -> float | None:
     """Mean of ``key`` over the second half of a run's iterations (None: never logged there)."""
-    values = [row[key] for row in rows[len(rows) // 2:] if row.get(key) is not None]
+    values = [row[key] for row in rows[len(rows) // 2 :] if row.get(key) is not None]
     return sum(values) / len(values) if values else None
 
 
@@ -92,13 +92,19 @@ def _held_out_values(runs: list[RunResult]) -> dict[str, Any] | None:
     return {key: seed_stat([s[key] for s in scores]).to_dict() for key in scores[0] if all(key in s for s in scores)}
 
 
-def _method(algo: str, runs: list[RunResult], start: RunResult, categories: list[str], start_name: str) -> dict[str, Any]:
+def _method(
+    algo: str, runs: list[RunResult], start: RunResult, categories: list[str], start_name: str
+) -> dict[str, Any]:
     def stat(cat: str, key: str) -> dict[str, Any]:
         return seed_stat([r.summary.get(cat, {}).get(key, 0.0) for r in runs]).to_dict()
 
     episodes = int(min(r.summary["all"].get("episodes", 0) for r in runs))
-    lift = lift_over(start.summary["all"]["success"], [r.summary["all"]["success"] for r in runs],
-                     episodes=episodes, baseline_episodes=int(start.summary["all"].get("episodes", 0)))
+    lift = lift_over(
+        start.summary["all"]["success"],
+        [r.summary["all"]["success"] for r in runs],
+        episodes=episodes,
+        baseline_episodes=int(start.summary["all"].get("episodes", 0)),
+    )
     rows = [row for r in runs for row in r.metrics]
     phases = {p: sum(row.get(f"time/{p}", 0.0) for row in rows) / max(len(rows), 1) for p in PHASES}
     return {
@@ -124,8 +130,13 @@ def _method(algo: str, runs: list[RunResult], start: RunResult, categories: list
         "bundles": [r.bundle for r in runs],
         "per_seed": {str(r.seed): r.summary for r in runs},
         # an iteration whose episodes were all lost with their env workers has no rollout metrics: None
-        "collapses": {str(r.seed): collapse([row.get("rollout/invalid_rate") for row in r.metrics],
-                                            [row.get("rollout/success") for row in r.metrics]) for r in runs},
+        "collapses": {
+            str(r.seed): collapse(
+                [row.get("rollout/invalid_rate") for row in r.metrics],
+                [row.get("rollout/success") for row in r.metrics],
+            )
+            for r in runs
+        },
     }
 
 
@@ -139,11 +150,23 @@ def build_results(cfg: CompareConfig, start: RunResult, runs: Sequence[RunResult
         if mine:
             methods[algo] = _method(algo, mine, start, categories, start_name)
     return {
-        "env": cfg.train.env, "eval_split": cfg.resolved_eval_split, "eval_seeds": cfg.eval_seed_list, "seeds": cfg.seed_list,
-        "algos": cfg.algo_list, "fingerprint": cfg.fingerprint(), "complete": complete,
-        "config": cfg.as_dict(), "start_name": start_name, "categories": categories,
-        "warm_start": {"summary": start.summary, "eval_seeds": cfg.warm_start_seed_list, "sft_loss": start.extra.get("sft_loss", []),
-                       "train_s": start.train_s, "bundle": start.bundle},
+        "env": cfg.train.env,
+        "eval_split": cfg.resolved_eval_split,
+        "eval_seeds": cfg.eval_seed_list,
+        "seeds": cfg.seed_list,
+        "algos": cfg.algo_list,
+        "fingerprint": cfg.fingerprint(),
+        "complete": complete,
+        "config": cfg.as_dict(),
+        "start_name": start_name,
+        "categories": categories,
+        "warm_start": {
+            "summary": start.summary,
+            "eval_seeds": cfg.warm_start_seed_list,
+            "sft_loss": start.extra.get("sft_loss", []),
+            "train_s": start.train_s,
+            "bundle": start.bundle,
+        },
         "methods": methods,
         "environment": run_environment(),
     }
@@ -162,12 +185,22 @@ def _table(res: dict[str, Any]) -> list[str]:
     head = ["method", "seeds", "success % (all)", "score (all)", *[f"{c} %" for c in cats]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     ws = res["warm_start"]["summary"]
-    start = [res["start_name"], "—", f"{100 * ws['all']['success']:.1f}", f"{ws['all']['score']:.3f}",
-             *[f"{100 * ws[c]['success']:.1f}" if c in ws else "—" for c in cats]]
+    start = [
+        res["start_name"],
+        "—",
+        f"{100 * ws['all']['success']:.1f}",
+        f"{ws['all']['score']:.3f}",
+        *[f"{100 * ws[c]['success']:.1f}" if c in ws else "—" for c in cats],
+    ]
     lines.append("| " + " | ".join(start) + " |")
     for algo, m in res["methods"].items():
-        row = [label(algo), str(len(m["seeds"])), _cell(m["overall"]["success"]), _cell(m["overall"]["score"], pct=False),
-               *[_cell(m["categories"][c]["success"]) for c in cats]]
+        row = [
+            label(algo),
+            str(len(m["seeds"])),
+            _cell(m["overall"]["success"]),
+            _cell(m["overall"]["score"], pct=False),
+            *[_cell(m["categories"][c]["success"]) for c in cats],
+        ]
         lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -176,8 +209,11 @@ def _score_table(res: dict[str, Any]) -> list[str]:
     """Mean score per category (shown when scores carry more than success, e.g. WebShop's partial credit)."""
     cats = [*res["categories"], "all"]
     ws = res["warm_start"]["summary"]
-    lines = ["| " + " | ".join(["method", *cats]) + " |", "|" + "---|" * (len(cats) + 1),
-             "| " + " | ".join([res["start_name"], *[f"{ws[c]['score']:.3f}" if c in ws else "—" for c in cats]]) + " |"]
+    lines = [
+        "| " + " | ".join(["method", *cats]) + " |",
+        "|" + "---|" * (len(cats) + 1),
+        "| " + " | ".join([res["start_name"], *[f"{ws[c]['score']:.3f}" if c in ws else "—" for c in cats]]) + " |",
+    ]
     for algo, m in res["methods"].items():
         stats = [m["overall"]["score"] if c == "all" else m["categories"][c]["score"] for c in cats]
         lines.append("| " + " | ".join([label(algo), *[_cell(st, pct=False) for st in stats]]) + " |")
@@ -196,8 +232,12 @@ def _held_out_table(res: dict[str, Any]) -> list[str]:
     if not curves:
         return []
     its = next(iter(curves.values()))["held_out_iteration"]
-    lines = [f"## Held-out success during training (eval seed {res['eval_seeds'][0]}; mean over seeds, %)", "",
-             "| method | " + " | ".join(f"it {i}" for i in its) + " |", "|" + "---|" * (len(its) + 1)]
+    lines = [
+        f"## Held-out success during training (eval seed {res['eval_seeds'][0]}; mean over seeds, %)",
+        "",
+        "| method | " + " | ".join(f"it {i}" for i in its) + " |",
+        "|" + "---|" * (len(its) + 1),
+    ]
     for algo, c in curves.items():
         means = [sum(col) / len(col) for col in zip(*c["held_out_success"])]
         lines.append(f"| {label(algo)} | " + " | ".join(f"{100 * v:.1f}" for v in means) + " |")
@@ -206,15 +246,19 @@ def _held_out_table(res: dict[str, Any]) -> list[str]:
 
 def _machinery_table(res: dict[str, Any]) -> list[str]:
     """Per method: success with its interval, V's explained variance, non-zero advantages, all-equal groups."""
-    lines = ["## What each method's machinery did", "",
-             "V explained variance: of each iteration's new episodes, by V_old before the update, mean over the second "
-             "half of training per seed (mean ± 95 % CI over seeds; seeds in brackets), of the GAE targets (λ-returns, "
-             "which hold V_old's own bootstrap) and of the Monte-Carlo discounted returns. Non-zero "
-             "advantages: share of training turns whose advantage is not exactly 0. Equal groups: share of task "
-             "groups whose G rollouts all had the same return (a group method learns nothing from them).", "",
-             "| method | success % (95 % CI) | V explained variance (GAE targets) | V explained variance (Monte-Carlo returns) "
-             "| turns with a non-zero advantage | groups with all-equal returns |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "## What each method's machinery did",
+        "",
+        "V explained variance: of each iteration's new episodes, by V_old before the update, mean over the second "
+        "half of training per seed (mean ± 95 % CI over seeds; seeds in brackets), of the GAE targets (λ-returns, "
+        "which hold V_old's own bootstrap) and of the Monte-Carlo discounted returns. Non-zero "
+        "advantages: share of training turns whose advantage is not exactly 0. Equal groups: share of task "
+        "groups whose G rollouts all had the same return (a group method learns nothing from them).",
+        "",
+        "| method | success % (95 % CI) | V explained variance (GAE targets) | V explained variance (Monte-Carlo returns) "
+        "| turns with a non-zero advantage | groups with all-equal returns |",
+        "|---|---|---|---|---|---|",
+    ]
 
     def pct(v: float | None) -> str:
         return "—" if v is None else f"{100 * v:.1f} %"
@@ -223,10 +267,14 @@ def _machinery_table(res: dict[str, Any]) -> list[str]:
         st = m["overall"]["success"]
         ci = "" if st["ci_low"] is None else f" [{100 * st['ci_low']:.1f}, {100 * st['ci_high']:.1f}]"
         mach = m.get("machinery", {})
-        ev_cells = ["—" if ev is None else f"{_cell(ev, pct=False)} ({', '.join(f'{v:+.2f}' for v in ev['values'])})"
-                    for ev in (mach.get("value_explained_var"), mach.get("value_explained_var_mc"))]
-        lines.append(f"| {label(algo)} | {100 * st['mean']:.1f}{ci} | {' | '.join(ev_cells)} | {pct(mach.get('nonzero_advantage_turns'))} "
-                     f"| {pct(mach.get('equal_return_groups'))} |")
+        ev_cells = [
+            "—" if ev is None else f"{_cell(ev, pct=False)} ({', '.join(f'{v:+.2f}' for v in ev['values'])})"
+            for ev in (mach.get("value_explained_var"), mach.get("value_explained_var_mc"))
+        ]
+        lines.append(
+            f"| {label(algo)} | {100 * st['mean']:.1f}{ci} | {' | '.join(ev_cells)} | {pct(mach.get('nonzero_advantage_turns'))} "
+            f"| {pct(mach.get('equal_return_groups'))} |"
+        )
     return [*lines, ""]
 
 
@@ -236,15 +284,20 @@ def _values_table(res: dict[str, Any]) -> list[str]:
     if not methods:
         return []
     sapo = res["methods"].get("sapo", {}).get("overall", {}).get("success", {}).get("values")
-    lines = ["## Value functions on held-out episodes", "",
-             f"After training, each run played {res['config'].get('value_episodes')} episodes of the evaluation split's "
-             "tasks (the same for every run) at the training temperature; V(s_t) and Q(s_t, a_t) as the method reads them "
-             "are scored against each turn's Monte-Carlo discounted return G_t: explained variance, and V's calibration "
-             "mean |V − G_t| (reward units, R_max = 10). KL: token mean of the k3 estimate of the policy's KL from the warm "
-             "start on those episodes' actions. Cells: mean ± 95 % CI over seeds; the difference to SAPO is a 95 % Welch "
-             "interval over seeds. Minutes: training, evaluation and this scoring, per run.", "",
-             "| method | success % | − SAPO (points) | V explained var | Q explained var | mean abs(V − G) | KL from start "
-             "| minutes per run |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Value functions on held-out episodes",
+        "",
+        f"After training, each run played {res['config'].get('value_episodes')} episodes of the evaluation split's "
+        "tasks (the same for every run) at the training temperature; V(s_t) and Q(s_t, a_t) as the method reads them "
+        "are scored against each turn's Monte-Carlo discounted return G_t: explained variance, and V's calibration "
+        "mean |V − G_t| (reward units, R_max = 10). KL: token mean of the k3 estimate of the policy's KL from the warm "
+        "start on those episodes' actions. Cells: mean ± 95 % CI over seeds; the difference to SAPO is a 95 % Welch "
+        "interval over seeds. Minutes: training, evaluation and this scoring, per run.",
+        "",
+        "| method | success % | − SAPO (points) | V explained var | Q explained var | mean abs(V − G) | KL from start "
+        "| minutes per run |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for algo, m in methods.items():
         hv, mine = m["held_out_values"], m["overall"]["success"]["values"]
         if sapo is None or algo == "sapo":
@@ -252,10 +305,14 @@ def _values_table(res: dict[str, Any]) -> list[str]:
         else:
             d = welch_difference(mine, sapo)
             diff = f"{100 * d.diff:+.1f}" + ("" if d.low is None else f" [{100 * d.low:+.1f}, {100 * d.high:+.1f}]")
-        cells = [_cell(hv[k], pct=False) if k in hv else "—"
-                 for k in ("v_explained_var", "q_explained_var", "v_abs_error", "kl_reference")]
-        lines.append(f"| {label(algo)} | {_cell(m['overall']['success'])} | {diff} | {' | '.join(cells)} "
-                     f"| {m['run_seconds'] / 60:.1f} |")
+        cells = [
+            _cell(hv[k], pct=False) if k in hv else "—"
+            for k in ("v_explained_var", "q_explained_var", "v_abs_error", "kl_reference")
+        ]
+        lines.append(
+            f"| {label(algo)} | {_cell(m['overall']['success'])} | {diff} | {' | '.join(cells)} "
+            f"| {m['run_seconds'] / 60:.1f} |"
+        )
     return [*lines, ""]
 
 
@@ -267,11 +324,12 @@ def _ranking(res: dict[str, Any]) -> list[str]:
         return []
     lines = ["## Ranking (differences in held-out success, 95 % Welch interval over seeds)", ""]
     for i, a in enumerate(order):
-        for b in order[i + 1:]:
+        for b in order[i + 1 :]:
             d = welch_difference(per_seed[a], per_seed[b])
             ci = "one seed, no interval" if d.low is None else f"[{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
-            lines.append(f"- {label(a)} − {label(b)}: {100 * d.diff:+.1f} points {ci}"
-                         + (" (resolved)" if d.resolved else ""))
+            lines.append(
+                f"- {label(a)} − {label(b)}: {100 * d.diff:+.1f} points {ci}" + (" (resolved)" if d.resolved else "")
+            )
     a, b = order[:2]
     diff, have = welch_difference(per_seed[a], per_seed[b]).diff, min(len(per_seed[a]), len(per_seed[b]))
     need = seeds_to_resolve(per_seed[a], per_seed[b])
@@ -282,8 +340,10 @@ def _ranking(res: dict[str, Any]) -> list[str]:
         power = f"{head}: no difference to resolve."
     else:
         needed = "more than 1,000" if need is None else str(need)
-        power = (f"{head}, with the seed spreads observed, needs {needed} seeds per method for its 95 % Welch interval "
-                 f"to exclude 0 (this run has {have}).")
+        power = (
+            f"{head}, with the seed spreads observed, needs {needed} seeds per method for its 95 % Welch interval "
+            f"to exclude 0 (this run has {have})."
+        )
     return [*lines, "", power, ""]
 
 
@@ -301,8 +361,10 @@ def _warm_start_seeds(res: dict[str, Any]) -> str:
     seeds = res.get("warm_start", {}).get("eval_seeds", res["eval_seeds"])
     if seeds == res["eval_seeds"]:
         return ""
-    return (f" The shared {res['start_name']} is evaluated on seeds {seeds} ({res['warm_start']['summary']['all']['episodes']} "
-            "episodes): its evaluation noise enters every gain.")
+    return (
+        f" The shared {res['start_name']} is evaluated on seeds {seeds} ({res['warm_start']['summary']['all']['episodes']} "
+        "episodes): its evaluation noise enters every gain."
+    )
 
 
 def render_markdown(res: dict[str, Any]) -> str:
@@ -313,25 +375,35 @@ def render_markdown(res: dict[str, Any]) -> str:
     lines = [
         f"# sapo-gym compare: {', '.join(label(a) for a in res['algos'])} on {res['env']}",
         "",
-        (f"Evaluation: split `{res['eval_split'] or 'default'}`{subset}, seeds {res['eval_seeds']}, temperature {cfg['eval_temperature']}; "
-        f"model `{cfg['model']}`; {cfg['iterations']} iterations × {cfg['episodes_per_iteration']} episodes per method "
-        f"(horizon {cfg['horizon'] or 'as registered'}); {seeds} seed(s) per method. Cells: mean ± half-width of the 95 % Student-t "
-        "interval over seeds (no interval with one seed)." + _warm_start_seeds(res)),
+        (
+            f"Evaluation: split `{res['eval_split'] or 'default'}`{subset}, seeds {res['eval_seeds']}, temperature {cfg['eval_temperature']}; "
+            f"model `{cfg['model']}`; {cfg['iterations']} iterations × {cfg['episodes_per_iteration']} episodes per method "
+            f"(horizon {cfg['horizon'] or 'as registered'}); {seeds} seed(s) per method. Cells: mean ± half-width of the 95 % Student-t "
+            "interval over seeds (no interval with one seed)." + _warm_start_seeds(res)
+        ),
         "",
         *(
             ["**Incomplete**: not every method/seed has finished; rerun the same command to continue.", ""]
-            if not res["complete"] else []
+            if not res["complete"]
+            else []
         ),
         *_table(res),
         "",
-        *(["## Score per category (mean ± 95 % CI over seeds)", "", *_score_table(res), ""] if _partial_scores(res) else []),
+        *(
+            ["## Score per category (mean ± 95 % CI over seeds)", "", *_score_table(res), ""]
+            if _partial_scores(res)
+            else []
+        ),
         "## Did RL lift success over the starting policy?",
         "",
         *[f"- {m['lift_line']}" for m in res["methods"].values()],
         "",
         "Collapse (rollout invalid-format rate > 0.5 for 3 iterations, or success falling to 0 and staying there): "
-        + "; ".join(f"{label(algo)} " + (", ".join(f"seed {k}: {v}" for k, v in m["collapses"].items() if v) or "none")
-                    for algo, m in res["methods"].items()) + ".",
+        + "; ".join(
+            f"{label(algo)} " + (", ".join(f"seed {k}: {v}" for k, v in m["collapses"].items() if v) or "none")
+            for algo, m in res["methods"].items()
+        )
+        + ".",
         "",
         *_machinery_table(res),
         *_values_table(res),

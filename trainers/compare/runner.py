@@ -26,8 +26,17 @@ from typing import Any
 
 from trainers.compare.config import CompareConfig, label, run_key
 
-__all__ = ["CompareState", "RunResult", "evaluate_policy", "first_seed_success", "held_out_curve", "prepare_warm_start",
-           "read_result", "run_compare", "run_one"]
+__all__ = [
+    "CompareState",
+    "RunResult",
+    "evaluate_policy",
+    "first_seed_success",
+    "held_out_curve",
+    "prepare_warm_start",
+    "read_result",
+    "run_compare",
+    "run_one",
+]
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -89,8 +98,14 @@ SAMPLING_SEED = 12345
 """torch's seed at the start of every evaluation call (common random numbers: every policy draws the same stream)."""
 
 
-def evaluate_policy(policy: Any, tcfg: Any, cfg: CompareConfig, env_kwargs: dict[str, Any],
-                    seeds: list[int] | None = None, sampling_seed: int = SAMPLING_SEED) -> list[Any]:
+def evaluate_policy(
+    policy: Any,
+    tcfg: Any,
+    cfg: CompareConfig,
+    env_kwargs: dict[str, Any],
+    seeds: list[int] | None = None,
+    sampling_seed: int = SAMPLING_SEED,
+) -> list[Any]:
     """Every task of the evaluation split, at the evaluation temperature, with the same sampling seed for all.
 
     ``seeds``: the evaluation seeds (default: all of ``cfg.eval_seed_list``), played in one call, so each draws
@@ -111,8 +126,16 @@ def evaluate_policy(policy: Any, tcfg: Any, cfg: CompareConfig, env_kwargs: dict
     torch.manual_seed(sampling_seed)  # common random numbers: every policy is evaluated under the same sampling seed
     agent = build_agent(policy, tcfg, tcfg.eval_temperature)
     with torch.no_grad():
-        return evaluate(agent, cfg.train.env, split=cfg.resolved_eval_split, task_ids=task_ids, seeds=seeds or cfg.eval_seed_list,
-                        batch_size=cfg.eval_batch_size, env_kwargs=env_kwargs, progress=cfg.progress)
+        return evaluate(
+            agent,
+            cfg.train.env,
+            split=cfg.resolved_eval_split,
+            task_ids=task_ids,
+            seeds=seeds or cfg.eval_seed_list,
+            batch_size=cfg.eval_batch_size,
+            env_kwargs=env_kwargs,
+            progress=cfg.progress,
+        )
 
 
 def first_seed_success(records: list[Any], cfg: CompareConfig) -> float:
@@ -138,8 +161,13 @@ def held_out_curve(cfg: CompareConfig, env_kwargs: dict[str, Any]) -> Any:
             return {}
         py, npy = random.getstate(), np.random.get_state()
         with torch.random.fork_rng(devices=[]):
-            records = evaluate_policy(trainer.policy, trainer.cfg, dataclasses.replace(cfg, progress=False),
-                                      env_kwargs, seeds=cfg.eval_seed_list[:1])
+            records = evaluate_policy(
+                trainer.policy,
+                trainer.cfg,
+                dataclasses.replace(cfg, progress=False),
+                env_kwargs,
+                seeds=cfg.eval_seed_list[:1],
+            )
         random.setstate(py)
         np.random.set_state(npy)
         return {"eval/success": first_seed_success(records, cfg)}
@@ -153,8 +181,16 @@ def _eval_kwargs(cfg: CompareConfig, env_kwargs: dict[str, Any]) -> dict[str, An
     return {**env_kwargs, **({"split": split} if split else {})}
 
 
-def _write_bundle(cfg: CompareConfig, name: str, records: list[Any], env_kwargs: dict[str, Any], policy: Any,
-                  algo: str | None, budget: str, seeds: list[int] | None = None) -> str:
+def _write_bundle(
+    cfg: CompareConfig,
+    name: str,
+    records: list[Any],
+    env_kwargs: dict[str, Any],
+    policy: Any,
+    algo: str | None,
+    budget: str,
+    seeds: list[int] | None = None,
+) -> str:
     """One leaderboard result bundle for ``records`` (env spec and hash probed with the same kwargs)."""
     import gymnasium as gym
 
@@ -165,12 +201,22 @@ def _write_bundle(cfg: CompareConfig, name: str, records: list[Any], env_kwargs:
     probe.close()
     params = sum(p.numel() for p in policy.model.parameters())
     agent = AgentInfo(
-        name=f"{name} {Path(cfg.train.model).name or cfg.train.model} (sapo-gym compare)", model=cfg.train.model, parameters=int(params),
-        algorithm=label(algo) if algo else "behaviour cloning", training_budget=budget,
-        description=f"sapo-gym compare run {name}; config fingerprint {cfg.fingerprint()}", decoding=cfg.train.constrain,
+        name=f"{name} {Path(cfg.train.model).name or cfg.train.model} (sapo-gym compare)",
+        model=cfg.train.model,
+        parameters=int(params),
+        algorithm=label(algo) if algo else "behaviour cloning",
+        training_budget=budget,
+        description=f"sapo-gym compare run {name}; config fingerprint {cfg.fingerprint()}",
+        decoding=cfg.train.constrain,
     )
-    command = "sapo-gym " + shlex.join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith(("sapo-gym", "__main__.py")) else None
-    bundle = build_bundle(records, spec_fields, spec_hash, agent, seeds or cfg.eval_seed_list, cfg.eval_batch_size, command)
+    command = (
+        "sapo-gym " + shlex.join(sys.argv[1:])
+        if sys.argv and sys.argv[0].endswith(("sapo-gym", "__main__.py"))
+        else None
+    )
+    bundle = build_bundle(
+        records, spec_fields, spec_hash, agent, seeds or cfg.eval_seed_list, cfg.eval_batch_size, command
+    )
     path = Path(cfg.out) / "bundles" / f"{name}.json"
     _write_json(path, bundle)
     return str(path)
@@ -208,6 +254,7 @@ def _start_extra_evaluation(cfg: CompareConfig, tcfg: Any, model_path: str) -> A
             return [r for i, job in enumerate(jobs) for r in (here[i] if i in here else job.result())]
         finally:
             pool.shutdown()
+
     return wait
 
 
@@ -243,16 +290,32 @@ def prepare_warm_start(cfg: CompareConfig, state: CompareState) -> tuple[str, Ru
     records = evaluate_policy(trainer.policy, tcfg, cfg, tcfg.gym_make_kwargs())  # as every run is evaluated
     records += extra()
     eval_s = time.perf_counter() - t0
-    budget = (f"behaviour cloning on {cfg.train.sft_episodes} {cfg.train.sft_agent} episodes x {cfg.train.sft_epochs} epochs"
-              if cfg.train.sft_episodes else "none (base model)")
+    budget = (
+        f"behaviour cloning on {cfg.train.sft_episodes} {cfg.train.sft_agent} episodes x {cfg.train.sft_epochs} epochs"
+        if cfg.train.sft_episodes
+        else "none (base model)"
+    )
     if readout:
         budget += f"; SAPO's readout fitted on the returns of {readout['turns']} turns of its own rollouts"
-    bundle = _write_bundle(cfg, "warm-start", records, tcfg.gym_make_kwargs(), trainer.policy, None, budget,
-                           cfg.warm_start_seed_list)
+    bundle = _write_bundle(
+        cfg, "warm-start", records, tcfg.gym_make_kwargs(), trainer.policy, None, budget, cfg.warm_start_seed_list
+    )
     trainer.vec.close()
-    result = RunResult("warm-start", None, None, summarize(records), [], train_s, eval_s, bundle,
-                       {"sft_loss": losses, "first_seed_success": first_seed_success(records, cfg),
-                        **({"readout_warmup": readout} if readout else {})})
+    result = RunResult(
+        "warm-start",
+        None,
+        None,
+        summarize(records),
+        [],
+        train_s,
+        eval_s,
+        bundle,
+        {
+            "sft_loss": losses,
+            "first_seed_success": first_seed_success(records, cfg),
+            **({"readout_warmup": readout} if readout else {}),
+        },
+    )
     _write_json(folder / "result.json", dataclasses.asdict(result))
     state.warm_start_done = True
     state.save(cfg)
@@ -266,7 +329,9 @@ def run_one(cfg: CompareConfig, algo: str, seed: int, model_path: str) -> RunRes
     from trainers.metrics import read_metrics
 
     name = run_key(algo, seed)
-    tcfg = dataclasses.replace(cfg.train_config(algo, seed), model=model_path, sft_episodes=0, readout_warmup_episodes=0)
+    tcfg = dataclasses.replace(
+        cfg.train_config(algo, seed), model=model_path, sft_episodes=0, readout_warmup_episodes=0
+    )
     trainer = Trainer(tcfg)
     t0 = time.perf_counter()
     trainer.train(after_iteration=held_out_curve(cfg, tcfg.gym_make_kwargs()))
@@ -275,8 +340,14 @@ def run_one(cfg: CompareConfig, algo: str, seed: int, model_path: str) -> RunRes
     t0 = time.perf_counter()
     records = evaluate_policy(trainer.policy, tcfg, cfg, tcfg.gym_make_kwargs())
     eval_s = time.perf_counter() - t0
-    budget = (f"{cfg.train.iterations} iterations x {cfg.train.episodes_per_iteration} episodes (horizon {cfg.horizon or 'as registered'})"
-              + (f" after behaviour cloning on {cfg.train.sft_episodes} {cfg.train.sft_agent} episodes" if cfg.train.sft_episodes else ""))
+    budget = (
+        f"{cfg.train.iterations} iterations x {cfg.train.episodes_per_iteration} episodes (horizon {cfg.horizon or 'as registered'})"
+        + (
+            f" after behaviour cloning on {cfg.train.sft_episodes} {cfg.train.sft_agent} episodes"
+            if cfg.train.sft_episodes
+            else ""
+        )
+    )
     bundle = _write_bundle(cfg, name, records, tcfg.gym_make_kwargs(), trainer.policy, algo, budget)
     metrics = read_metrics(Path(tcfg.out_dir) / "metrics.jsonl")
     extra = {"first_seed_success": first_seed_success(records, cfg), **_held_out_values(cfg, trainer, model_path)}
@@ -369,5 +440,9 @@ def run_compare(cfg: CompareConfig) -> tuple[RunResult, list[RunResult], bool]:
                     finished(job.result())
     finally:
         bar.close()
-    results = [read_result(Path(cfg.out) / "runs" / run_key(a, s) / "result.json") for a, s in runs if run_key(a, s) in state.finished]
+    results = [
+        read_result(Path(cfg.out) / "runs" / run_key(a, s) / "result.json")
+        for a, s in runs
+        if run_key(a, s) in state.finished
+    ]
     return start, results, len(results) == len(runs)

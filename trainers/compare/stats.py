@@ -14,12 +14,43 @@ from typing import Any
 
 from sapo_gym.intervals import Z95
 
-__all__ = ["T975", "Difference", "Lift", "SeedStat", "binomial_variance", "collapse", "lift_over", "seed_stat",
-           "seeds_to_resolve", "t_quantile", "welch_df", "welch_difference"]
+__all__ = [
+    "T975",
+    "Difference",
+    "Lift",
+    "SeedStat",
+    "binomial_variance",
+    "collapse",
+    "lift_over",
+    "seed_stat",
+    "seeds_to_resolve",
+    "t_quantile",
+    "welch_df",
+    "welch_difference",
+]
 
-T975 = (12.706204736, 4.302652730, 3.182446305, 2.776445105, 2.570581836, 2.446911851, 2.364624252,
-        2.306004135, 2.262157163, 2.228138852, 2.200985160, 2.178812830, 2.160368656, 2.144786688,
-        2.131449546, 2.119905299, 2.109815578, 2.100922040, 2.093024054, 2.085963447)
+T975 = (
+    12.706204736,
+    4.302652730,
+    3.182446305,
+    2.776445105,
+    2.570581836,
+    2.446911851,
+    2.364624252,
+    2.306004135,
+    2.262157163,
+    2.228138852,
+    2.200985160,
+    2.178812830,
+    2.160368656,
+    2.144786688,
+    2.131449546,
+    2.119905299,
+    2.109815578,
+    2.100922040,
+    2.093024054,
+    2.085963447,
+)
 """Two-sided 95 % quantiles t_{0.975, df} for df = 1..20."""
 
 
@@ -95,14 +126,25 @@ class Lift:
             ci = "one seed, no interval"
         else:
             ci = f"95 % CI of the gain [{100 * self.gain_low:+.1f}, {100 * self.gain_high:+.1f}] points"
-        head = {"lifted": "RL lifted success", "lowered": "RL lowered success",
-                "no detectable change": "RL did not detectably change success"}[self.verdict]
-        return (f"{method}: {head} over the {start}: {pct(self.baseline)} → {pct(self.after.mean)} "
-                f"({100 * self.gain:+.1f} points; {ci}; seeds: {', '.join(pct(v) for v in self.after.values)}).")
+        head = {
+            "lifted": "RL lifted success",
+            "lowered": "RL lowered success",
+            "no detectable change": "RL did not detectably change success",
+        }[self.verdict]
+        return (
+            f"{method}: {head} over the {start}: {pct(self.baseline)} → {pct(self.after.mean)} "
+            f"({100 * self.gain:+.1f} points; {ci}; seeds: {', '.join(pct(v) for v in self.after.values)})."
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"baseline": self.baseline, "after": self.after.to_dict(), "gain": self.gain,
-                "gain_ci_low": self.gain_low, "gain_ci_high": self.gain_high, "verdict": self.verdict}
+        return {
+            "baseline": self.baseline,
+            "after": self.after.to_dict(),
+            "gain": self.gain,
+            "gain_ci_low": self.gain_low,
+            "gain_ci_high": self.gain_high,
+            "verdict": self.verdict,
+        }
 
 
 def binomial_variance(rate: float, episodes: int) -> float:

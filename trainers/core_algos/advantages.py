@@ -23,9 +23,7 @@ def _next_turn(x: Tensor, mask: Tensor) -> Tensor:
     return nxt
 
 
-def turn_gae(
-    rewards: Tensor, values: Tensor, dones: Tensor, mask: Tensor, gamma: float, lam: float
-) -> Tensor:
+def turn_gae(rewards: Tensor, values: Tensor, dones: Tensor, mask: Tensor, gamma: float, lam: float) -> Tensor:
     """Generalized advantage estimation over turns, vectorized across trajectories.
 
     ``δ_t = r_t + γ(1−d_t)V_{t+1} − V_t``; ``A_t = δ_t + γλ(1−d_t)A_{t+1}``, with ``V_{t+1} = 0`` and

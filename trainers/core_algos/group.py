@@ -38,8 +38,17 @@ from torch import Tensor
 
 from trainers.core_algos.masked import gather_turns, group_index, group_stats, group_sum, scatter_turns
 
-__all__ = ["trajectory_returns", "turn_scores", "group_entries", "equal_return_groups", "grpo_advantages",
-           "rloo_advantages", "discounted_returns", "anchor_advantages", "gigpo_advantages"]
+__all__ = [
+    "trajectory_returns",
+    "turn_scores",
+    "group_entries",
+    "equal_return_groups",
+    "grpo_advantages",
+    "rloo_advantages",
+    "discounted_returns",
+    "anchor_advantages",
+    "gigpo_advantages",
+]
 
 
 def trajectory_returns(rewards: Tensor, traj_ids: Tensor) -> Tensor:
@@ -163,8 +172,9 @@ def discounted_returns(rewards: Tensor, traj_ids: Tensor, turn_idx: Tensor, gamm
     return gather_turns(out, traj_ids, turn_idx)
 
 
-def anchor_advantages(values: Tensor, group_ids: Tensor, anchor_ids: Tensor, eps: float = 1e-6,
-                      scale_by_std: bool = False) -> Tensor:
+def anchor_advantages(
+    values: Tensor, group_ids: Tensor, anchor_ids: Tensor, eps: float = 1e-6, scale_by_std: bool = False
+) -> Tensor:
     """GiGPO's step term: ``values`` normalized within each anchor group (same ``group_ids`` and ``anchor_ids``).
 
     Args:

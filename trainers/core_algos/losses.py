@@ -9,8 +9,17 @@ from torch import Tensor
 
 from trainers.core_algos.masked import masked_mean
 
-__all__ = ["AggMode", "KLKind", "token_log_probs", "entropy_from_logits", "aggregate_loss", "clipped_policy_loss",
-           "clipped_value_loss", "explained_variance", "kl_penalty"]
+__all__ = [
+    "AggMode",
+    "KLKind",
+    "token_log_probs",
+    "entropy_from_logits",
+    "aggregate_loss",
+    "clipped_policy_loss",
+    "clipped_value_loss",
+    "explained_variance",
+    "kl_penalty",
+]
 
 AggMode = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"]
 KLKind = Literal["low_var_kl", "k1", "k2"]

@@ -11,8 +11,16 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-__all__ = ["masked_mean", "masked_var", "group_index", "group_sum", "GroupStats", "group_stats", "scatter_turns",
-           "gather_turns"]
+__all__ = [
+    "masked_mean",
+    "masked_var",
+    "group_index",
+    "group_sum",
+    "GroupStats",
+    "group_stats",
+    "scatter_turns",
+    "gather_turns",
+]
 
 
 # --------------------------------------------------------------------------------------------
@@ -113,7 +121,8 @@ def group_stats(values: Tensor, group_ids: Tensor | None = None, weights: Tensor
         count_g = group_sum(w, inverse, num)
         mean_g = group_sum(torch.where(entry, w * values, zero), inverse, num) / count_g.clamp_min(1)
         var_g = group_sum(torch.where(entry, w * (values - mean_g[inverse]) ** 2, zero), inverse, num) / (
-            count_g - 1).clamp_min(1)
+            count_g - 1
+        ).clamp_min(1)
         count, mean, var = count_g[inverse], mean_g[inverse], var_g[inverse]
     inf = torch.full((num,), float("inf"), dtype=values.dtype, device=device)
     hi = (-inf).scatter_reduce(0, inverse, torch.where(entry, values, -inf[inverse]), reduce="amax")[inverse]

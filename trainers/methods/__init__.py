@@ -14,8 +14,20 @@ if TYPE_CHECKING:
     from trainers.config import TrainConfig
     from trainers.methods.base import Method
 
-__all__ = ["Method", "SAPO", "PPO", "GRPO", "GiGPO", "RLOO", "GROUP_SIZE", "METHODS", "MethodEntry", "make_method",
-           "method_class", "method_label"]
+__all__ = [
+    "Method",
+    "SAPO",
+    "PPO",
+    "GRPO",
+    "GiGPO",
+    "RLOO",
+    "GROUP_SIZE",
+    "METHODS",
+    "MethodEntry",
+    "make_method",
+    "method_class",
+    "method_label",
+]
 
 
 def method_class(algo: str) -> type[Method]:
@@ -29,8 +41,10 @@ def method_class(algo: str) -> type[Method]:
         raise TypeError(f"method {algo!r}: entry point {entry.entry_point} is not a Method subclass")
     base = METHODS.get(cls.name)
     if cls.name != algo and not (entry.settings and base is not None and base.entry_point == entry.entry_point):
-        raise TypeError(f"method {algo!r}: entry point {entry.entry_point} is a Method subclass named {cls.name!r}, "
-                        f"not {algo!r} (only an entry with settings may reuse a registered method's class)")
+        raise TypeError(
+            f"method {algo!r}: entry point {entry.entry_point} is a Method subclass named {cls.name!r}, "
+            f"not {algo!r} (only an entry with settings may reuse a registered method's class)"
+        )
     return cls
 
 

@@ -126,7 +126,9 @@ class Method:
         raise NotImplementedError(f"{self.name} has no critic")
 
     # ----------------------------------------------------------------- actor loss
-    def actor_loss(self, mb: Experience, logits: PositionLogits, policy: bool = True) -> tuple[Tensor, dict[str, Tensor]]:
+    def actor_loss(
+        self, mb: Experience, logits: PositionLogits, policy: bool = True
+    ) -> tuple[Tensor, dict[str, Tensor]]:
         """``L = L_pol + β·L_KL − c_H·H (+ the method's value terms)`` on one micro-batch; without ``L_pol`` when not
         ``policy`` (the critic warm-up, ``TrainConfig.critic_warmup``: its statistic is still reported)."""
         cfg = self.cfg

@@ -35,10 +35,20 @@ class GiGPO(Method):
     def compute_advantages(self, exp: Experience) -> Experience:
         cfg = self.cfg
         if exp.anchor_ids is None:
-            raise ValueError("GiGPO needs each turn's raw env observation (Experience.anchor_ids): the rollout records "
-                             "it as TurnRecord.anchor from info['raw_observation']")
+            raise ValueError(
+                "GiGPO needs each turn's raw env observation (Experience.anchor_ids): the rollout records "
+                "it as TurnRecord.anchor from info['raw_observation']"
+            )
         exp.advantages = gigpo_advantages(
-            exp.rewards, exp.traj_ids, exp.turn_idx, exp.group_ids, exp.anchor_ids, gamma=cfg.gigpo_gamma,
-            step_weight=cfg.gigpo_step_weight, scale_by_std=cfg.gigpo_mode == "mean_std_norm",
-            stats_across_steps=cfg.grpo_stats_across_steps, penalty=cfg.c_inv * exp.invalid.float())
+            exp.rewards,
+            exp.traj_ids,
+            exp.turn_idx,
+            exp.group_ids,
+            exp.anchor_ids,
+            gamma=cfg.gigpo_gamma,
+            step_weight=cfg.gigpo_step_weight,
+            scale_by_std=cfg.gigpo_mode == "mean_std_norm",
+            stats_across_steps=cfg.grpo_stats_across_steps,
+            penalty=cfg.c_inv * exp.invalid.float(),
+        )
         return exp

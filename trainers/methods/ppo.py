@@ -38,12 +38,15 @@ class PPO(Method):
 
     @torch.no_grad()
     def compute_values(self, exp: Experience) -> Experience:
-        exp.old_values = torch.cat(map_micro_batches(self.strategy, exp, self.cfg.micro_batch_size, self._values)).float()
+        exp.old_values = torch.cat(
+            map_micro_batches(self.strategy, exp, self.cfg.micro_batch_size, self._values)
+        ).float()
         return exp
 
     def critic_loss(self, micro: Experience) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """``c_V`` · the clipped, R_max-normalized value loss of the critic's values against the targets."""
         cfg = self.cfg
-        loss = cfg.value_coef * clipped_value_loss(self._values(micro), micro.old_values, micro.value_targets,
-                                                   cfg.value_clip, scale=cfg.r_max)
+        loss = cfg.value_coef * clipped_value_loss(
+            self._values(micro), micro.old_values, micro.value_targets, cfg.value_clip, scale=cfg.r_max
+        )
         return loss, {"value_loss": loss.detach()}

@@ -34,7 +34,11 @@ class SAPO(Method):
         v, q = self.read_values(logits)
         value_loss = clipped_value_loss(v, mb.old_values, mb.value_targets, cfg.value_clip, scale=cfg.r_max)
         q_loss = clipped_value_loss(q, mb.old_q, mb.q_targets, cfg.q_clip, scale=cfg.r_max)
-        stats["value_loss"], stats["q_loss"], stats["value_mean"] = value_loss.detach(), q_loss.detach(), v.detach().mean()
+        stats["value_loss"], stats["q_loss"], stats["value_mean"] = (
+            value_loss.detach(),
+            q_loss.detach(),
+            v.detach().mean(),
+        )
         stats["value_saturated"] = (v.detach().abs() >= cfg.r_max).float().mean()
         stats["q_saturated"] = (q.detach().abs() >= cfg.r_max).float().mean()
         return cfg.value_coef * value_loss + cfg.q_coef * q_loss

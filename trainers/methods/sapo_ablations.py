@@ -68,8 +68,10 @@ class SAPOHead(SAPO):
     def __init__(self, cfg: TrainConfig, policy: Any):
         super().__init__(cfg, policy)
         if cfg.readout_warmup_episodes > 0 or cfg.strategy != "torch":
-            raise ValueError("sapo-head trains its head on the torch strategy, without --readout-warmup-episodes "
-                             "(that fits the vocabulary readout)")
+            raise ValueError(
+                "sapo-head trains its head on the torch strategy, without --readout-warmup-episodes "
+                "(that fits the vocabulary readout)"
+            )
         model = policy.model
         if not hasattr(model, HEAD_NAME):
             hidden, rng = model.config.hidden_size, torch.Generator().manual_seed(cfg.seed)
@@ -83,7 +85,9 @@ class SAPOHead(SAPO):
 
     def read_values(self, logits: PositionLogits) -> tuple[Tensor, Tensor]:
         if logits.features is None:
-            raise ValueError("sapo-head reads the last hidden states: it needs a model whose logits are lm_head(hidden)")
+            raise ValueError(
+                "sapo-head reads the last hidden states: it needs a model whose logits are lm_head(hidden)"
+            )
         z = self.head(logits.features.to(self.head.weight.dtype)).squeeze(-1).float()  # (B, 2): V's and Q's positions
         v = self.cfg.r_max * torch.clamp(z / self.cfg.tau_v, -1.0, 1.0)
         return v[:, 0], v[:, 1]

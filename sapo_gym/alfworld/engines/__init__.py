@@ -30,8 +30,17 @@ from sapo_gym.alfworld.engines.protocol import EngineState, FileVersion, GameEng
 from sapo_gym.alfworld.engines.reference import ReferenceEngine
 
 __all__ = [
-    "ENGINES", "REPRODUCED_VERSIONS", "CompiledEngine", "EngineFactory", "EngineState", "FileVersion", "GameEngine",
-    "ReferenceEngine", "engine_versions", "file_version", "load_engine",
+    "ENGINES",
+    "REPRODUCED_VERSIONS",
+    "CompiledEngine",
+    "EngineFactory",
+    "EngineState",
+    "FileVersion",
+    "GameEngine",
+    "ReferenceEngine",
+    "engine_versions",
+    "file_version",
+    "load_engine",
 ]
 
 EngineFactory = Callable[[str], GameEngine]

@@ -51,7 +51,9 @@ def shipped_text(name: str) -> str:
 def _checked(name: str, expected: str) -> str:
     text = shipped_text(name)
     if hashlib.sha256(text.encode()).hexdigest() != expected:
-        raise RuntimeError(f"the shipped {SHIPPED / name} differs from the official games' (alfworld 0.4.2): reinstall sapo-gym")
+        raise RuntimeError(
+            f"the shipped {SHIPPED / name} differs from the official games' (alfworld 0.4.2): reinstall sapo-gym"
+        )
     return text
 
 

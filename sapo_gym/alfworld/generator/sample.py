@@ -117,9 +117,7 @@ def _place(
     return tuple(placed)
 
 
-def keep_receptacles(
-    rng: random.Random, scene: Scene, task_type: str, obj: str, recep: str, k: int
-) -> Scene | None:
+def keep_receptacles(rng: random.Random, scene: Scene, task_type: str, obj: str, recep: str, k: int) -> Scene | None:
     """``scene`` with at most ``k`` receptacles, the task's needed ones always kept (None if they cannot be).
 
     Needed: a receptacle of the goal type (look: a lamp holder), a holder of ``obj`` of another type

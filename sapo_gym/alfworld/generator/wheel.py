@@ -50,7 +50,9 @@ def root() -> Path:
     """The installed ``alfworld`` package folder (without importing it)."""
     spec = find_spec("alfworld")
     if spec is None or spec.origin is None:
-        raise ImportError("rebuilding the shipped ALFWorld files needs the alfworld wheel: pip install 'sapo-gym[alfworld]'")
+        raise ImportError(
+            "rebuilding the shipped ALFWorld files needs the alfworld wheel: pip install 'sapo-gym[alfworld]'"
+        )
     return Path(spec.origin).parent
 
 
@@ -102,7 +104,11 @@ def layouts() -> dict[str, Any]:
     """``FloorPlan<N>-openable.json`` and ``-objects.json`` of every train and test floor plan, parsed."""
     c = constants()
     folder = root() / "gen" / "layouts"
-    names = [f"FloorPlan{n}-{kind}.json" for n in c["TRAIN_SCENE_NUMBERS"] + c["TEST_SCENE_NUMBERS"] for kind in ("openable", "objects")]
+    names = [
+        f"FloorPlan{n}-{kind}.json"
+        for n in c["TRAIN_SCENE_NUMBERS"] + c["TEST_SCENE_NUMBERS"]
+        for kind in ("openable", "objects")
+    ]
     return {name: json.loads((folder / name).read_text()) for name in names}
 
 

@@ -20,19 +20,36 @@ from tests.support.deploy import nginx_or_skip
 
 
 def _config(**changes: object) -> nginx.FrontConfig:
-    fields = {"listen": "127.0.0.1:8000", "upstream": "/run/sapo/app.sock", "max_body_bytes": 1 << 20,
-              "header_timeout": 1.5, "client_timeout": 30.0, "per_client": 7, "upstream_timeout": 125.0,
-              "drain_seconds": 0.0}
+    fields = {
+        "listen": "127.0.0.1:8000",
+        "upstream": "/run/sapo/app.sock",
+        "max_body_bytes": 1 << 20,
+        "header_timeout": 1.5,
+        "client_timeout": 30.0,
+        "per_client": 7,
+        "upstream_timeout": 125.0,
+        "drain_seconds": 0.0,
+    }
     return nginx.FrontConfig(**{**fields, **changes})  # type: ignore[arg-type]
 
 
 def test_every_field_of_the_template_is_filled() -> None:
     text = nginx.render(_config(), access_log="off")
     assert "{{" not in text and "}}" not in text
-    for line in ("listen 127.0.0.1:8000;", "server unix:/run/sapo/app.sock;", "client_max_body_size 1048576;",
-                 "client_header_timeout 1500ms;", "client_body_timeout 30000ms;", "send_timeout 30000ms;",
-                 "limit_conn per_client 7;", "proxy_read_timeout 125000ms;", "worker_shutdown_timeout 1ms;",
-                 "access_log off;", f"worker_connections {nginx.connection_limits()[1]};", "proxy_request_buffering on;"):
+    for line in (
+        "listen 127.0.0.1:8000;",
+        "server unix:/run/sapo/app.sock;",
+        "client_max_body_size 1048576;",
+        "client_header_timeout 1500ms;",
+        "client_body_timeout 30000ms;",
+        "send_timeout 30000ms;",
+        "limit_conn per_client 7;",
+        "proxy_read_timeout 125000ms;",
+        "worker_shutdown_timeout 1ms;",
+        "access_log off;",
+        f"worker_connections {nginx.connection_limits()[1]};",
+        "proxy_request_buffering on;",
+    ):
         assert re.search(rf"^\s*{re.escape(line)}", text, re.M), line
     assert ("user root;" in text) == (os.geteuid() == 0)
 
@@ -44,8 +61,17 @@ def test_connections_stay_within_the_open_file_limit(monkeypatch) -> None:  # ty
     assert nginx.connection_limits() == (2 * nginx.WORKER_CONNECTIONS + 64, nginx.WORKER_CONNECTIONS)
 
 
-@pytest.mark.parametrize("changes", [{"header_timeout": 0}, {"client_timeout": -1.0}, {"upstream_timeout": 0},
-                                     {"per_client": 0}, {"max_body_bytes": 0}, {"drain_seconds": -1.0}])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"header_timeout": 0},
+        {"client_timeout": -1.0},
+        {"upstream_timeout": 0},
+        {"per_client": 0},
+        {"max_body_bytes": 0},
+        {"drain_seconds": -1.0},
+    ],
+)
 def test_bad_settings_are_refused(changes: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         _config(**changes)
@@ -64,7 +90,10 @@ def test_nginx_accepts_the_rendered_config(tmp_path: Path) -> None:
 def test_without_nginx_both_serve_commands_name_the_debian_package(monkeypatch, capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(nginx.shutil, "which", lambda name: None)
     monkeypatch.setattr(nginx.os, "access", lambda path, mode: False)
-    assert main(["leaderboard", "--db", str(tmp_path / "lb.db"), "--board", "sapo/Vault-v0:test", "serve", "--port", "0"]) == 2
+    assert (
+        main(["leaderboard", "--db", str(tmp_path / "lb.db"), "--board", "sapo/Vault-v0:test", "serve", "--port", "0"])
+        == 2
+    )
     assert "apt-get install nginx" in capsys.readouterr().err
     pytest.importorskip("openenv.core.env_server")
     assert main(["env", "serve", "sapo/Vault-v0", "--port", "0"]) == 2
@@ -73,10 +102,12 @@ def test_without_nginx_both_serve_commands_name_the_debian_package(monkeypatch, 
 
 def _sleeper(log: Path, name: str) -> list[str]:
     """A child that writes ``name SIGNAL`` to ``log`` when signalled, then exits."""
-    code = (f"import signal, sys, time\n"
-            f"def stop(n, f):\n    open({str(log)!r}, 'a').write({name!r} + ' ' + signal.Signals(n).name + '\\n'); sys.exit(0)\n"
-            f"signal.signal(signal.SIGTERM, stop); signal.signal(signal.SIGQUIT, stop)\n"
-            f"open({str(log)!r}, 'a').write({name!r} + ' up\\n')\ntime.sleep(60)\n")
+    code = (
+        f"import signal, sys, time\n"
+        f"def stop(n, f):\n    open({str(log)!r}, 'a').write({name!r} + ' ' + signal.Signals(n).name + '\\n'); sys.exit(0)\n"
+        f"signal.signal(signal.SIGTERM, stop); signal.signal(signal.SIGQUIT, stop)\n"
+        f"open({str(log)!r}, 'a').write({name!r} + ' up\\n')\ntime.sleep(60)\n"
+    )
     return [sys.executable, "-c", code]
 
 

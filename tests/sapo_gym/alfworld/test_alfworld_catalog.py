@@ -123,7 +123,9 @@ def test_official_train_counts_per_category(train_data: Path):
 
 
 @pytest.mark.needs_data
-def test_official_games_load_without_traj_data_and_a_missing_solvable_key_drops_the_game(alfworld_data: Path, tmp_path: Path):
+def test_official_games_load_without_traj_data_and_a_missing_solvable_key_drops_the_game(
+    alfworld_data: Path, tmp_path: Path
+):
     # The shipped copy is tw-pddl only (no traj_data.json; alfworld's own loader, and verl-agent's vendored copy,
     # walk only folders holding one). A download whose two valid_unseen files lack "solvable" loads 132 games in
     # alfworld (alfworld issue #98): it skips a game without the key, and so does this loader.
@@ -142,4 +144,6 @@ def test_official_games_load_without_traj_data_and_a_missing_solvable_key_drops_
             target.symlink_to(game)
     catalog = resolve("eval_out_of_distribution", data_dir=tmp_path)
     assert len(catalog.games) == 132
-    assert {g.task_id for g in catalog.games} == {f"valid_unseen/{p.parent.parent.name}/{p.parent.name}" for p in games[2:]}
+    assert {g.task_id for g in catalog.games} == {
+        f"valid_unseen/{p.parent.parent.name}/{p.parent.name}" for p in games[2:]
+    }

@@ -83,7 +83,7 @@ def test_the_episode_freezes_at_the_win(env: gym.Env, task_index: int):
     total, final = _play_walkthrough(env, task_id)
     walkthrough = env.unwrapped._walkthrough
     assert total == 10.0 and walkthrough[-1].startswith("move ")
-    obj, recep = walkthrough[-1][len("move "):].split(" to ")
+    obj, recep = walkthrough[-1][len("move ") :].split(" to ")
     for action in (f"take {obj} from {recep}", walkthrough[-1], "look"):
         obs, reward, terminated, truncated, info = env.step(_act(action))
         assert (reward, terminated, truncated, info["won"], info["score"]) == (0.0, True, False, True, 1.0), action

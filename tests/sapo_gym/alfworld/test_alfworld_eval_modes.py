@@ -35,8 +35,14 @@ def test_verl_agent_validation_draw_on_valid_seen_is_textworlds(alfworld_data: P
 def test_expert_through_the_verl_agent_mode(alfworld_data: Path):
     from agents import ExpertAgent
 
-    records = evaluate(ExpertAgent(), "sapo/ALFWorld-v0", split="eval_in_distribution", progress=False,
-                       env_kwargs={"data_dir": str(alfworld_data), "prompt": None}, mode=VERL_AGENT)
+    records = evaluate(
+        ExpertAgent(),
+        "sapo/ALFWorld-v0",
+        split="eval_in_distribution",
+        progress=False,
+        env_kwargs={"data_dir": str(alfworld_data), "prompt": None},
+        mode=VERL_AGENT,
+    )
     ids = [g.task_id for g in resolve("eval_in_distribution", data_dir=alfworld_data).games]
     assert [r.task_id for r in records] == VERL_AGENT.task_ids(ids, 0)
     assert all(r.success and r.seed == 0 for r in records)
@@ -47,7 +53,9 @@ def test_an_agent_with_per_task_memory_plays_the_repeats_of_a_draw():
     from agents.baselines import SearchAgent
 
     env_id = "sapo/ALFWorld-Mini-v0"
-    records = evaluate(SearchAgent(), env_id, split="eval_out_of_distribution", batch_size=8, progress=False, mode=VERL_AGENT)
+    records = evaluate(
+        SearchAgent(), env_id, split="eval_out_of_distribution", batch_size=8, progress=False, mode=VERL_AGENT
+    )
     ids = [g.task_id for g in resolve("eval_out_of_distribution", data_dir="embedded-mini").games]
     drawn = VERL_AGENT.task_ids(ids, 0)
     assert len(set(drawn)) < len(drawn) == 128 and [r.task_id for r in records] == drawn

@@ -47,7 +47,11 @@ def mini_set() -> tuple[dict, list[GeneratedGame]]:
 def test_registered_as_an_alfworld_variant():
     full, mini = ENVS[FULL], ENVS[MINI]
     assert (mini.backend, mini.prompt, mini.horizon, mini.eval_splits, mini.protocol) == (
-        full.backend, full.prompt, 50, full.eval_splits, full.protocol
+        full.backend,
+        full.prompt,
+        50,
+        full.eval_splits,
+        full.protocol,
     )
     assert dict(mini.defaults) == {"data_dir": "embedded-mini"} and full.defaults == ()
     assert gym.spec(MINI).max_episode_steps == 50
@@ -107,7 +111,13 @@ def test_play_a_mini_game_by_its_walkthrough():
 # ---------------------------------------------------------------- the set and the generator
 def test_mini_set_shape(mini_set):
     header, games = mini_set
-    assert header == {"dataset": "generated-mini-v1", "seed": 0, "generated": True, "max_receptacles": K, "max_distractors": D}
+    assert header == {
+        "dataset": "generated-mini-v1",
+        "seed": 0,
+        "generated": True,
+        "max_receptacles": K,
+        "max_distractors": D,
+    }
     assert Counter(g.split for g in games) == COUNTS
     for split in COUNTS:
         assert Counter(TASK_TYPES[g.task_type] for g in games if g.split == split).keys() == set(CATEGORIES)
@@ -162,7 +172,9 @@ def test_sampling_with_a_limit_keeps_the_needed_receptacles(k: int):
         scenes = _scenes(split)
         for i in range(24):
             task_type = list(TASK_TYPES)[i % 6]
-            g = sample_game(random.Random(f"t:{split}:{i}"), task_type, scenes, split, i, max_receptacles=k, max_distractors=2)
+            g = sample_game(
+                random.Random(f"t:{split}:{i}"), task_type, scenes, split, i, max_receptacles=k, max_distractors=2
+            )
             if g is not None:
                 _check_room(g, k, 2)
                 sampled += 1

@@ -73,8 +73,13 @@ def test_a_changed_shipped_file_is_refused(tmp_path, monkeypatch):
 
 def test_credited_and_in_the_package_data():
     credits = (SHIPPED / "CREDITS.txt").read_text()
-    for needle in ("alfworld 0.4.2", "Copyright (c) 2020 Mohit Shridhar and others", "Copyright (c) 2019 ALFRED",
-                   "TextWorld", "Permission is hereby granted"):
+    for needle in (
+        "alfworld 0.4.2",
+        "Copyright (c) 2020 Mohit Shridhar and others",
+        "Copyright (c) 2019 ALFRED",
+        "TextWorld",
+        "Permission is hereby granted",
+    ):
         assert needle in credits, needle
     assert credits.count("Permission is hereby granted") == 2  # both MIT notices, in full
     pyproject = (ROOT / "pyproject.toml").read_text()

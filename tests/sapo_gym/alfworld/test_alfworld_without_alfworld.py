@@ -50,8 +50,11 @@ def test_embedded_games_play_the_same_without_alfworld():
         assert without[key] == here[key], key
         assert all(e["won"] for e in here[key]["episodes"]), key
     hashes = [run["spec_hash"] for run in here.values()]
-    assert hashes == [FULL_HASHES["eval_out_of_distribution"], MINI_HASHES["eval_in_distribution"],
-                      MINI_HASHES["eval_out_of_distribution"]]
+    assert hashes == [
+        FULL_HASHES["eval_out_of_distribution"],
+        MINI_HASHES["eval_in_distribution"],
+        MINI_HASHES["eval_out_of_distribution"],
+    ]
 
 
 @pytest.mark.needs_data

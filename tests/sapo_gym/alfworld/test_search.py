@@ -10,7 +10,15 @@ import pytest
 import sapo_gym  # noqa: F401  (registers the ids)
 from sapo_gym.alfworld.search import SearchExpert, SearchGoal
 
-ROOM = ["go to cabinet 1", "go to cabinet 2", "go to countertop 1", "go to microwave 1", "go to shelf 1", "inventory", "look"]
+ROOM = [
+    "go to cabinet 1",
+    "go to cabinet 2",
+    "go to countertop 1",
+    "go to microwave 1",
+    "go to shelf 1",
+    "inventory",
+    "look",
+]
 
 
 def _expert(task_type: str, obj: str, target: str, lamp: str = "") -> SearchExpert:
@@ -23,7 +31,9 @@ def _expert(task_type: str, obj: str, target: str, lamp: str = "") -> SearchExpe
 def test_goal_from_task_params():
     goal = SearchGoal.from_task("pick_two_obj_and_place", {"object_target": "RemoteControl", "parent_target": "Drawer"})
     assert (goal.obj, goal.target, goal.op, goal.count) == ("remotecontrol", "drawer", None, 2)
-    look = SearchGoal.from_task("look_at_obj_in_light", {"object_target": "Book", "parent_target": "", "toggle_target": "DeskLamp"})
+    look = SearchGoal.from_task(
+        "look_at_obj_in_light", {"object_target": "Book", "parent_target": "", "toggle_target": "DeskLamp"}
+    )
     assert (look.op, look.lamp) == ("look", "desklamp")
 
 
@@ -35,7 +45,10 @@ def test_heat_episode_by_hand():
     ex.observe("You open the cabinet 1. The cabinet 1 is open. In it, you see a cup 1.")
     assert ex.action([*ROOM, "close cabinet 1"]) == "go to cabinet 2"  # nothing here: next unvisited place
     ex.observe("You arrive at cabinet 2. On the cabinet 2, you see a apple 3, and a bread 1.")
-    assert ex.action([*ROOM, "take apple 3 from cabinet 2", "take bread 1 from cabinet 2"]) == "take apple 3 from cabinet 2"
+    assert (
+        ex.action([*ROOM, "take apple 3 from cabinet 2", "take bread 1 from cabinet 2"])
+        == "take apple 3 from cabinet 2"
+    )
     ex.observe("You pick up the apple 3 from the cabinet 2.")
     assert ex.action(ROOM) == "go to microwave 1"  # heat first
     ex.observe("You arrive at microwave 1. The microwave 1 is closed.")
@@ -104,8 +117,14 @@ def test_search_agent_plays_like_the_env_side_expert():
     from agents.registry import load_agent
     from sapo_gym.evaluation import evaluate, summarize
 
-    records = evaluate(load_agent("search"), "sapo/ALFWorld-v0", split="eval_out_of_distribution", batch_size=8,
-                       env_kwargs={"data_dir": "embedded"}, progress=False)
+    records = evaluate(
+        load_agent("search"),
+        "sapo/ALFWorld-v0",
+        split="eval_out_of_distribution",
+        batch_size=8,
+        env_kwargs={"data_dir": "embedded"},
+        progress=False,
+    )
     wins, n = _play_split("eval_out_of_distribution", data_dir="embedded")
     assert len(records) == n and sum(r.success for r in records) == wins
     assert summarize(records)["all"]["invalid_rate"] == 0.0
@@ -114,8 +133,14 @@ def test_search_agent_plays_like_the_env_side_expert():
 def test_search_agent_refuses_groups_of_one_task():
     from agents.baselines import SearchAgent
 
-    info = {"task_id": "t", "step": 0, "raw_observation": "", "admissible_actions": ["look"],
-            "pddl_params": {}, "alfworld_task_type": "pick_and_place_simple"}
+    info = {
+        "task_id": "t",
+        "step": 0,
+        "raw_observation": "",
+        "admissible_actions": ["look"],
+        "pddl_params": {},
+        "alfworld_task_type": "pick_and_place_simple",
+    }
     with pytest.raises(ValueError, match="distinct tasks"):
         SearchAgent().act(["", ""], [info, dict(info)])
 

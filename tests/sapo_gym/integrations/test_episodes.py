@@ -33,8 +33,14 @@ def test_task_rows_are_every_task_once_per_seed_with_the_envs_identity():
     fields = env.unwrapped.spec_fields()
     for row, first in rows:
         assert tuple(row) == ROW_KEYS
-        assert (row["env_id"], row["split"], row["protocol"], row["horizon"], row["spec_hash"], row["prompt_template"]) == (
-            VAULT, "test", fields["protocol"], 4, env.unwrapped.spec_hash(), fields["prompt"])
+        assert (
+            row["env_id"],
+            row["split"],
+            row["protocol"],
+            row["horizon"],
+            row["spec_hash"],
+            row["prompt_template"],
+        ) == (VAULT, "test", fields["protocol"], 4, env.unwrapped.spec_hash(), fields["prompt"])
         assert first == env.reset(seed=row["seed"], options={"task_id": row["task_id"]})[0]
         json.dumps(row)  # a row travels as JSON
     assert len(task_rows(MINI, "eval_out_of_distribution", limit=2)) == 2
@@ -63,7 +69,12 @@ def test_an_episode_played_from_replies_is_in_process_play():
         rewards.append(episode.step(script[episode.observation])[1])
     replies = [t.output for t in episode.record.turns]
     seen = play(MINI, "eval_out_of_distribution", row["task_id"], 1, replies)
-    assert (prompts, rewards, episode.record.success, episode.record.steps) == (seen.prompts, seen.rewards, True, seen.turns)
+    assert (prompts, rewards, episode.record.success, episode.record.steps) == (
+        seen.prompts,
+        seen.rewards,
+        True,
+        seen.turns,
+    )
     assert [t.observation for t in episode.record.turns] == seen.raw_observations
     payload = episode.payload()
     assert payload["complete"] and payload["row"] == row and payload["spec_hash"] == row["spec_hash"]
@@ -93,7 +104,11 @@ def test_payloads_are_read_wherever_a_line_nests_them_and_checked_before_a_bundl
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n\n")
     assert read_payloads(path) == whole
     fields, spec_hash, records, seeds = bundle_inputs(whole)
-    assert (spec_hash, seeds, [r.task_id for r in records]) == (whole[0]["spec_hash"], [0], ["vault-test-000", "vault-test-001"])
+    assert (spec_hash, seeds, [r.task_id for r in records]) == (
+        whole[0]["spec_hash"],
+        [0],
+        ["vault-test-000", "vault-test-001"],
+    )
     assert fields == whole[0]["spec_fields"]
     with pytest.raises(ValueError, match="did not end"):
         bundle_inputs([*whole, _payload(2, 1)])
@@ -109,13 +124,17 @@ def test_payloads_are_read_wherever_a_line_nests_them_and_checked_before_a_bundl
         read_payloads(path)
 
 
-_ADAPTERS = [("sapo_gym.integrations.verifiers", "verifiers", ("verifiers",)),
-             ("sapo_gym.integrations.skyrl", "skyrl", ("skyrl_gym",))]
+_ADAPTERS = [
+    ("sapo_gym.integrations.verifiers", "verifiers", ("verifiers",)),
+    ("sapo_gym.integrations.skyrl", "skyrl", ("skyrl_gym",)),
+]
 
 
 def test_the_package_imports_no_ecosystem_and_a_missing_one_names_its_extra():
-    light = ("import sys, sapo_gym, sapo_gym.integrations, sapo_gym.integrations.episodes\n"
-             "print(sorted(m for m in ('verifiers', 'skyrl_gym', 'openai') if m in sys.modules))\n")
+    light = (
+        "import sys, sapo_gym, sapo_gym.integrations, sapo_gym.integrations.episodes\n"
+        "print(sorted(m for m in ('verifiers', 'skyrl_gym', 'openai') if m in sys.modules))\n"
+    )
     done = run_without(light, ())
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr[-2000:]
     for module, extra, hidden in _ADAPTERS:

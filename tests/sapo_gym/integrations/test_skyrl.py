@@ -65,8 +65,14 @@ def test_generator_episodes_are_in_process_play(env_id, split, tasks):
 def test_max_turns_ends_the_episode_and_the_record_says_it_was_cut(tmp_path):
     record = tmp_path / "episodes.jsonl"
     row = dataset_rows("sapo/ALFWorld-Mini-v0", "eval_out_of_distribution", limit=1)[0]
-    out = agent_loop(row["prompt"], ENV_CLASS, {"extra_info": row["extra_info"]}, lambda chat: "<action>look</action>",
-                     max_turns=2, env_config={"record_path": str(record)})
+    out = agent_loop(
+        row["prompt"],
+        ENV_CLASS,
+        {"extra_info": row["extra_info"]},
+        lambda chat: "<action>look</action>",
+        max_turns=2,
+        env_config={"record_path": str(record)},
+    )
     assert len(out.rewards) == 2 and out.chat_history[-1]["role"] == "assistant"
     (payload,) = read_payloads(record)
     assert not payload["complete"] and payload["record"]["steps"] == 2
@@ -78,8 +84,14 @@ def test_the_record_file_is_a_bundle_the_board_admits_and_replays(tmp_path):
     record = tmp_path / "episodes.jsonl"
     generate = _generate(expert_script("sapo/Vault-v0", "test", (0,), 16))
     for row in dataset_rows("sapo/Vault-v0", "test"):
-        agent_loop(row["prompt"], row["env_class"], {"extra_info": row["extra_info"]}, generate,
-                   max_turns=row["extra_info"]["horizon"], env_config={"record_path": str(record)})
+        agent_loop(
+            row["prompt"],
+            row["env_class"],
+            {"extra_info": row["extra_info"]},
+            generate,
+            max_turns=row["extra_info"]["horizon"],
+            env_config={"record_path": str(record)},
+        )
     lines = [json.loads(line) for line in record.read_text().splitlines()]
     assert len(lines) == 16 and all(line[PAYLOAD_KEY]["complete"] for line in lines)
     bundle = bundle_from_payloads(read_payloads(record), AgentInfo("scripted expert", spec="skyrl-gym:scripted-expert"))

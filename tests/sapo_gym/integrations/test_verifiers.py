@@ -28,13 +28,28 @@ VENV = Path(os.environ.get("VERIFIERS_VENV") or Path.home() / ".cache/sapo_gym/v
 MODEL = "scripted-expert"
 
 
-def _vf_eval(out: Path, url: str, env_id: str, seeds: Sequence[int], limit: int | None, split: str | None = None) -> Path:
+def _vf_eval(
+    out: Path, url: str, env_id: str, seeds: Sequence[int], limit: int | None, split: str | None = None
+) -> Path:
     """Run vf-eval on the first ``limit`` tasks of the split per seed (all: None); the traces.jsonl it wrote."""
     exe = VENV / "bin" / "vf-eval"
     if not (VENV / ".sapo_gym_verifiers_ok").exists():  # the stamp setup_verifiers.sh writes once the venv is whole
         pytest.skip(f"no verifiers venv at {VENV} (build it with: bash scripts/setup_verifiers.sh; make setup does)")
-    cmd = [str(exe), "sapo-gym-verifiers", "--env.taskset.env", env_id, "--env.taskset.seeds", *map(str, seeds),
-           "--model", MODEL, "--client.base-url", url, "--no-push", "-o", str(out)]
+    cmd = [
+        str(exe),
+        "sapo-gym-verifiers",
+        "--env.taskset.env",
+        env_id,
+        "--env.taskset.seeds",
+        *map(str, seeds),
+        "--model",
+        MODEL,
+        "--client.base-url",
+        url,
+        "--no-push",
+        "-o",
+        str(out),
+    ]
     cmd += ["--env.taskset.split", split] if split else []
     cmd += ["--env.taskset.limit", str(limit)] if limit is not None else []
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PRIME_API_KEY": ""}
@@ -50,14 +65,17 @@ def _traces(path: Path) -> list[dict[str, Any]]:
     return [e["traces"][0] for e in episodes]
 
 
-@pytest.mark.parametrize("env_id,split,seeds,tasks", [("sapo/ALFWorld-Mini-v0", "eval_out_of_distribution", (0, 1), 3),
-                                                       ("sapo/WebShop-Mini-v0", "test", (0,), 2)])
+@pytest.mark.parametrize(
+    "env_id,split,seeds,tasks",
+    [("sapo/ALFWorld-Mini-v0", "eval_out_of_distribution", (0, 1), 3), ("sapo/WebShop-Mini-v0", "test", (0,), 2)],
+)
 def test_vf_eval_episodes_are_in_process_play(tmp_path, env_id, split, seeds, tasks):
     rows = [row for row, _ in task_rows(env_id, split, seeds, limit=tasks)]
     with FakeOpenAI(reply=scripted_model(expert_script(env_id, split, seeds, tasks))) as server:
         traces = _traces(_vf_eval(tmp_path / "out", server.url, env_id, seeds, tasks, split))
     assert sorted((t["task"]["data"]["info"]["seed"], t["task"]["data"]["info"]["task_id"]) for t in traces) == sorted(
-        (r["seed"], r["task_id"]) for r in rows)
+        (r["seed"], r["task_id"]) for r in rows
+    )
     for trace in traces:
         row = trace["task"]["data"]["info"]
         assert row in rows  # the task row travels as the task's info: protocol, split, horizon, spec hash
@@ -73,7 +91,9 @@ def test_vf_eval_episodes_are_in_process_play(tmp_path, env_id, split, seeds, ta
         assert [t["reward"] for t in payload["record"]["turns"]] == seen.rewards
     # the harness sends each turn's prompt alone, as one user message (the prompt carries its history window)
     assert len(server.requests) == sum(t["metrics"]["steps"] for t in traces)
-    assert all([m["role"] for m in r["body"]["messages"]] == ["user"] and r["body"]["model"] == MODEL for r in server.requests)
+    assert all(
+        [m["role"] for m in r["body"]["messages"]] == ["user"] and r["body"]["model"] == MODEL for r in server.requests
+    )
 
 
 def test_vf_eval_traces_are_a_bundle_the_board_admits_and_replays(tmp_path):

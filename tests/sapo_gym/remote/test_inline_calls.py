@@ -26,8 +26,10 @@ async def _threads_of_calls(config: ServeConfig) -> tuple[bool, int, list[int]]:
     server: Any = create_app(config).state.env_server
     session_id, env = await server._create_session()
     try:
-        threads = [await server._run_in_session_executor(session_id, fn)
-                   for fn in (threading.get_ident, _slow_call, threading.get_ident)]
+        threads = [
+            await server._run_in_session_executor(session_id, fn)
+            for fn in (threading.get_ident, _slow_call, threading.get_ident)
+        ]
     finally:
         await server._destroy_session(session_id)
     return env.short_calls, threading.get_ident(), threads
@@ -40,8 +42,11 @@ def test_short_calls_run_on_the_event_loop_until_one_takes_longer_than_the_bound
     assert after != loop_thread
 
 
-@pytest.mark.parametrize("config", [ServeConfig("sapo/ALFWorld-Mini-v0", {"expert": "planner"}),
-                                    ServeConfig("sapo/Vault-v0")], ids=["alfworld-planner", "vault"])
+@pytest.mark.parametrize(
+    "config",
+    [ServeConfig("sapo/ALFWorld-Mini-v0", {"expert": "planner"}), ServeConfig("sapo/Vault-v0")],
+    ids=["alfworld-planner", "vault"],
+)
 def test_an_env_without_short_calls_runs_every_call_in_its_thread(config: ServeConfig) -> None:
     short, loop_thread, threads = asyncio.run(_threads_of_calls(config))
     assert not short

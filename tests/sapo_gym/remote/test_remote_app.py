@@ -37,7 +37,10 @@ def test_websocket_bad_frames_are_errors_and_the_session_lives_on(client: TestCl
         assert ws.receive_json()["data"]["code"] == "INVALID_JSON"
         assert ws_call(ws, {"type": "step", "data": LOOK})["data"]["message"] == "call reset before step"
         assert ws_call(ws, {"type": "step", "data": {"text": 5}})["data"]["code"] == "VALIDATION_ERROR"
-        assert ws_call(ws, {"type": "reset", "data": {"options": {"task_index": "0"}}})["data"]["code"] == "VALIDATION_ERROR"
+        assert (
+            ws_call(ws, {"type": "reset", "data": {"options": {"task_index": "0"}}})["data"]["code"]
+            == "VALIDATION_ERROR"
+        )
         unknown = ws_call(ws, {"type": "reset", "data": {"options": {"task_id": "nope"}}})["data"]
         assert unknown["code"] == "EXECUTION_ERROR" and "unknown task_id 'nope'" in unknown["message"]
         assert "unknown reset argument" in ws_call(ws, {"type": "reset", "data": {"colour": "red"}})["data"]["message"]
@@ -129,7 +132,9 @@ def test_idle_sessions_expire_and_an_idle_websocket_is_closed() -> None:
         sid = open_session(c)
         with c.websocket_connect("/ws") as ws:
             assert ws_call(ws, {"type": "reset", "data": {}})["type"] == "observation"
-            with pytest.raises(WebSocketDisconnect) as closed:  # the server closes the idle socket (test timeout bounds it)
+            with pytest.raises(
+                WebSocketDisconnect
+            ) as closed:  # the server closes the idle socket (test timeout bounds it)
                 ws.receive_json()
             assert closed.value.code == IDLE_CLOSE_CODE and "idle" in closed.value.reason
             # expiry comes within timeout + one check interval (timeout / 4); wait up to 25x that, bounded
@@ -140,12 +145,16 @@ def test_idle_sessions_expire_and_an_idle_websocket_is_closed() -> None:
         assert c.post(f"/sessions/{sid}/reset", json={}).status_code == 404
 
 
-@pytest.mark.parametrize("body", [
-    '{"seed": ' + "9" * 5000 + "}",          # past Python's own int() digit limit
-    '{"seed": ' + "9" * 65 + "}",            # past the server's bound on integer literals
-    "[" * 100_000 + "]" * 100_000,           # nesting past the parser's recursion limit
-    '{"seed": NaN}', '{"seed": Infinity}',   # not JSON
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"seed": ' + "9" * 5000 + "}",  # past Python's own int() digit limit
+        '{"seed": ' + "9" * 65 + "}",  # past the server's bound on integer literals
+        "[" * 100_000 + "]" * 100_000,  # nesting past the parser's recursion limit
+        '{"seed": NaN}',
+        '{"seed": Infinity}',  # not JSON
+    ],
+)
 def test_a_reset_body_the_parser_cannot_take_is_400_and_the_session_lives_on(client: TestClient, body: str) -> None:
     sid = open_session(client)
     answer = client.post(f"/sessions/{sid}/reset", content=body, headers={"Content-Type": "application/json"})

@@ -68,16 +68,26 @@ VICTIM = textwrap.dedent("""
 def test_concurrent_sessions_equal_in_process_play_and_a_killed_client_disturbs_no_one() -> None:
     cases = [("sapo/ALFWorld-v0", ALFWORLD_ARGS, {"data_dir": "embedded"}), ("sapo/WebShop-v0", (), {})]
     expected = {env_id: local_episodes(env_id, kwargs, SESSIONS) for env_id, _, kwargs in cases}
-    with served(cases[0][0], *cases[0][1], "--max-sessions", "10") as alf_url, \
-            served(cases[1][0], "--max-sessions", "10") as shop_url:
+    with (
+        served(cases[0][0], *cases[0][1], "--max-sessions", "10") as alf_url,
+        served(cases[1][0], "--max-sessions", "10") as shop_url,
+    ):
         urls = {cases[0][0]: alf_url, cases[1][0]: shop_url}
-        victim = subprocess.Popen([sys.executable, "-c", VICTIM, alf_url, cases[0][0]], cwd=ROOT, text=True,
-                                  stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        victim = subprocess.Popen(
+            [sys.executable, "-c", VICTIM, alf_url, cases[0][0]],
+            cwd=ROOT,
+            text=True,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         try:
             assert victim.stdout.readline().strip() == "mid-episode"
             with ThreadPoolExecutor(2 * SESSIONS) as pool:
-                futures = {(env_id, i): pool.submit(remote_episode, urls[env_id], env_id, 100 + i, 3 * i)
-                           for env_id in urls for i in range(SESSIONS)}
+                futures = {
+                    (env_id, i): pool.submit(remote_episode, urls[env_id], env_id, 100 + i, 3 * i)
+                    for env_id in urls
+                    for i in range(SESSIONS)
+                }
                 # kill the victim while the others play (its session and theirs are open together)
                 wait_for_active(alf_url, SESSIONS + 1, timeout_s=10)
                 victim.send_signal(signal.SIGKILL)
@@ -149,8 +159,12 @@ def test_remote_env_passes_check_env_and_names_the_served_env() -> None:
     with socket.socket() as closed:  # a port bound without listening: a connection is refused at once
         closed.bind(("127.0.0.1", 0))
         with pytest.raises(ConnectionError, match="Failed to connect"):
-            gym.make("sapo/Remote-v0", url=f"http://127.0.0.1:{closed.getsockname()[1]}", env_id="sapo/Vault-v0",
-                     connect_timeout_s=5)
+            gym.make(
+                "sapo/Remote-v0",
+                url=f"http://127.0.0.1:{closed.getsockname()[1]}",
+                env_id="sapo/Vault-v0",
+                connect_timeout_s=5,
+            )
 
 
 @pytest.mark.timeout(180)

@@ -53,15 +53,29 @@ def test_the_typed_keys_are_cores_and_each_is_a_field() -> None:
     _, info = env.reset(seed=0)
     assert tuple(info)[: len(INFO_KEYS)] == INFO_KEYS
     _, _, _, _, info = env.step("<think></think><action>look</action>")
-    assert tuple(info)[-len(STEP_INFO_KEYS):] == STEP_INFO_KEYS
+    assert tuple(info)[-len(STEP_INFO_KEYS) :] == STEP_INFO_KEYS
     assert set(TYPED_INFO_KEYS) <= set(SapoObservation.model_fields)
 
 
 def test_unknown_info_keys_pass_through_as_json() -> None:
-    info = {"raw_observation": "o", "task": "t", "task_id": "i", "task_type": "k", "dataset": "d",
-            "admissible_actions": ["a"], "action_mask": np.ones(1, dtype=bool), "step": 0, "won": False, "score": 0.0,
-            "messages": [{"role": "user", "content": "o"}], "arr": np.arange(3, dtype=np.int64),
-            "pair": (1, 2.5), "f32": np.float32(0.5), "nested": {1: {"x": np.bool_(True)}}, "obj": object}
+    info = {
+        "raw_observation": "o",
+        "task": "t",
+        "task_id": "i",
+        "task_type": "k",
+        "dataset": "d",
+        "admissible_actions": ["a"],
+        "action_mask": np.ones(1, dtype=bool),
+        "step": 0,
+        "won": False,
+        "score": 0.0,
+        "messages": [{"role": "user", "content": "o"}],
+        "arr": np.arange(3, dtype=np.int64),
+        "pair": (1, 2.5),
+        "f32": np.float32(0.5),
+        "nested": {1: {"x": np.bool_(True)}},
+        "obj": object,
+    }
     back = info_from_observation(wire(observation_from_step("p", info, "h")))
     assert list(back) == list(info)
     assert back["messages"] == info["messages"] and back["arr"] == [0, 1, 2] and back["pair"] == [1, 2.5]
@@ -87,8 +101,15 @@ def test_the_body_limit_holds_the_longest_action_at_its_worst_escaping() -> None
 
 def test_reset_request_is_strict() -> None:
     assert ResetRequest.model_validate({"seed": 3, "options": {"task_id": "x"}}).options.task_id == "x"
-    for bad in ({"seed": "3"}, {"seed": -1}, {"seed": True}, {"options": {"task_index": "0"}},
-                {"options": {"level": 2}}, {"episode_id": 7}, {"colour": "red"}):
+    for bad in (
+        {"seed": "3"},
+        {"seed": -1},
+        {"seed": True},
+        {"options": {"task_index": "0"}},
+        {"options": {"level": 2}},
+        {"episode_id": 7},
+        {"colour": "red"},
+    ):
         with pytest.raises(ValidationError):
             ResetRequest.model_validate(bad)
 
@@ -103,7 +124,12 @@ def test_idle_selection_and_interval() -> None:
 
 def test_env_args_read_json_values_else_strings() -> None:
     assert parse_env_args(["split=test", "max_episode_steps=10", "x=true", "y=null", "data_dir=/a=b"]) == {
-        "split": "test", "max_episode_steps": 10, "x": True, "y": None, "data_dir": "/a=b"}
+        "split": "test",
+        "max_episode_steps": 10,
+        "x": True,
+        "y": None,
+        "data_dir": "/a=b",
+    }
     for bad in (["novalue"], ["=3"]):
         with pytest.raises(ValueError, match="KEY=VALUE"):
             parse_env_args(bad)

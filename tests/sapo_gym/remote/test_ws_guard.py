@@ -33,19 +33,23 @@ ANSWER_TIMEOUT_S = 30.0
 LOOK = {"text": "<think>t</think><action>look</action>"}
 
 HOSTILE: list[tuple[str | bytes, str]] = [
-    ("[1]", "INVALID_JSON"),                                                     # JSON, not an object
+    ("[1]", "INVALID_JSON"),  # JSON, not an object
     ("null", "INVALID_JSON"),
     ('"x"', "INVALID_JSON"),
     ("{not json", "INVALID_JSON"),
     ('{"type": "reset", "data": {"seed": ' + "9" * 5000 + "}}", "INVALID_JSON"),  # past Python's int() limit
-    ('{"type": "reset", "data": {"seed": ' + "9" * 65 + "}}", "INVALID_JSON"),    # past the 64-digit bound
-    ("[" * 100_000 + "]" * 100_000, "INVALID_JSON"),                               # past the parser's recursion
-    ('{"type": "step", "data": {"text": "x", "metadata": ' + '{"a": ' * 10_000 + "1" + "}" * 10_000 + "}}",
-     "INVALID_JSON"),
-    ('{"type": "step", "data": {"action": ' + "[" * 300 + "]" * 300 + "}}",         # parses, but its error frame
-     "INVALID_JSON"),                                                             # would echo it past pydantic's depth
-    (b'{"type": "state"}', "INVALID_JSON"),                                       # a binary frame
-    ('{"type": "step", "data": {"text": "\\ud800"}}', "INVALID_JSON"),              # a lone surrogate
+    ('{"type": "reset", "data": {"seed": ' + "9" * 65 + "}}", "INVALID_JSON"),  # past the 64-digit bound
+    ("[" * 100_000 + "]" * 100_000, "INVALID_JSON"),  # past the parser's recursion
+    (
+        '{"type": "step", "data": {"text": "x", "metadata": ' + '{"a": ' * 10_000 + "1" + "}" * 10_000 + "}}",
+        "INVALID_JSON",
+    ),
+    (
+        '{"type": "step", "data": {"action": ' + "[" * 300 + "]" * 300 + "}}",  # parses, but its error frame
+        "INVALID_JSON",
+    ),  # would echo it past pydantic's depth
+    (b'{"type": "state"}', "INVALID_JSON"),  # a binary frame
+    ('{"type": "step", "data": {"text": "\\ud800"}}', "INVALID_JSON"),  # a lone surrogate
     ('{"type": "reset", "data": {"seed": NaN}}', "INVALID_JSON"),
     ('{"type": "reset", "data": {"seed": -Infinity}}', "INVALID_JSON"),
     ('{"type": "reset", "data": {"seed": 1e999}}', "INVALID_JSON"),
@@ -55,7 +59,7 @@ HOSTILE: list[tuple[str | bytes, str]] = [
 
 
 def ws_url(url: str, session_id: str | None = None) -> str:
-    return "ws" + url[len("http"):] + "/ws" + (f"?session_id={session_id}" if session_id else "")
+    return "ws" + url[len("http") :] + "/ws" + (f"?session_id={session_id}" if session_id else "")
 
 
 def call(ws: ClientConnection, frame: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +80,9 @@ def local_first_step() -> str:
 def test_every_hostile_frame_gets_an_error_frame_and_the_session_plays_on() -> None:
     with served("sapo/Vault-v0", "--max-sessions", "2") as url:
         with connect(ws_url(url), max_size=None, open_timeout=ANSWER_TIMEOUT_S) as ws:
-            assert call(ws, {"type": "reset", "data": {"seed": 0, "options": {"task_index": 3}}})["type"] == "observation"
+            assert (
+                call(ws, {"type": "reset", "data": {"seed": 0, "options": {"task_index": 3}}})["type"] == "observation"
+            )
             for frame, code in HOSTILE:
                 ws.send(frame)
                 answer = json.loads(ws.recv(timeout=ANSWER_TIMEOUT_S))
@@ -136,8 +142,10 @@ def test_idle_sockets_are_closed_and_free_their_sessions_so_max_sessions_is_not_
     expiry_s = timeout_s + reap_interval(timeout_s)  # the documented bound: 1.25x the timeout
     with served("sapo/Vault-v0", "--max-sessions", "2", "--idle-timeout", str(timeout_s)) as url:
         sid = http("POST", f"{url}/sessions")[1]["session_id"]
-        with connect(ws_url(url), open_timeout=ANSWER_TIMEOUT_S) as own, \
-                connect(ws_url(url, sid), open_timeout=ANSWER_TIMEOUT_S) as attached:
+        with (
+            connect(ws_url(url), open_timeout=ANSWER_TIMEOUT_S) as own,
+            connect(ws_url(url, sid), open_timeout=ANSWER_TIMEOUT_S) as attached,
+        ):
             assert http("POST", f"{url}/sessions")[0] == 503  # full: one socket's own session, one HTTP session
             own_start = time.monotonic()
             assert call(own, {"type": "reset", "data": {"seed": 0}})["type"] == "observation"

@@ -18,8 +18,18 @@ import sapo_gym  # noqa: E402,F401  (registers the ids)
 from tests.support.remote import ROOT, served  # noqa: E402
 
 CLIENT = ROOT / "docs" / "examples" / "ws_client_stdlib.py"
-FIELDS = ("prompt", "terminated", "truncated", "task_id", "admissible_actions", "action_mask", "step", "won",
-          "score", "expert_action")
+FIELDS = (
+    "prompt",
+    "terminated",
+    "truncated",
+    "task_id",
+    "admissible_actions",
+    "action_mask",
+    "step",
+    "won",
+    "score",
+    "expert_action",
+)
 
 
 def local_episode(env_id: str, seed: int, task_index: int) -> tuple[list[dict], str]:
@@ -29,9 +39,17 @@ def local_episode(env_id: str, seed: int, task_index: int) -> tuple[list[dict], 
         obs, info = env.reset(seed=seed, options={"task_index": task_index})
         records, reward, terminated, truncated = [], None, False, False
         while True:
-            records.append({"prompt": obs, "reward": reward, "done": terminated or truncated,
-                            "terminated": terminated, "truncated": truncated,
-                            **{k: info.get(k) for k in FIELDS[3:]}, "action_mask": [bool(x) for x in info["action_mask"]]})
+            records.append(
+                {
+                    "prompt": obs,
+                    "reward": reward,
+                    "done": terminated or truncated,
+                    "terminated": terminated,
+                    "truncated": truncated,
+                    **{k: info.get(k) for k in FIELDS[3:]},
+                    "action_mask": [bool(x) for x in info["action_mask"]],
+                }
+            )
             if terminated or truncated:
                 return records, env.unwrapped.spec_hash()
             action = f"<think>the expert says so</think><action>{info['expert_action']}</action>"
@@ -52,8 +70,12 @@ def test_the_stdlib_client_plays_the_in_process_episode(env_id: str, seed: int, 
     expected, spec_hash = local_episode(env_id, seed, task_index)
     assert len(expected) > 2 and expected[-1]["won"]  # a whole expert episode, not a one-step one
     with served(env_id) as url:
-        run = subprocess.run([sys.executable, str(CLIENT), url, "--seed", str(seed), "--task-index", str(task_index)],
-                             capture_output=True, text=True, timeout=120)
+        run = subprocess.run(
+            [sys.executable, str(CLIENT), url, "--seed", str(seed), "--task-index", str(task_index)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert run.returncode == 0, run.stderr[-2000:]
     frames = [json.loads(line) for line in run.stdout.splitlines()]
     assert [wire_record(f) for f in frames[:-1]] == expected

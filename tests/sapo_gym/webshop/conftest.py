@@ -18,10 +18,17 @@ def _private_index_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 def _product(**overrides: object) -> Product:
     fields: dict[str, object] = dict(
-        asin="B000TSHIRT", title="Acme Cotton Men's T-Shirt, Black", category="fashion", query="men's t-shirt",
-        product_category="Clothing › Men › Shirts", pricing=(15.0,), price_tag="$15.0",
+        asin="B000TSHIRT",
+        title="Acme Cotton Men's T-Shirt, Black",
+        category="fashion",
+        query="men's t-shirt",
+        product_category="Clothing › Men › Shirts",
+        pricing=(15.0,),
+        price_tag="$15.0",
         options={"color": ["black", "navy blue"], "size": ["small", "large"]},
-        attributes=["machine wash", "short sleeve"], bullet_points=["Crew neck"], description="A classic fit tee.",
+        attributes=["machine wash", "short sleeve"],
+        bullet_points=["Crew neck"],
+        description="A classic fit tee.",
     )
     fields.update(overrides)
     return Product(**fields)  # type: ignore[arg-type]
@@ -29,9 +36,15 @@ def _product(**overrides: object) -> Product:
 
 def _goal(**overrides: object) -> Goal:
     fields: dict[str, object] = dict(
-        asin="B000TSHIRT", category="fashion", query="men's t-shirt", name="Acme Cotton Men's T-Shirt, Black",
-        product_category="Clothing › Men › Shirts", instruction_text="i want a t-shirt", price_upper=20.0,
-        attributes=["machine wash", "classic fit", "waterproof"], goal_options=["black", "xx-large"],
+        asin="B000TSHIRT",
+        category="fashion",
+        query="men's t-shirt",
+        name="Acme Cotton Men's T-Shirt, Black",
+        product_category="Clothing › Men › Shirts",
+        instruction_text="i want a t-shirt",
+        price_upper=20.0,
+        attributes=["machine wash", "classic fit", "waterproof"],
+        goal_options=["black", "xx-large"],
     )
     fields.update(overrides)
     return Goal(**fields)  # type: ignore[arg-type]

@@ -45,7 +45,12 @@ def test_bad_requests(client) -> None:
     assert client.get("/start/999999").status_code == 404
     sid = _sid(client.get("/start/1"))
     client.post(f"/s/{sid}/click", data={"key": "buy now"})  # not on the search page: nothing happens
-    assert client.get(f"/s/{sid}/state.json").get_json() == {"page": "search", "nonce": 0, "score": 0.0, "breakdown": None}
+    assert client.get(f"/s/{sid}/state.json").get_json() == {
+        "page": "search",
+        "nonce": 0,
+        "score": 0.0,
+        "breakdown": None,
+    }
     assert client.get("/").status_code == 302
 
 
@@ -79,8 +84,12 @@ def test_serve_command_serves_pages(split: str) -> None:
     import sys
     import urllib.request
 
-    proc = subprocess.Popen([sys.executable, "-m", "sapo_cli", "webshop", "serve", "--port", "0", "--split", split],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sapo_cli", "webshop", "serve", "--port", "0", "--split", split],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         url = re.search(r"http://127\.0\.0\.1:\d+/", line).group(0)

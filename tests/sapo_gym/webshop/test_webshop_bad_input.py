@@ -42,11 +42,18 @@ def searches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-@pytest.mark.parametrize("action", [
-    "search[" + " ".join(["shoes"] * 10_000) + "]",  # 10,000 words: past the query cap, so never searched
-    "search[" + "a" * HUGE + "]", "click[" + "a" * HUGE + "]", "x" * HUGE,
-])
-def test_an_oversized_action_changes_nothing_and_searches_nothing(env: WebShopEnv, searches: list[str], action: str) -> None:
+@pytest.mark.parametrize(
+    "action",
+    [
+        "search[" + " ".join(["shoes"] * 10_000) + "]",  # 10,000 words: past the query cap, so never searched
+        "search[" + "a" * HUGE + "]",
+        "click[" + "a" * HUGE + "]",
+        "x" * HUGE,
+    ],
+)
+def test_an_oversized_action_changes_nothing_and_searches_nothing(
+    env: WebShopEnv, searches: list[str], action: str
+) -> None:
     obs, info = env.reset(options={"task_index": 3})
     after, reward, terminated, truncated, info_after = env.step(f"<action>{action}</action>")
     assert len(action) > MAX_QUERY_CHARS and searches == []

@@ -15,11 +15,21 @@ from sapo_gym.webshop.env import WebShopEnv
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
-                       reason="needs Debian's chromium and chromium-driver"),
+    pytest.mark.skipif(
+        not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
+        reason="needs Debian's chromium and chromium-driver",
+    ),
 ]
 
-_KEYS = ("won", "score", "admissible_actions", "simple_observation", "is_action_admissible", "expert_action", "reward_breakdown")
+_KEYS = (
+    "won",
+    "score",
+    "admissible_actions",
+    "simple_observation",
+    "is_action_admissible",
+    "expert_action",
+    "reward_breakdown",
+)
 
 
 @pytest.fixture(scope="module")
@@ -68,12 +78,33 @@ def test_wandering_episode_matches_text_mode(envs) -> None:
     for action in script:
         _, _, _, _, info = _step_both(envs, action)
     product = text.session.results[1].lower()
-    for action in [f"click[{product}]", "click[features]", "click[< prev]", "click[description]", "click[back to search]",
-                   "search[no such thing qqq]", "click[back to search]", f"search[{text.session.goal.query}]",
-                   f"click[{product}]", "click[reviews]", "click[< prev]"]:
+    for action in [
+        f"click[{product}]",
+        "click[features]",
+        "click[< prev]",
+        "click[description]",
+        "click[back to search]",
+        "search[no such thing qqq]",
+        "click[back to search]",
+        f"search[{text.session.goal.query}]",
+        f"click[{product}]",
+        "click[reviews]",
+        "click[< prev]",
+    ]:
         _, _, _, _, info = _step_both(envs, action)
-    options = [a for a in info["admissible_actions"] if a not in {"click[back to search]", "click[< prev]", "click[description]",
-                                                                 "click[features]", "click[reviews]", "click[buy now]"}]
+    options = [
+        a
+        for a in info["admissible_actions"]
+        if a
+        not in {
+            "click[back to search]",
+            "click[< prev]",
+            "click[description]",
+            "click[features]",
+            "click[reviews]",
+            "click[buy now]",
+        }
+    ]
     for action in list(rng.permutation(options))[:2] + ["click[buy now]"]:
         obs, reward, terminated, _, info = _step_both(envs, str(action))
     assert terminated and 0.0 <= info["score"] <= 1.0
@@ -87,8 +118,13 @@ def test_searches_off_the_search_page_and_in_any_script_match_text_mode(envs) ->
     for action in ["search[women’s “soft” sweater]", "search[coffee table]", "click[next >]", "search[靴 lamp]"]:
         _step_both(envs, action)
     assert text.session.kind == "results" and text.session.results  # the later searches ran from results pages
-    for action in [f"click[{text.session.results[0].lower()}]", "click[description]", "search[tea]", "search[   ]",
-                   "search[red\nshoes]"]:
+    for action in [
+        f"click[{text.session.results[0].lower()}]",
+        "click[description]",
+        "search[tea]",
+        "search[   ]",
+        "search[red\nshoes]",
+    ]:
         _, _, _, _, info = _step_both(envs, action)
     assert not info["is_action_admissible"]  # the line break
     assert text.session.kind == "results" and text.session.keywords == "   " and text.session.searched[-2] == "tea"

@@ -17,7 +17,11 @@ from sapo_gym.webshop.generate import PRODUCT_TYPES, generate_raw
 
 def _write(folder: Path, products: object, ins: object, human: object) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    for name, blob in (("items_shuffle_1000.json", products), ("items_ins_v2_1000.json", ins), ("items_human_ins.json", human)):
+    for name, blob in (
+        ("items_shuffle_1000.json", products),
+        ("items_ins_v2_1000.json", ins),
+        ("items_human_ins.json", human),
+    ):
         (folder / name).write_text(json.dumps(blob))
     return folder
 
@@ -27,8 +31,18 @@ def test_generator_is_deterministic_and_in_webshop_schema() -> None:
     assert a == b and a != generate_raw(300, seed=2)
     products, ins, human = a
     assert len({p["asin"] for p in products}) == 300
-    keys = {"asin", "name", "full_description", "small_description", "pricing", "customization_options", "images",
-            "query", "category", "product_category"}
+    keys = {
+        "asin",
+        "name",
+        "full_description",
+        "small_description",
+        "pricing",
+        "customization_options",
+        "images",
+        "query",
+        "category",
+        "product_category",
+    }
     assert all(keys <= set(p) for p in products)
     assert {p["category"] for p in products} == {t.category for t in PRODUCT_TYPES}
     some = human[products[0]["asin"]][0]
@@ -49,10 +63,16 @@ def test_default_catalog_size_goals_and_splits() -> None:
 
 
 def test_goal_shuffle_is_identical_across_processes() -> None:
-    code = ("import hashlib; from sapo_gym.webshop.dataset import load_catalog; c = load_catalog(); "
-            "print(hashlib.sha256(repr([(g.asin, g.instruction_text, g.price_upper) for g in c.goals]).encode()).hexdigest())")
-    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={"PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    code = (
+        "import hashlib; from sapo_gym.webshop.dataset import load_catalog; c = load_catalog(); "
+        "print(hashlib.sha256(repr([(g.asin, g.instruction_text, g.price_upper) for g in c.goals]).encode()).hexdigest())"
+    )
+    runs = {
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": seed}
+        ).stdout
+        for seed in ("1", "2")
+    }
     assert len(runs) == 1
 
 
@@ -77,12 +97,23 @@ def test_pricing_is_parsed_as_webshop_does() -> None:
         parse_pricing("twelve dollars", "items_shuffle.json", "#0")
 
 
-@pytest.mark.parametrize("mutate, file, field", [
-    (lambda p, i, h: p[0].pop("name"), "items_shuffle_1000.json", "'name'"),
-    (lambda p, i, h: p[0].update(category=7), "items_shuffle_1000.json", "'category'"),
-    (lambda p, i, h: p[1].update(customization_options={"color": "red"}), "items_shuffle_1000.json", "customization_options.color"),
-    (lambda p, i, h: h[p[0]["asin"]][0].pop("instruction_attributes"), "items_human_ins.json", "'instruction_attributes'"),
-])
+@pytest.mark.parametrize(
+    "mutate, file, field",
+    [
+        (lambda p, i, h: p[0].pop("name"), "items_shuffle_1000.json", "'name'"),
+        (lambda p, i, h: p[0].update(category=7), "items_shuffle_1000.json", "'category'"),
+        (
+            lambda p, i, h: p[1].update(customization_options={"color": "red"}),
+            "items_shuffle_1000.json",
+            "customization_options.color",
+        ),
+        (
+            lambda p, i, h: h[p[0]["asin"]][0].pop("instruction_attributes"),
+            "items_human_ins.json",
+            "'instruction_attributes'",
+        ),
+    ],
+)
 def test_malformed_files_name_the_file_and_field(tmp_path: Path, mutate, file: str, field: str) -> None:
     products, ins, human = generate_raw(5, seed=4)
     mutate(products, ins, human)

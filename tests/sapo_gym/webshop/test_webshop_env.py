@@ -54,15 +54,18 @@ def _state(env: WebShopEnv) -> tuple:
     return s.kind, s.keywords, s.page_no, s.asin, dict(s.options), s.render().agent_observation()
 
 
-@pytest.mark.parametrize("action", [
-    "click[buy now]",  # not on this page
-    "click[not a button]",
-    "search[]",
-    "search[" + "x" * 100_000 + "]",
-    "search[red\nshoes]",  # WebShop's action pattern does not match across a line break
-    "jump[to]",
-    "",
-])
+@pytest.mark.parametrize(
+    "action",
+    [
+        "click[buy now]",  # not on this page
+        "click[not a button]",
+        "search[]",
+        "search[" + "x" * 100_000 + "]",
+        "search[red\nshoes]",  # WebShop's action pattern does not match across a line break
+        "jump[to]",
+        "",
+    ],
+)
 def test_bad_input_changes_nothing(env: WebShopEnv, action: str) -> None:
     env.reset(options={"task_index": 1})
     if not action.startswith("search"):  # clicks are tried on a results page, searches on the search page
@@ -90,7 +93,11 @@ def test_search_runs_from_any_page_but_the_done_page(env: WebShopEnv) -> None:
     _act(env, f"click[{env.session.results[0].lower()}]")
     _act(env, "click[description]")
     _, _, _, _, info = _act(env, "search[lamp]")  # from a sub-page
-    assert info["is_action_admissible"] and (env.session.kind, env.session.keywords, env.session.page_no) == ("results", "lamp", 1)
+    assert info["is_action_admissible"] and (env.session.kind, env.session.keywords, env.session.page_no) == (
+        "results",
+        "lamp",
+        1,
+    )
     _act(env, f"click[{env.session.results[0].lower()}]")
     _act(env, "click[buy now]")
     _, _, _, _, info = _act(env, "search[tea]")  # the episode is over
@@ -163,8 +170,11 @@ def test_invalid_split_names_the_choices() -> None:
 
 _actions = st.one_of(
     st.text(max_size=300),
-    st.builds(lambda verb, arg: f"<think>x</think><action>{verb}[{arg}]</action>",
-              st.sampled_from(["search", "click", "Click", "buy"]), st.text(max_size=80)),
+    st.builds(
+        lambda verb, arg: f"<think>x</think><action>{verb}[{arg}]</action>",
+        st.sampled_from(["search", "click", "Click", "buy"]),
+        st.text(max_size=80),
+    ),
 )
 
 

@@ -23,16 +23,35 @@ TEA = ["tea tree", "essential oils", "natural ingredients"]
 
 
 def product(**fields: object) -> Product:
-    base: dict[str, object] = dict(asin="B0", title="", category="c", query="Query 1", product_category="a › b › c",
-                                   pricing=(35.0,), price_tag="$35", options={}, attributes=[], bullet_points=[],
-                                   description="")
+    base: dict[str, object] = dict(
+        asin="B0",
+        title="",
+        category="c",
+        query="Query 1",
+        product_category="a › b › c",
+        pricing=(35.0,),
+        price_tag="$35",
+        options={},
+        attributes=[],
+        bullet_points=[],
+        description="",
+    )
     base.update(fields)
     return Product(**base)  # type: ignore[arg-type]
 
 
 def goal(**fields: object) -> Goal:
-    base: dict[str, object] = dict(asin="B0", category="c", query="Query 1", name="Name 1", product_category="a › b › c",
-                                   instruction_text="", attributes=list(TEA), price_upper=40.0, goal_options=[])
+    base: dict[str, object] = dict(
+        asin="B0",
+        category="c",
+        query="Query 1",
+        name="Name 1",
+        product_category="a › b › c",
+        instruction_text="",
+        attributes=list(TEA),
+        price_upper=40.0,
+        goal_options=[],
+    )
     base.update(fields)
     return Goal(**base)  # type: ignore[arg-type]
 
@@ -46,20 +65,29 @@ def _rules() -> list[NounRule]:
 def test_type_reward_exact_query_and_categories(rule: NounRule) -> None:
     assert type_reward(product(title="Name 1"), goal(), rule) == (1.0, True, True, 1)
     assert type_reward(product(title="Name 1", query="Query 2"), goal(), rule)[1] is False
-    for breadcrumb, match in [("b › c › a", True), ("d › e › f", False), ("a › d › b", True), ("a › a › b", True),
-                              ("a › a › d", False)]:
+    for breadcrumb, match in [
+        ("b › c › a", True),
+        ("d › e › f", False),
+        ("a › d › b", True),
+        ("a › a › b", True),
+        ("a › a › d", False),
+    ]:
         assert type_reward(product(title="Name 1", product_category=breadcrumb), goal(), rule)[2] is match, breadcrumb
 
 
 # ------------------------------------------------------------------ get_type_reward: title scores
 ADIDAS = ("adidas Unisex-Adult D.o.n. Issue 2 Basketball Shoe", "adidas Unisex-Adult D.o.n. Issue 2 Indoor Court Shoe")
-PEAK = ("Mens D.O.N. Issue 2 Gca Basketball Sneakers Shoes Casual - Off White",
-        "PEAK High Top Mens Basketball Shoes Lou Williams Streetball Master Breathable Non Slip Outdoor Sneakers")
+PEAK = (
+    "Mens D.O.N. Issue 2 Gca Basketball Sneakers Shoes Casual - Off White",
+    "PEAK High Top Mens Basketball Shoes Lou Williams Streetball Master Breathable Non Slip Outdoor Sneakers",
+)
 CORD = "BRST AC Power Cord Outlet Socket Cable Plug Lead for Panasonic SC-HT830V DVD/VCR Combo Home Theater System"
 SOUNDBAR = "Saireed UL Listed 2 Prong Power Cord for JBL Bar 3.1 Bar 2.1 Channel 4K Ultra HD Soundbar"
 SUBWOOFER = SOUNDBAR + " Home Theater System Subwoofer"
-KNOB = ("Rusticware 921ORB Kitchen and Bath Cabinet Knob",
-        "Minkissy 2pcs Stainless Steel Eyebrow Tweezers Blackhead Acne Remover Portable Makeup Tweezers (Silver)")
+KNOB = (
+    "Rusticware 921ORB Kitchen and Bath Cabinet Knob",
+    "Minkissy 2pcs Stainless Steel Eyebrow Tweezers Blackhead Acne Remover Portable Makeup Tweezers (Silver)",
+)
 
 # (goal name, purchased name, the original's expectation, offline-v1's score, spaCy 3.8.x + en_core_web_sm 3.8.0's
 # score, whether the expectation holds within abs_tol=1e-2 for both rules)
@@ -116,23 +144,31 @@ def test_completely_different_titles(rule: NounRule) -> None:
 def test_attribute_reward_cases() -> None:
     assert attribute_matches(product(attributes=["tea tree", "essential oil", "natural ingredients"]), TEA) == 3
     assert attribute_matches(product(attributes=["essential oil", "natural ingredients"]), TEA) == 2
-    found_in_text = product(bullet_points=["This shampoo has essential oils and smells like lemons"],
-                            description="Best shampoo on the market, made with natural ingredients")
+    found_in_text = product(
+        bullet_points=["This shampoo has essential oils and smells like lemons"],
+        description="Best shampoo on the market, made with natural ingredients",
+    )
     assert attribute_matches(found_in_text, TEA) == 2
-    no_match = product(attributes=["tea bag", "earl gray", "lipton"], title="English tea for breakfast",
-                       bullet_points=["Soothing aroma", "Calming, great feeling"],
-                       description="Best tea made by Lipton, great to pair with breakfast")
+    no_match = product(
+        attributes=["tea bag", "earl gray", "lipton"],
+        title="English tea for breakfast",
+        bullet_points=["Soothing aroma", "Calming, great feeling"],
+        description="Best tea made by Lipton, great to pair with breakfast",
+    )
     assert attribute_matches(no_match, TEA) == 0
 
 
 # ------------------------------------------------------------------ get_option_reward
-@pytest.mark.parametrize("goal_options, purchased, matches", [
-    (["grey", "XL", "pack of 12"], ["pack of 12", "grey", "XL"], 3),  # exact
-    (["grey", "XL", "pack of 12"], ["pack of 12", "blue", "XL"], 2),  # partial
-    (["cool powder snow", "XL", "pack of 12"], ["pack of 12", "powder snow", "XL"], 3),  # fuzzy
-    ([], ["goal 1", "goal 2"], 0),  # empty goal options (the original's r_option is None)
-    (["goal 1", "goal 2"], [], 0),  # empty purchased options
-])
+@pytest.mark.parametrize(
+    "goal_options, purchased, matches",
+    [
+        (["grey", "XL", "pack of 12"], ["pack of 12", "grey", "XL"], 3),  # exact
+        (["grey", "XL", "pack of 12"], ["pack of 12", "blue", "XL"], 2),  # partial
+        (["cool powder snow", "XL", "pack of 12"], ["pack of 12", "powder snow", "XL"], 3),  # fuzzy
+        ([], ["goal 1", "goal 2"], 0),  # empty goal options (the original's r_option is None)
+        (["goal 1", "goal 2"], [], 0),  # empty purchased options
+    ],
+)
 def test_option_reward_cases(goal_options: list[str], purchased: list[str], matches: int) -> None:
     assert option_matches(purchased, goal_options) == matches
 
@@ -150,15 +186,17 @@ def test_get_reward_cases(rule: NounRule) -> None:
     # the original sets BulletPoints to a *string*, which its " ".join spreads letter by letter, so
     # "essential oils" is not found there: bullets modelled as that string's characters
     text = "This shampoo has essential oils and smells like lemons"
-    p = product(title=MENS, bullet_points=list(text),
-                description="Best shampoo on the market, made with natural ingredients")
+    p = product(
+        title=MENS, bullet_points=list(text), description="Best shampoo on the market, made with natural ingredients"
+    )
     # (1 attribute + 2 options + price) / (3 + 2 + 1)
     assert isclose(purchase_reward(p, g, 35, options, rule).total, 2 / 3, abs_tol=1e-2)
     g3 = goal(name=MENS, goal_options=["grey", "XL", "pack of 12"], option_names=("color", "size", "amount"))
     # (1 + 2 + 1) / (3 + 3 + 1) = 0.5714
     assert isclose(purchase_reward(p, g3, 35, options, rule).total, 0.5714, abs_tol=1e-2)
     g4 = goal(name=SOUNDBAR, goal_options=g3.goal_options, option_names=g3.option_names)
-    p4 = product(title=CORD, query="Query 2", product_category="a › d › e", bullet_points=list(text),
-                 description=p.description)
+    p4 = product(
+        title=CORD, query="Query 2", product_category="a › d › e", bullet_points=list(text), description=p.description
+    )
     # title score 2/12 with both rules: r_type 0.5 -> 0.5714 x 0.5 = 0.2857
     assert isclose(purchase_reward(p4, g4, 35, options, rule).total, 0.2857, abs_tol=1e-2)

@@ -32,8 +32,19 @@ def reference_weights(products: list[dict]) -> list[tuple[str, tuple[str, ...], 
 
 
 def _product(asin: str, options: dict[str, list[str]]) -> Product:
-    return Product(asin=asin, title=f"title {asin}", category="c", query="q", product_category="a › b › c",
-                   pricing=(15.0,), price_tag="$15.00", options=options, attributes=[], bullet_points=[], description="")
+    return Product(
+        asin=asin,
+        title=f"title {asin}",
+        category="c",
+        query="q",
+        product_category="a › b › c",
+        pricing=(15.0,),
+        price_tag="$15.00",
+        options=options,
+        attributes=[],
+        bullet_points=[],
+        description="",
+    )
 
 
 # a hand-made catalog: B1 has 2 x 3 option combinations, B2 none (one goal), B3 one, B4 no instruction
@@ -47,15 +58,24 @@ CATALOG = [
 
 def _ours(catalog: list) -> list[tuple[str, tuple[str, ...], float]]:
     products = [_product(asin, options) for asin, options, _ in catalog]
-    ins = {asin: ({"instruction": f"i want {asin}", "instruction_attributes": attrs} if attrs else {})
-           for asin, _, attrs in catalog}
+    ins = {
+        asin: ({"instruction": f"i want {asin}", "instruction_attributes": attrs} if attrs else {})
+        for asin, _, attrs in catalog
+    }
     goals = goals_from_synthetic(products, {p.asin: 15.0 for p in products}, ins, random.Random(0))
     return [(g.asin, tuple(g.goal_options), g.weight) for g in goals]
 
 
 def _as_webshop(catalog: list) -> list[dict]:
-    return [{"asin": asin, "options": options, "instruction_attributes": attrs or [],
-             "instruction_text": f"i want {asin}" if attrs else None} for asin, options, attrs in catalog]
+    return [
+        {
+            "asin": asin,
+            "options": options,
+            "instruction_attributes": attrs or [],
+            "instruction_text": f"i want {asin}" if attrs else None,
+        }
+        for asin, options, attrs in catalog
+    ]
 
 
 def test_hand_computed_weights_count_each_option_combination() -> None:
@@ -78,9 +98,15 @@ def test_weights_match_the_reference_on_the_hand_made_catalog() -> None:
 def test_weights_match_the_reference_on_the_verl_agent_catalog() -> None:
     catalog = load_split_catalog("verl-agent-test")
     _, ins, _ = generate_raw(1000, seed=0)
-    shaped = [{"asin": p.asin, "options": p.options,
-               "instruction_attributes": (ins.get(p.asin) or {}).get("instruction_attributes", []),
-               "instruction_text": (ins.get(p.asin) or {}).get("instruction")} for p in catalog.products]
+    shaped = [
+        {
+            "asin": p.asin,
+            "options": p.options,
+            "instruction_attributes": (ins.get(p.asin) or {}).get("instruction_attributes", []),
+            "instruction_text": (ins.get(p.asin) or {}).get("instruction"),
+        }
+        for p in catalog.products
+    ]
     ref = {(asin, combo): w for asin, combo, w in reference_weights(shaped)}
     assert len(ref) == len(catalog.goals)
     for g in catalog.goals:

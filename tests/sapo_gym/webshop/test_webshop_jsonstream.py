@@ -15,13 +15,21 @@ from sapo_gym.webshop.jsonstream import iter_array, iter_object
 
 def _members(seed: int) -> list:
     rng = random.Random(seed)
-    members: list = [{"a": "x\u00e9\\\"\u203a" * rng.randint(0, 40), "n": rng.random() * 1e6,
-                      "l": [1, 2.5, None, True, False, "é›", -1e-7, 12345678901234567890]} for _ in range(40)]
+    members: list = [
+        {
+            "a": 'x\u00e9\\"\u203a' * rng.randint(0, 40),
+            "n": rng.random() * 1e6,
+            "l": [1, 2.5, None, True, False, "é›", -1e-7, 12345678901234567890],
+        }
+        for _ in range(40)
+    ]
     return members + [12345, 3.5e10, "s", [], {}, True, None, -0.0, "", [[[]]]]
 
 
 @pytest.mark.parametrize("read_chars", [1, 2, 3, 7, 50, 1 << 20])
-def test_members_are_json_loads_whatever_the_buffer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read_chars: int) -> None:
+def test_members_are_json_loads_whatever_the_buffer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read_chars: int
+) -> None:
     monkeypatch.setattr(jsonstream, "READ_CHARS", read_chars)  # members split across blocks anywhere, numbers too
     members = _members(read_chars)
     path = tmp_path / "a.json"
@@ -34,13 +42,23 @@ def test_members_are_json_loads_whatever_the_buffer(tmp_path: Path, monkeypatch:
     assert list(iter_array(path)) == []
 
 
-@pytest.mark.parametrize("text, where", [
-    ('[{"a": 1}, {"a": ', "#1"), ('[{"a": 1} {"a": 2}]', "after #0"), ("[1, 2", "after #1"),
-    ('[{"a": "unterminated]', "#0"), ("[1, }", "#1"), ("", "<top>"), ("[1]x", "<end>"), ('{"a": 1, 2: 3}', "#1"),
-    ('{"a" 1}', "a"),
-])
-def test_a_malformed_file_names_itself_and_the_member(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str,
-                                                      where: str) -> None:
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ('[{"a": 1}, {"a": ', "#1"),
+        ('[{"a": 1} {"a": 2}]', "after #0"),
+        ("[1, 2", "after #1"),
+        ('[{"a": "unterminated]', "#0"),
+        ("[1, }", "#1"),
+        ("", "<top>"),
+        ("[1]x", "<end>"),
+        ('{"a": 1, 2: 3}', "#1"),
+        ('{"a" 1}', "a"),
+    ],
+)
+def test_a_malformed_file_names_itself_and_the_member(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, where: str
+) -> None:
     monkeypatch.setattr(jsonstream, "READ_CHARS", 3)
     path = tmp_path / "bad.json"
     path.write_text(text)

@@ -13,8 +13,9 @@ from sapo_gym.webshop.mapped import ArrayFile, SortedFile
 
 @pytest.mark.parametrize("length", [0, 1, 3, 4, 5, 8, 9, 37, 400])
 @pytest.mark.parametrize("dtype", [np.uint64, np.int64, "S10"])
-def test_a_sorted_file_is_searched_as_numpy_searches_the_array(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                               length: int, dtype: object) -> None:
+def test_a_sorted_file_is_searched_as_numpy_searches_the_array(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, length: int, dtype: object
+) -> None:
     monkeypatch.setattr(mapped, "FENCE_STRIDE", 4)  # many blocks; runs of equal keys cross their edges
     monkeypatch.setattr(mapped, "_FENCE_READ", 10)  # the fences sampled over several reads
     rng = np.random.default_rng(length)
@@ -23,8 +24,11 @@ def test_a_sorted_file_is_searched_as_numpy_searches_the_array(tmp_path: Path, m
     np.save(tmp_path / "keys.npy", keys)
     found = SortedFile(tmp_path / "keys.npy")
     assert len(found) == length and np.array_equal(found.fences, keys[::4])
-    probes = ([b"", b"z", *(b"k%03d" % v for v in range(14))] if dtype == "S10"
-              else [np.array(v).astype(dtype) for v in range(14)] + [np.iinfo(dtype).min, np.iinfo(dtype).max])
+    probes = (
+        [b"", b"z", *(b"k%03d" % v for v in range(14))]
+        if dtype == "S10"
+        else [np.array(v).astype(dtype) for v in range(14)] + [np.iinfo(dtype).min, np.iinfo(dtype).max]
+    )
     for key in probes:  # below, between, at and above every key
         for side in ("left", "right"):
             assert found.searchsorted(key, side) == int(np.searchsorted(keys, key, side)), (key, side)

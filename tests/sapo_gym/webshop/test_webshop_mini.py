@@ -57,4 +57,7 @@ def test_test_goals_must_be_a_positive_integer(bad):
 def test_test_goals_moves_the_cut_between_the_parts():
     assert len(WebShopEnv(split="test").task_ids) == TEST_GOALS
     assert len(WebShopEnv(split="test", test_goals=40).task_ids) == 40
-    assert len(WebShopEnv(split="train", test_goals=40).task_ids) == len(WebShopEnv(split="train").task_ids) + TEST_GOALS - 40
+    assert (
+        len(WebShopEnv(split="train", test_goals=40).task_ids)
+        == len(WebShopEnv(split="train").task_ids) + TEST_GOALS - 40
+    )

@@ -57,16 +57,22 @@ def test_the_tagger_only_pipeline_tags_as_the_full_one() -> None:
         pytest.skip("spaCy or an en_core_web_sm package is not installed (the nlp extra)")
     full, lite = importlib.import_module(package).load(), nouns._pipeline(package)
     assert not set(lite.pipe_names) & set(nouns.TAGGER_ONLY)
-    titles = ["adidas Unisex-Adult D.o.n. Issue 2 Basketball Shoe", "Crest 3D White Toothpaste, Radiant Mint, 4.1 oz, Pack of 3",
-              "Women's Casual Summer Dress, V-Neck Floral Print Sleeveless Beach Sundress with Pockets",
-              "BRST AC Power Cord Outlet Socket Cable Plug Lead for Panasonic SC-HT830V DVD/VCR Combo Home Theater System",
-              "Apple iPhone 12 Pro Max, 128GB, Pacific Blue - Unlocked (Renewed)", "the best of the new"]
+    titles = [
+        "adidas Unisex-Adult D.o.n. Issue 2 Basketball Shoe",
+        "Crest 3D White Toothpaste, Radiant Mint, 4.1 oz, Pack of 3",
+        "Women's Casual Summer Dress, V-Neck Floral Print Sleeveless Beach Sundress with Pockets",
+        "BRST AC Power Cord Outlet Socket Cable Plug Lead for Panasonic SC-HT830V DVD/VCR Combo Home Theater System",
+        "Apple iPhone 12 Pro Max, 128GB, Pacific Blue - Unlocked (Renewed)",
+        "the best of the new",
+    ]
     assert [[t.pos_ for t in full(x)] for x in titles] == [[t.pos_ for t in lite(x)] for x in titles]
 
 
 def test_importing_the_env_and_choosing_a_rule_load_no_spacy() -> None:
-    code = ("import sys; import sapo_gym.webshop.env; from sapo_gym.webshop.nouns import noun_rule; "
-            "rule = noun_rule('offline'); print('spacy' in sys.modules, 'torch' in sys.modules, rule.id)")
+    code = (
+        "import sys; import sapo_gym.webshop.env; from sapo_gym.webshop.nouns import noun_rule; "
+        "rule = noun_rule('offline'); print('spacy' in sys.modules, 'torch' in sys.modules, rule.id)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split()[:2] == ["False", "False"], out.stdout
 
@@ -118,9 +124,16 @@ def test_the_installed_model_is_the_pinned_upload() -> None:
     assert found == PINNED_MODEL_FILES
 
 
-TRICKY_TITLES = ["I need something for her, it is mine", "Everything you want: nothing but the best",
-                 "that which I see", "  spaced   out  ", "Men's T-Shirt 2-Pack (XL)", "Whether or not: it's yours",
-                 "ASUS ROG Strix G15 Gaming Laptop, 15.6\u201d 144Hz", "Somebody's Apple AirPods Pro \u2013 White"]
+TRICKY_TITLES = [
+    "I need something for her, it is mine",
+    "Everything you want: nothing but the best",
+    "that which I see",
+    "  spaced   out  ",
+    "Men's T-Shirt 2-Pack (XL)",
+    "Whether or not: it's yours",
+    "ASUS ROG Strix G15 Gaming Laptop, 15.6\u201d 144Hz",
+    "Somebody's Apple AirPods Pro \u2013 White",
+]
 
 
 def test_batched_tagging_gives_the_nouns_of_one_title_at_a_time() -> None:

@@ -14,14 +14,25 @@ from sapo_gym.webshop.shop import NEXT_PAGE, PREV_PAGE, ShopSession
 
 @pytest.fixture
 def shop(tmp_path: Path, make_product, make_goal):
-    mugs = [make_product(asin=f"B000MUG{i:03d}", title=f"Blue Mug {i}", options={}, bullet_points=["Glazed"])
-            for i in range(23)]
+    mugs = [
+        make_product(asin=f"B000MUG{i:03d}", title=f"Blue Mug {i}", options={}, bullet_points=["Glazed"])
+        for i in range(23)
+    ]
     bare = make_product(asin="B000BARE01", title="Bare Lamp", bullet_points=[], description="", options={})
-    reviewed = make_product(asin="B000REVD01", title="Reviewed Lamp", options={},
-                            reviews=[{"title": "Bright", "score": 4, "body": "Lights the room."}, {"title": "Dim", "score": 2}])
+    reviewed = make_product(
+        asin="B000REVD01",
+        title="Reviewed Lamp",
+        options={},
+        reviews=[{"title": "Bright", "score": 4, "body": "Lights the room."}, {"title": "Dim", "score": 2}],
+    )
     products = [*mugs, bare, reviewed]
-    catalog = Catalog(products=products, prices={p.asin: 15.0 for p in products}, goals=[make_goal()], source="pages",
-                      digest="pages-test")
+    catalog = Catalog(
+        products=products,
+        prices={p.asin: 15.0 for p in products},
+        goals=[make_goal()],
+        source="pages",
+        digest="pages-test",
+    )
     return lambda: ShopSession(catalog, SearchIndex(catalog, cache_dir=tmp_path), catalog.goals[0], OFFLINE)
 
 
@@ -36,8 +47,12 @@ def test_next_is_on_every_results_page_prev_from_page_two(shop) -> None:
     for _ in range(4):  # pages 1-3 hold 10 + 10 + 3 mugs; page 4 is past the end, as WebShop renders it: empty
         pages.append((s.page_no, _buttons(s), sum(e.kind == "link" for e in s.render().elements)))
         assert s.step(f"click[{NEXT_PAGE.lower()}]")
-    assert pages == [(1, ["Back to Search", NEXT_PAGE], 10), (2, ["Back to Search", PREV_PAGE, NEXT_PAGE], 10),
-                     (3, ["Back to Search", PREV_PAGE, NEXT_PAGE], 3), (4, ["Back to Search", PREV_PAGE, NEXT_PAGE], 0)]
+    assert pages == [
+        (1, ["Back to Search", NEXT_PAGE], 10),
+        (2, ["Back to Search", PREV_PAGE, NEXT_PAGE], 10),
+        (3, ["Back to Search", PREV_PAGE, NEXT_PAGE], 3),
+        (4, ["Back to Search", PREV_PAGE, NEXT_PAGE], 0),
+    ]
     assert "Page 5 (Total results: 23)" in s.render().texts
 
 

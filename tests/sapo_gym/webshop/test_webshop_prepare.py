@@ -22,7 +22,9 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty cache of this test's own, and no catalog, index or noun rule remembered in this process."""
     root = tmp_path / "cache"
     monkeypatch.setenv("SAPO_GYM_CACHE", str(root))
-    if spacy_model_package() is None:  # no table ships for this catalog: without spaCy the env's rule is the offline one
+    if (
+        spacy_model_package() is None
+    ):  # no table ships for this catalog: without spaCy the env's rule is the offline one
         monkeypatch.setenv(NOUNS_ENV, "offline")
     _forget_in_process()
     yield root
@@ -50,6 +52,7 @@ def _builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         def wrapped(*args, **kwargs):
             started.append(name)
             return real(*args, **kwargs)
+
         return wrapped
 
     monkeypatch.setattr(store, "_build", spy("store", store._build))
@@ -103,8 +106,9 @@ def test_prepared_splits_need_the_human_file_for_human_goals() -> None:
     assert prepared_splits(False) == ["verl-agent-test", "verl-agent-train"]
 
 
-def test_the_data_command_prepares_and_says_where(catalog_dir: Path, cache: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_data_command_prepares_and_says_where(
+    catalog_dir: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     parser = argparse.ArgumentParser()
     data.register_data_cli(parser.add_subparsers())
     args = parser.parse_args(["webshop", "--data-dir", str(catalog_dir), "--catalog", "full", "--prepare"])

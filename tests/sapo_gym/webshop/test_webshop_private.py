@@ -25,7 +25,9 @@ def test_the_split_regenerates_identically_from_its_seed_and_differently_from_an
         assert goals == [b.unwrapped.goal(i) for i in range(6)]
         assert a.unwrapped.spec_hash() == b.unwrapped.spec_hash() != c.unwrapped.spec_hash()
         assert {g.instruction_text for g in goals}.isdisjoint(c.unwrapped.goal(i).instruction_text for i in range(6))
-        assert a.unwrapped.spec_hash() != _make(n=7).unwrapped.spec_hash()  # the hash covers the goals, not only the seed
+        assert (
+            a.unwrapped.spec_hash() != _make(n=7).unwrapped.spec_hash()
+        )  # the hash covers the goals, not only the seed
     finally:
         for env in (a, b, c):
             env.close()
@@ -53,7 +55,9 @@ def test_the_expert_wins_every_private_goal() -> None:
             _, info = env.reset(seed=0, options={"task_index": index})
             done = False
             while not done:
-                _, _, terminated, truncated, info = env.step(f"<think>x</think><action>{info['expert_action']}</action>")
+                _, _, terminated, truncated, info = env.step(
+                    f"<think>x</think><action>{info['expert_action']}</action>"
+                )
                 done = terminated or truncated
             assert info["won"], index
     finally:

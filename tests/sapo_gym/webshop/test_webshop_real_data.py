@@ -59,9 +59,12 @@ def test_human_goal_order_matches_webshops_human_goals_json() -> None:
 def test_human_goals_are_the_files_instructions_shuffled_with_seed_233(choice: str) -> None:
     folder = _folder_with(*CATALOGS[choice], HUMAN_FILE)
     human = json.loads((folder / HUMAN_FILE).read_text())
-    unshuffled = [(p["asin"], ins["instruction"].strip("."))
-                  for p in _products_in_file_order(folder / CATALOGS[choice][0])
-                  for ins in human.get(p["asin"], []) if ins["instruction_attributes"]]
+    unshuffled = [
+        (p["asin"], ins["instruction"].strip("."))
+        for p in _products_in_file_order(folder / CATALOGS[choice][0])
+        for ins in human.get(p["asin"], [])
+        if ins["instruction_attributes"]
+    ]
     random.Random(233).shuffle(unshuffled)
     catalog = load_split_catalog("test", folder, catalog=choice)
     assert [(g.asin, g.instruction_text.split(PRICE_CLAUSE)[0]) for g in catalog.goals] == unshuffled

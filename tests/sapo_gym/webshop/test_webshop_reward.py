@@ -18,13 +18,19 @@ from sapo_gym.webshop.reward import (
 )
 
 
-@pytest.mark.parametrize("title, nouns", [
-    ("Acme Cotton Men's T-Shirt, Black", ["acme", "cotton", "men", "shirt"]),  # 's and t are 1-letter tokens; black is a colour
-    ("Waterproof Portable Bluetooth Speaker 2 Pack", ["bluetooth", "speaker", "pack"]),
-    ("the best of the new", []),
-    ("Comfortable Washable Rug", ["rug"]),  # -able suffix adjectives
-    ("Rug rug RUG", ["rug", "rug", "rug"]),  # repeats are kept (they count in the denominator)
-])
+@pytest.mark.parametrize(
+    "title, nouns",
+    [
+        (
+            "Acme Cotton Men's T-Shirt, Black",
+            ["acme", "cotton", "men", "shirt"],
+        ),  # 's and t are 1-letter tokens; black is a colour
+        ("Waterproof Portable Bluetooth Speaker 2 Pack", ["bluetooth", "speaker", "pack"]),
+        ("the best of the new", []),
+        ("Comfortable Washable Rug", ["rug"]),  # -able suffix adjectives
+        ("Rug rug RUG", ["rug", "rug", "rug"]),  # repeats are kept (they count in the denominator)
+    ],
+)
 def test_offline_nouns(title: str, nouns: list[str]) -> None:
     assert offline_nouns(title) == tuple(nouns)
 
@@ -74,7 +80,9 @@ def test_type_reward_query_match(make_product, make_goal) -> None:
 
 def test_type_reward_partial_credit(make_product, make_goal) -> None:
     # no query match, 1 shared category, 1 of 7 goal nouns (1/7 = 0.143): not a match -> 0.5
-    goal = make_goal(query="men's shirt", name="Acme Crew Shirt Tee Top Polo Pack", product_category="Clothing › Boys › Tops")
+    goal = make_goal(
+        query="men's shirt", name="Acme Crew Shirt Tee Top Polo Pack", product_category="Clothing › Boys › Tops"
+    )
     product = make_product(title="Acme Rain Jacket")
     r_type, query_match, category_match, title_score = type_reward(product, goal, OFFLINE)
     assert (r_type, query_match, category_match) == (0.5, False, False)
@@ -82,14 +90,19 @@ def test_type_reward_partial_credit(make_product, make_goal) -> None:
     # 1 of 11 nouns (< 0.1) -> 0.1; none -> 0.0
     long_name = "Acme Crew Shirt Tee Top Polo Pack Gift Box Set Bundle"
     assert type_reward(product, make_goal(query="x", name=long_name, product_category="Other"), OFFLINE)[0] == 0.1
-    assert type_reward(make_product(title="Zen Rain Jacket"), make_goal(query="x", product_category="Other"), OFFLINE)[0] == 0.0
+    assert (
+        type_reward(make_product(title="Zen Rain Jacket"), make_goal(query="x", product_category="Other"), OFFLINE)[0]
+        == 0.0
+    )
     # 2 shared categories make a match even when few title nouns overlap (1/7 >= 0.1)
     goal = make_goal(query="x", name="Acme Crew Shirt Tee Top Polo Pack", product_category="Clothing › Men › Tops")
     assert type_reward(product, goal, OFFLINE)[:3] == (1.0, False, True)
 
 
 def test_type_reward_goal_without_nouns_counts_a_fifth(make_product, make_goal) -> None:
-    r_type, _, _, title_score = type_reward(make_product(), make_goal(name="the best of the new", query="x", product_category="A"), OFFLINE)
+    r_type, _, _, title_score = type_reward(
+        make_product(), make_goal(name="the best of the new", query="x", product_category="A"), OFFLINE
+    )
     assert (r_type, title_score) == (0.5, 0.2)  # 0.2 is not > 0.2: no match
 
 
@@ -110,7 +123,9 @@ def test_option_matches_colour_normalised(make_product) -> None:
 
 def test_purchase_reward_total(make_product, make_goal) -> None:
     # attrs 2/3 (machine wash, classic fit), options 2/2 (black, large~xx-large), price 15 <= 20, r_type 1
-    r = purchase_reward(make_product(), make_goal(), price=15.0, options={"color": "black", "size": "large"}, nouns=OFFLINE)
+    r = purchase_reward(
+        make_product(), make_goal(), price=15.0, options={"color": "black", "size": "large"}, nouns=OFFLINE
+    )
     assert (r.attribute_matches, r.option_matches, r.price_ok, r.r_type) == (2, 2, True, 1.0)
     assert r.total == pytest.approx(5 / 6)
 
@@ -119,13 +134,24 @@ def test_purchase_reward_price_and_missing_options(make_product, make_goal) -> N
     r = purchase_reward(make_product(), make_goal(), price=20.01, options={}, nouns=OFFLINE)
     assert (r.attribute_matches, r.option_matches, r.price_ok) == (2, 0, False)
     assert r.total == pytest.approx(2 / 6)
-    perfect = purchase_reward(make_product(), make_goal(attributes=["machine wash"], goal_options=["black"]), 20.0, {"color": "black"}, nouns=OFFLINE)
+    perfect = purchase_reward(
+        make_product(),
+        make_goal(attributes=["machine wash"], goal_options=["black"]),
+        20.0,
+        {"color": "black"},
+        nouns=OFFLINE,
+    )
     assert perfect.total == 1.0
 
 
 def test_purchase_reward_scaled_by_type(make_product, make_goal) -> None:
-    goal = make_goal(query="men's shirt", name="Acme Crew Shirt Tee Top Polo Pack", product_category="Clothing › Boys › Tops",
-                     attributes=["machine wash"], goal_options=["black"])
+    goal = make_goal(
+        query="men's shirt",
+        name="Acme Crew Shirt Tee Top Polo Pack",
+        product_category="Clothing › Boys › Tops",
+        attributes=["machine wash"],
+        goal_options=["black"],
+    )
     r = purchase_reward(make_product(title="Acme Rain Jacket"), goal, 15.0, {"color": "black"}, OFFLINE)
     assert r.total == pytest.approx(0.5)  # (1 + 1 + 1) / 3 * 0.5
 

@@ -20,7 +20,19 @@ from sapo_gym.webshop.nouns import NOUN_TAGS, OFFLINE, NounRule, noun_rule, spac
 from sapo_gym.webshop.reward import option_matches, purchase_reward, token_set_ratio
 from tests.support import webshop_goal_reference as ref
 
-NON_ASCII = ("\u2122", "\u00ae", "\u00e9", "\u2019", "\u2013", "\u00a0", "\u00b0", "\u201c", "\u00fc", "\u4e2d", "\u00d7")
+NON_ASCII = (
+    "\u2122",
+    "\u00ae",
+    "\u00e9",
+    "\u2019",
+    "\u2013",
+    "\u00a0",
+    "\u00b0",
+    "\u201c",
+    "\u00fc",
+    "\u4e2d",
+    "\u00d7",
+)
 
 
 def _catalog(human: bool, seed: int) -> Catalog:
@@ -29,14 +41,27 @@ def _catalog(human: bool, seed: int) -> Catalog:
 
 
 def as_purchased(p: Product) -> dict:
-    return {"query": p.query, "product_category": p.product_category, "name": p.title, "Title": p.title,
-            "Attributes": list(p.attributes), "BulletPoints": list(p.bullet_points), "Description": p.description}
+    return {
+        "query": p.query,
+        "product_category": p.product_category,
+        "name": p.title,
+        "Title": p.title,
+        "Attributes": list(p.attributes),
+        "BulletPoints": list(p.bullet_points),
+        "Description": p.description,
+    }
 
 
 def as_goal(g: Goal) -> dict:
     options = dict(zip(g.option_names, g.goal_options)) if g.option_names else list(g.goal_options)
-    return {"query": g.query, "product_category": g.product_category, "name": g.name, "attributes": list(g.attributes),
-            "goal_options": options, "price_upper": g.price_upper}
+    return {
+        "query": g.query,
+        "product_category": g.product_category,
+        "name": g.name,
+        "attributes": list(g.attributes),
+        "goal_options": options,
+        "price_upper": g.price_upper,
+    }
 
 
 def _sprinkle(rng: random.Random, text: str) -> str:
@@ -69,8 +94,12 @@ def make_case(rng: random.Random, cat: Catalog) -> tuple[Product, Goal, float, d
     options = _choose(rng, product, goal)
     price = rng.choice([goal.price_upper - 1, goal.price_upper, goal.price_upper + 0.01, cat.prices[product.asin]])
     if rng.random() < 0.33:
-        product = replace(product, title=_sprinkle(rng, product.title), description=_sprinkle(rng, product.description),
-                          attributes=[_sprinkle(rng, a) if rng.random() < 0.5 else a for a in product.attributes])
+        product = replace(
+            product,
+            title=_sprinkle(rng, product.title),
+            description=_sprinkle(rng, product.description),
+            attributes=[_sprinkle(rng, a) if rng.random() < 0.5 else a for a in product.attributes],
+        )
         goal = replace(goal, attributes=[_sprinkle(rng, a) if rng.random() < 0.3 else a for a in goal.attributes])
         options = {k: _sprinkle(rng, v) if rng.random() < 0.3 else v for k, v in options.items()}
     return product, goal, price, options
@@ -84,9 +113,16 @@ def cases(n: int = 400) -> list[tuple[Product, Goal, float, dict[str, str]]]:
 
 def _ours(product: Product, goal: Goal, price: float, options: dict[str, str], rule: NounRule) -> dict:
     r = purchase_reward(product, goal, price, options, rule)
-    return {"total": r.total, "r_type": r.r_type, "query_match": r.query_match, "category_match": r.category_match,
-            "title_score": r.title_score, "attribute_matches": r.attribute_matches,
-            "option_matches": r.option_matches, "price_ok": r.price_ok}
+    return {
+        "total": r.total,
+        "r_type": r.r_type,
+        "query_match": r.query_match,
+        "category_match": r.category_match,
+        "title_score": r.title_score,
+        "attribute_matches": r.attribute_matches,
+        "option_matches": r.option_matches,
+        "price_ok": r.price_ok,
+    }
 
 
 def _theirs(product: Product, goal: Goal, price: float, options: dict[str, str], nouns) -> dict:
@@ -96,16 +132,22 @@ def _theirs(product: Product, goal: Goal, price: float, options: dict[str, str],
 
 def test_reward_matches_the_reference_on_400_generated_cases() -> None:
     all_cases = cases()
-    diffs = [(p.asin, g.instruction_text, o, _ours(p, g, x, o, OFFLINE), _theirs(p, g, x, o, OFFLINE.nouns))
-             for p, g, x, o in all_cases if _ours(p, g, x, o, OFFLINE) != _theirs(p, g, x, o, OFFLINE.nouns)]
+    diffs = [
+        (p.asin, g.instruction_text, o, _ours(p, g, x, o, OFFLINE), _theirs(p, g, x, o, OFFLINE.nouns))
+        for p, g, x, o in all_cases
+        if _ours(p, g, x, o, OFFLINE) != _theirs(p, g, x, o, OFFLINE.nouns)
+    ]
     assert not diffs, diffs[:3]
     # the cases exercise what the rules distinguish: wins and losses, both goal kinds, non-ASCII text,
     # and synthetic goals where scoring values instead of (name, value) pairs would change the count
     totals = [_ours(p, g, x, o, OFFLINE)["total"] for p, g, x, o in all_cases]
     assert 30 < sum(t == 1.0 for t in totals) < 370 and len(set(totals)) >= 10
     assert sum(any(ord(c) > 127 for c in p.title) for p, _, _, _ in all_cases) > 60
-    pair_sensitive = sum(option_matches(list(o.values()), list(g.goal_options)) != _ours(p, g, x, o, OFFLINE)["option_matches"]
-                         for p, g, x, o in all_cases if g.option_names)
+    pair_sensitive = sum(
+        option_matches(list(o.values()), list(g.goal_options)) != _ours(p, g, x, o, OFFLINE)["option_matches"]
+        for p, g, x, o in all_cases
+        if g.option_names
+    )
     assert pair_sensitive >= 3
 
 
@@ -124,7 +166,9 @@ def test_every_option_combination_of_the_target_matches_the_reference() -> None:
                 assert ours == _theirs(product, goal, cat.prices[goal.asin], options, OFFLINE.nouns), (goal, options)
                 by_values = option_matches(list(options.values()), list(goal.goal_options))
                 checked, wins = checked + 1, wins + (ours["total"] == 1.0)
-                rest_perfect = ours["attribute_matches"] == len(goal.attributes) and ours["price_ok"] and ours["r_type"] == 1.0
+                rest_perfect = (
+                    ours["attribute_matches"] == len(goal.attributes) and ours["price_ok"] and ours["r_type"] == 1.0
+                )
                 wins_by_values += rest_perfect and by_values == len(goal.goal_options)
     assert checked >= 300
     assert wins_by_values > wins  # scoring values alone (the old rule) would pay more wins
@@ -132,18 +176,45 @@ def test_every_option_combination_of_the_target_matches_the_reference() -> None:
 
 def _pairs(n: int) -> list[tuple[str, str]]:
     rng = random.Random(4)
-    words = ["large", "x-large", "pack", "of", "2", "4", "navy", "blue", "sulfate", "free", "men's", "t-shirt",
-             "fl", "oz", "1.7", "black", "color", "size", "", "-", "XL", "Grey"]
+    words = [
+        "large",
+        "x-large",
+        "pack",
+        "of",
+        "2",
+        "4",
+        "navy",
+        "blue",
+        "sulfate",
+        "free",
+        "men's",
+        "t-shirt",
+        "fl",
+        "oz",
+        "1.7",
+        "black",
+        "color",
+        "size",
+        "",
+        "-",
+        "XL",
+        "Grey",
+    ]
+
     def phrase() -> str:
         text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 4)))
         return _sprinkle(rng, text) if rng.random() < 0.3 else text
+
     return [(phrase(), phrase()) for _ in range(n)]
 
 
 def test_token_set_ratio_matches_the_reference_on_3000_pairs() -> None:
     pairs = _pairs(3000)
-    diffs = [(a, b, token_set_ratio(a, b), ref.token_set_ratio(a, b)) for a, b in pairs
-             if token_set_ratio(a, b) != ref.token_set_ratio(a, b)]
+    diffs = [
+        (a, b, token_set_ratio(a, b), ref.token_set_ratio(a, b))
+        for a, b in pairs
+        if token_set_ratio(a, b) != ref.token_set_ratio(a, b)
+    ]
     assert not diffs, diffs[:5]
     scores = {token_set_ratio(a, b) for a, b in pairs}
     assert {0, 100} <= scores and len(scores) > 30
@@ -164,8 +235,13 @@ def test_token_set_ratio_matches_thefuzz_0_19_0_itself() -> None:
         pytest.skip(f"thefuzz {thefuzz.__version__} on {fuzz.SequenceMatcher.__module__}: not WebShop's setting")
     rng = random.Random(9)
     alphabet = "ab_-\u00e9\u2122 \u4e2dx1'\\\n"
-    noise = [("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8))),
-              "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))) for _ in range(2000)]
+    noise = [
+        (
+            "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8))),
+            "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8))),
+        )
+        for _ in range(2000)
+    ]
     pairs = _pairs(3000) + [(("size", a), b) for a, b in _pairs(500)] + noise
     diffs = [(a, b) for a, b in pairs if token_set_ratio(a, b) != fuzz.token_set_ratio(a, b)]
     assert not diffs, diffs[:5]
@@ -176,14 +252,17 @@ def _edge(make_product, make_goal, **goal_fields) -> tuple[Product, Goal]:
     return make_product(), make_goal(**goal_fields)
 
 
-@pytest.mark.parametrize("goal_fields, options, price", [
-    ({"goal_options": []}, {"color": "black"}, 15.0),  # no goal options
-    ({}, {}, 15.0),  # nothing chosen
-    ({"name": "the of and"}, {"color": "black"}, 15.0),  # goal title without nouns: title score 0.2
-    ({"goal_options": ["white"], "option_names": ("color",)}, {"color": "white"}, 20.0),  # pair equal to a colour
-    ({"goal_options": ["x-large"], "option_names": ("size",)}, {"size": "large"}, 20.0),
-    ({"attributes": ["\u00e9\u00e8"]}, {}, 1.0),  # an attribute that processes to nothing
-])
+@pytest.mark.parametrize(
+    "goal_fields, options, price",
+    [
+        ({"goal_options": []}, {"color": "black"}, 15.0),  # no goal options
+        ({}, {}, 15.0),  # nothing chosen
+        ({"name": "the of and"}, {"color": "black"}, 15.0),  # goal title without nouns: title score 0.2
+        ({"goal_options": ["white"], "option_names": ("color",)}, {"color": "white"}, 20.0),  # pair equal to a colour
+        ({"goal_options": ["x-large"], "option_names": ("size",)}, {"size": "large"}, 20.0),
+        ({"attributes": ["\u00e9\u00e8"]}, {}, 1.0),  # an attribute that processes to nothing
+    ],
+)
 def test_edge_cases_where_the_original_is_defined(make_product, make_goal, goal_fields, options, price) -> None:
     product, goal = _edge(make_product, make_goal, **goal_fields)
     assert _ours(product, goal, price, options, OFFLINE) == _theirs(product, goal, price, options, OFFLINE.nouns)

@@ -76,7 +76,9 @@ def test_index_is_cached_on_disk_by_the_products_digest(tmp_path: Path) -> None:
 
 def test_an_index_built_in_chunks_is_the_one_built_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     docs = [tokenize(product_text(p)) for p in load_catalog(num_products=300).products]
-    whole = BM25Index.build(docs, tmp_path / "whole")  # one chunk: the whole-corpus computation bm25s is checked against
+    whole = BM25Index.build(
+        docs, tmp_path / "whole"
+    )  # one chunk: the whole-corpus computation bm25s is checked against
     monkeypatch.setattr(bm25, "CHUNK_DOCS", 7)
     monkeypatch.setattr(bm25, "BLOCK_POSTINGS", 100)  # many chunks merged in many blocks of terms
     chunked = BM25Index.build(docs, tmp_path / "chunked")
@@ -91,7 +93,9 @@ def test_terms_are_found_by_their_hash_and_compared(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(bm25, "term_hash", lambda term: 7)  # every key collides: the stored terms tell them apart
     colliding = BM25Index.build([["mug", "blue"], ["lamp"]], tmp_path / "j")
     assert [colliding.vocab.get(t) for t in ("mug", "blue", "lamp", "sofa")] == [0, 1, 2, None]
-    assert "lamp" in colliding.vocab and "sofa" not in colliding.vocab and list(colliding.vocab) == ["mug", "blue", "lamp"]
+    assert (
+        "lamp" in colliding.vocab and "sofa" not in colliding.vocab and list(colliding.vocab) == ["mug", "blue", "lamp"]
+    )
 
 
 def test_the_splits_of_one_product_list_share_one_index() -> None:
@@ -104,14 +108,20 @@ def test_the_splits_of_one_product_list_share_one_index() -> None:
 def test_documents_are_webshops_fields(make_product) -> None:
     """convert_product_file_format.py: title, description, BulletPoints[0], "name: v, v" joined by ", and "; lower-cased."""
     p = make_product(bullet_points=["Crew Neck", "Tumble DRY"], description="A Classic fit tee.")
-    assert product_text(p) == ("acme cotton men's t-shirt, black a classic fit tee. crew neck "
-                               "color: black, navy blue, and size: small, large")
-    assert product_text(make_product(bullet_points=[], options={})) == "acme cotton men's t-shirt, black a classic fit tee.  "
+    assert product_text(p) == (
+        "acme cotton men's t-shirt, black a classic fit tee. crew neck color: black, navy blue, and size: small, large"
+    )
+    assert (
+        product_text(make_product(bullet_points=[], options={}))
+        == "acme cotton men's t-shirt, black a classic fit tee.  "
+    )
 
 
 def test_only_the_first_bullet_point_is_searched(tmp_path: Path, make_product) -> None:
     shirt = make_product(bullet_points=["Crew neck", "Tumble dry"])
-    other = make_product(asin="B000OTHERX", title="Plain Mug", bullet_points=["Dishwasher safe"], options={}, description="")
+    other = make_product(
+        asin="B000OTHERX", title="Plain Mug", bullet_points=["Dishwasher safe"], options={}, description=""
+    )
     catalog = Catalog(products=[shirt, other], prices={}, goals=[], source="t", digest="fields-test")
     index = SearchIndex(catalog, cache_dir=tmp_path)
     assert index.search("crew") == [shirt.asin] and index.search("tumble") == []

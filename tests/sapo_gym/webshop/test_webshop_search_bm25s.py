@@ -77,7 +77,11 @@ def test_scores_equal_bm25s_lucene_bit_for_bit(num_products: int) -> None:
 
 def test_search_returns_the_asins_bm25s_ranked(tmp_path: Path) -> None:
     catalog = load_catalog()
-    index, ref, asins = SearchIndex(catalog, cache_dir=tmp_path), _reference(catalog), [p.asin for p in catalog.products]
+    index, ref, asins = (
+        SearchIndex(catalog, cache_dir=tmp_path),
+        _reference(catalog),
+        [p.asin for p in catalog.products],
+    )
     rng = random.Random(1)
     words = sorted({w for g in catalog.goals for w in g.instruction_text.split()})
     queries = [g.instruction_text for g in catalog.goals] + [g.query for g in catalog.goals]

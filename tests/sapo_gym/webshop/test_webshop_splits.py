@@ -52,19 +52,21 @@ def test_each_split_has_its_goals_seed_and_spec_hash() -> None:
     test, train = envs["verl-agent-test"], envs["verl-agent-train"]
     assert len(test.task_ids) == 500 and len(train.task_ids) == len(train.catalog.goals) - 500
     goal_key = lambda g: (g.asin, tuple(g.goal_options), g.instruction_text)  # noqa: E731
-    assert not {goal_key(test.goal(i)) for i in range(500)} & {goal_key(train.goal(i)) for i in range(len(train.task_ids))}
+    assert not {goal_key(test.goal(i)) for i in range(500)} & {
+        goal_key(train.goal(i)) for i in range(len(train.task_ids))
+    }
     assert envs["test"].goal(0) != test.goal(0)  # verl-agent's test goals are not WebShop's seed-233 human goals
 
 
 def _raw_with_edge_instructions() -> tuple[list, dict, dict]:
     products, ins, human = generate_raw(60, seed=9)
     asins = [p["asin"] for p in products]
-    ins[asins[3]]["instruction"] = ""     # WebShop keeps it: its goals read "" + options + price
-    ins[asins[5]]["instruction"] = None   # WebShop skips it
-    del ins[asins[7]]                     # no record: WebShop would fail (KeyError); skipped here
-    products[11]["pricing"] = ""          # WebShop's $100 default: no draw
-    products[13]["pricing"] = "$12.50"    # one price: no draw
-    products.append(dict(products[0]))    # a duplicate asin: dropped
+    ins[asins[3]]["instruction"] = ""  # WebShop keeps it: its goals read "" + options + price
+    ins[asins[5]]["instruction"] = None  # WebShop skips it
+    del ins[asins[7]]  # no record: WebShop would fail (KeyError); skipped here
+    products[11]["pricing"] = ""  # WebShop's $100 default: no draw
+    products[13]["pricing"] = "$12.50"  # one price: no draw
+    products.append(dict(products[0]))  # a duplicate asin: dropped
     return products, ins, human
 
 
@@ -100,7 +102,7 @@ def test_synthetic_goals_follow_verl_agents_seeded_order(seed: int) -> None:
 def test_human_goals_skip_only_goals_without_attributes() -> None:
     products, ins, human = generate_raw(30, seed=4)
     first, second = products[0]["asin"], products[1]["asin"]
-    human[first][0]["instruction"] = ""           # kept: WebShop skips on empty attributes only
+    human[first][0]["instruction"] = ""  # kept: WebShop skips on empty attributes only
     human[second][0]["instruction_attributes"] = []  # skipped
     catalog = build_catalog(products, ins, human, source="h")
     texts = [(g.asin, g.instruction_text) for g in catalog.goals]

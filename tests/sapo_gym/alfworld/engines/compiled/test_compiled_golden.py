@@ -46,8 +46,14 @@ def test_every_golden_trace_replays_byte_identically(alfworld_data: Path):
 @pytest.mark.parametrize("hash_seed", ["0", "4242"])
 def test_replay_is_independent_of_the_hash_seed(alfworld_data: Path, hash_seed: str):
     env = {"PYTHONHASHSEED": hash_seed, "PATH": "", "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-c", _REPLAY_ALL, str(alfworld_data)], env=env, capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[5])  # the repository root: benchmarks.* imports from it
+    out = subprocess.run(
+        [sys.executable, "-c", _REPLAY_ALL, str(alfworld_data)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[5],
+    )  # the repository root: benchmarks.* imports from it
     assert out.stdout.split() == ["13108", "0"]
 
 
@@ -88,7 +94,11 @@ def test_unknown_domain_falls_back_to_the_reference(alfworld_data: Path, tmp_pat
     path, _ = _variant(alfworld_data, tmp_path, "pddl_domain", "(define (domain alfred)", "(define (domain alfred) ")
     engine = CompiledEngine(path)
     assert engine.fallback is not None and "domain" in engine.fallback
-    trace = next(t for t in load_golden(alfworld_data) if str(alfworld_data / "json_2.1.1" / t.game) == str(_game(alfworld_data).parent))
+    trace = next(
+        t
+        for t in load_golden(alfworld_data)
+        if str(alfworld_data / "json_2.1.1" / t.game) == str(_game(alfworld_data).parent)
+    )
     walkthrough = GoldenTrace(trace.game, {"walkthrough": trace.episodes["walkthrough"]})
     assert replay(engine, walkthrough)[1] is None  # same behaviour: the reference plays it
 
@@ -114,4 +124,3 @@ def test_replan_gives_a_winning_plan_from_the_current_state(alfworld_data: Path)
         state = engine.step(command)
         assert state.obs != "Nothing happens."
     assert state is not None and state.won
-

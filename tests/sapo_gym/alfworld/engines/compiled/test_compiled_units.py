@@ -45,11 +45,18 @@ def test_parse_problem_lowercases_and_drops_numeric_fluents():
            (:init (= (total-cost) 0) (atLocation agent1 l1) (inReceptacle Apple_bar_1 Fridge_bar_2)) ; comment
            (:goal (and (holds agent1 Apple_bar_1))))"""
     )
-    assert problem.objects == {"agent1": "agent", "apple_bar_1": "object", "fridge_bar_2": "receptacle", "l1": "location"}
+    assert problem.objects == {
+        "agent1": "agent",
+        "apple_bar_1": "object",
+        "fridge_bar_2": "receptacle",
+        "l1": "location",
+    }
     assert problem.init == [("atlocation", "agent1", "l1"), ("inreceptacle", "apple_bar_1", "fridge_bar_2")]
 
 
-@pytest.mark.parametrize("text", ["(define (problem p)", "(a b))", "(define (problem p) (:objects a) (:init (foo b)) (:goal (x)))"])
+@pytest.mark.parametrize(
+    "text", ["(define (problem p)", "(a b))", "(define (problem p) (:objects a) (:init (foo b)) (:goal (x)))"]
+)
 def test_malformed_problems_are_unsupported(text):
     with pytest.raises(UnsupportedGame):
         parse_problem(text)
