@@ -80,6 +80,20 @@ class _Refused(RuntimeError):
         self.status, self.text = status, text
 
 
+def _request_headers(key: str | None, headers: dict[str, str] | None) -> dict[str, str]:
+    """The headers of every request: ``Authorization: Bearer KEY`` when there is a key, then ``headers`` (which win)."""
+    return {**({"Authorization": f"Bearer {key}"} if key else {}), **dict(headers or {})}
+
+
+def _pooled_session(max_concurrency: int) -> requests.Session:
+    """A session that keeps up to ``max_concurrency`` connections per host, each one cuttable by a request's deadline."""
+    session = requests.Session()
+    adapter = BoundedAdapter(pool_maxsize=max_concurrency)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
 class OpenAIChatAgent:
     """Chat-completions agent: ``respond`` for one env, ``act`` for a batch (see the module docstring)."""
 
@@ -136,12 +150,8 @@ class OpenAIChatAgent:
             "system_prompt": system_prompt,
         }
         """The settings that can change the outputs (a result bundle's ``agent.generation``)."""
-        key = api_key if api_key is not None else os.environ.get(api_key_env)
-        self._headers = {**({"Authorization": f"Bearer {key}"} if key else {}), **dict(headers or {})}
-        self._session = requests.Session()
-        adapter = BoundedAdapter(pool_maxsize=max_concurrency)
-        self._session.mount("http://", adapter)
-        self._session.mount("https://", adapter)
+        self._headers = _request_headers(api_key if api_key is not None else os.environ.get(api_key_env), headers)
+        self._session = _pooled_session(max_concurrency)
         self._sleep, self._clock, self._wall_clock = sleep, clock, wall_clock
         self._rng = rng or random.Random()
         self._rng_lock = threading.Lock()

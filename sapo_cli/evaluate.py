@@ -24,6 +24,19 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="evaluate an agent on every task of a split")
+    _add_episode_arguments(p)
+    _add_play_arguments(p)
+    _add_output_arguments(p)
+    from agents.config import add_config_arguments
+    from leaderboard.agent_args import add_agent_arguments
+
+    add_config_arguments(p)
+    add_agent_arguments(p)
+    p.set_defaults(func=run)
+
+
+def _add_episode_arguments(p: argparse.ArgumentParser) -> None:
+    """The agent, the env and which of its episodes: split, seeds, and the mode that draws them."""
     p.add_argument(
         "--agent",
         default="expert",
@@ -47,6 +60,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=0,
         help="verl-agent mode: which validation of a run (0: the first, before training)",
     )
+
+
+def _add_play_arguments(p: argparse.ArgumentParser) -> None:
+    """How the episodes are played: envs in flight, a task limit, the env's data and arguments, the agent's process."""
     p.add_argument(
         "--batch-size",
         type=int,
@@ -73,6 +90,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "that gets only the public observation and info; expert/random/search in this one | isolated | in-process "
         "(the bundle records which)",
     )
+
+
+def _add_output_arguments(p: argparse.ArgumentParser) -> None:
+    """What the run writes: records, a result bundle, the episodes log (and resuming from it), cost estimates."""
     p.add_argument("--json", dest="json_out", default=None, help="write the per-episode records and summary here")
     p.add_argument(
         "--out",
@@ -113,12 +134,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="with --out: refuse to start unless the bundle can land on a hosted board",
     )
-    from agents.config import add_config_arguments
-    from leaderboard.agent_args import add_agent_arguments
-
-    add_config_arguments(p)
-    add_agent_arguments(p)
-    p.set_defaults(func=run)
 
 
 def _env_kwargs(args: argparse.Namespace) -> dict:

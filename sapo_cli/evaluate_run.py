@@ -189,7 +189,6 @@ def _outputs(
     batch: int,
     created: str | None,
 ) -> None:
-    from agents.isolated import agent_process
     from sapo_gym.accounting import format_usage, usage_totals
     from sapo_gym.evaluation import format_table, summarize
     from sapo_gym.files import write_atomic
@@ -218,33 +217,49 @@ def _outputs(
             "--json file",
         )
     if args.bundle_out:
-        from leaderboard.agent_args import agent_info_from_args
-        from sapo_gym.bundle import build_bundle
+        _write_bundle(args, records, agent, mode, seeds, spec, batch, created)
 
-        info = agent_info_from_args(args, args.agent)
-        if info.decoding is None and isinstance(
-            getattr(agent, "constrain", None), str
-        ):  # an LLM agent says how it decoded
-            info.decoding = agent.constrain
-        if isinstance(getattr(agent, "generation", None), dict):
-            info.generation = dict(agent.generation)
-        bundle = build_bundle(
-            records,
-            spec_fields,
-            spec_hash,
-            info,
-            seeds,
-            batch,
-            recorded_command(sys.argv),
-            mode=mode,
-            agent_process=agent_process(agent),
-            created=created,
-        )
-        write_atomic(args.bundle_out, json.dumps(bundle, allow_nan=False).encode(), "bundle")
-        print(
-            f"wrote result bundle {args.bundle_out} ({len(records)} episodes, spec {spec_hash}); submit it with: "
-            f"sapo-gym submit {args.bundle_out}"
-        )
+
+def _write_bundle(
+    args: argparse.Namespace,
+    records: list,
+    agent: Any,
+    mode: Any,
+    seeds: list[int],
+    spec: tuple,
+    batch: int,
+    created: str | None,
+) -> None:
+    """Write the result bundle of ``records`` to ``--out`` (the agent's metadata from its flags and from ``agent``)."""
+    from agents.isolated import agent_process
+    from leaderboard.agent_args import agent_info_from_args
+    from sapo_gym.bundle import build_bundle
+    from sapo_gym.files import write_atomic
+
+    spec_fields, spec_hash = spec
+    info = agent_info_from_args(args, args.agent)
+    # an LLM agent says how it decoded
+    if info.decoding is None and isinstance(getattr(agent, "constrain", None), str):
+        info.decoding = agent.constrain
+    if isinstance(getattr(agent, "generation", None), dict):
+        info.generation = dict(agent.generation)
+    bundle = build_bundle(
+        records,
+        spec_fields,
+        spec_hash,
+        info,
+        seeds,
+        batch,
+        recorded_command(sys.argv),
+        mode=mode,
+        agent_process=agent_process(agent),
+        created=created,
+    )
+    write_atomic(args.bundle_out, json.dumps(bundle, allow_nan=False).encode(), "bundle")
+    print(
+        f"wrote result bundle {args.bundle_out} ({len(records)} episodes, spec {spec_hash}); submit it with: "
+        f"sapo-gym submit {args.bundle_out}"
+    )
 
 
 def _check_config(spec: str, config: AgentConfig) -> None:

@@ -34,9 +34,23 @@ def positive_int(value: str) -> int:
 
 
 def register_serve(cmds: argparse._SubParsersAction) -> None:
+    s = cmds.add_parser("serve", help="serve the pages and the JSON API behind nginx (and verify submissions)")
+    _add_site_arguments(s)
+    _add_capacity_arguments(s)
+    _add_live_arguments(s)
+    s.add_argument(
+        "--seed",
+        action="store_true",
+        help="seed the expert and random baselines (in the background) when the database is empty",
+    )
+    add_seed_options(s)
+    s.set_defaults(func=_serve)
+
+
+def _add_site_arguments(s: argparse.ArgumentParser) -> None:
+    """Where it listens and what it accepts: address, upload size, the verifier, its public URL, the nginx front."""
     from sapo_cli.deploy.nginx import add_front_options
 
-    s = cmds.add_parser("serve", help="serve the pages and the JSON API behind nginx (and verify submissions)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument(
         "--port", type=int, default=8000, help="0: a free port, announced on the 'sapo-gym leaderboard on' line"
@@ -49,6 +63,11 @@ def register_serve(cmds: argparse._SubParsersAction) -> None:
         help="public URL of the server's root, used for the absolute URLs in responses (default: http://HOST:PORT)",
     )
     add_front_options(s)
+
+
+def _add_capacity_arguments(s: argparse.ArgumentParser) -> None:
+    """How much it serves at once: worker processes and threads, the app's time per request, database connections,
+    and the per-token rate limit."""
     s.add_argument(
         "--workers",
         type=positive_int,
@@ -78,6 +97,10 @@ def register_serve(cmds: argparse._SubParsersAction) -> None:
         help="per-token rate limit: units a minute, a submission costs 1 + its MiB (<= 0: off)",
     )
     s.add_argument("--rate-burst", type=float, default=300.0, help="per-token rate limit: bucket size (units)")
+
+
+def _add_live_arguments(s: argparse.ArgumentParser) -> None:
+    """Live evaluation's bounds: open runs, episodes per run at once, idle expiry, how long closed runs are kept."""
     s.add_argument(
         "--live-max-open",
         type=int,
@@ -104,13 +127,6 @@ def register_serve(cmds: argparse._SubParsersAction) -> None:
         help="live evaluation: a closed run's episodes and turns are deleted this long after it closed "
         "(its bundle is a submission by then; a request retried later is a 404)",
     )
-    s.add_argument(
-        "--seed",
-        action="store_true",
-        help="seed the expert and random baselines (in the background) when the database is empty",
-    )
-    add_seed_options(s)
-    s.set_defaults(func=_serve)
 
 
 def server_config(args: argparse.Namespace, port: int):  # type: ignore[no-untyped-def]

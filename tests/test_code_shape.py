@@ -1,5 +1,6 @@
 """The house rules a newcomer can rely on: no function over 60 lines, none over ruff's complexity limit, and the
-whole repository clean under ``ruff check`` (the rules and their reasons are in pyproject.toml's ``[tool.ruff]``).
+whole repository clean under ``ruff check`` and formatted as ``ruff format`` writes it (the rules and their reasons
+are in pyproject.toml's ``[tool.ruff]``).
 
 A file's length is not a rule: where code is cut follows what it does. ``python tests/test_code_shape.py`` lists
 the package files over :data:`LONG_FILE_LINES` lines, as a signal for review.
@@ -81,6 +82,22 @@ def test_ruff_flags_a_function_over_the_complexity_limit():
 def test_ruff_check_passes():
     result = ruff("check", "--output-format", "concise", ".")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@needs_ruff
+def test_ruff_format_check_flags_an_unformatted_file():
+    """The configuration's format check answers 1 on code the formatter would change, 0 on code it would keep."""
+    unformatted = ruff("format", "--check", "--stdin-filename", "m.py", "-", stdin="x = {'a':1}\n")
+    assert unformatted.returncode == 1, unformatted.stdout + unformatted.stderr
+    formatted = ruff("format", "--check", "--stdin-filename", "m.py", "-", stdin='x = {"a": 1}\n')
+    assert formatted.returncode == 0, formatted.stdout + formatted.stderr
+
+
+@needs_ruff
+def test_ruff_format_check_passes():
+    """Every file as ``ruff format .`` writes it; the failure lists the files to run it on."""
+    result = ruff("format", "--check", "--output-format", "concise", ".")
+    assert result.returncode == 0, "run `ruff format .`:\n" + result.stdout + result.stderr
 
 
 if __name__ == "__main__":

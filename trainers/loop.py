@@ -64,6 +64,33 @@ def _torch_optimizer(optimizer: Any) -> Any:
     return getattr(optimizer, "optimizer", optimizer)
 
 
+def _strategy_config(cfg: TrainConfig) -> StrategyConfig:
+    """The training strategy's settings in ``cfg``: backend, ZeRO stage, precision, clipping, checkpointing, device."""
+    return StrategyConfig(
+        backend=cfg.strategy,
+        zero_stage=cfg.zero_stage,
+        bf16=cfg.bf16,
+        grad_clip=cfg.grad_clip,
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        device=cfg.device,
+    )
+
+
+def _rank_train_vec(cfg: TrainConfig, rank: int, world: int) -> Any:
+    """The training envs of rank ``rank`` of ``world``: all of ``cfg``'s task groups, or this rank's share of them."""
+    groups = rank_groups(cfg.num_tasks, rank, world) if world > 1 else None
+    return make_train_vec(
+        cfg.env,
+        cfg.num_tasks,
+        cfg.rollouts_per_task,
+        cfg.seed,
+        groups,
+        env_workers=cfg.env_workers,
+        ray_address=cfg.ray_address,
+        **cfg.gym_make_kwargs(),
+    )
+
+
 class Trainer:
     """Builds the policy, reference, method, optimizers and envs from a :class:`TrainConfig`; trains."""
 
@@ -75,16 +102,7 @@ class Trainer:
                 "the warm starts (--sft-episodes, --readout-warmup-episodes) train outside the strategy: run "
                 "them with --strategy torch, then start the DeepSpeed run from the saved model (--model DIR)"
             )
-        self.strategy = make_strategy(
-            StrategyConfig(
-                backend=cfg.strategy,
-                zero_stage=cfg.zero_stage,
-                bf16=cfg.bf16,
-                grad_clip=cfg.grad_clip,
-                gradient_checkpointing=cfg.gradient_checkpointing,
-                device=cfg.device,
-            )
-        )
+        self.strategy = make_strategy(_strategy_config(cfg))
         self.rank, self.world = self.strategy.rank, self.strategy.world_size
         self.device = self.strategy.device
         self.out_dir = Path(cfg.out_dir)
@@ -123,17 +141,7 @@ class Trainer:
         self.shuffle = torch.Generator().manual_seed(cfg.seed)
         self.iteration = 0
         self.last_checkpoint: Path | None = None
-        groups = rank_groups(cfg.num_tasks, self.rank, self.world) if self.world > 1 else None
-        self.vec = make_train_vec(
-            cfg.env,
-            cfg.num_tasks,
-            cfg.rollouts_per_task,
-            cfg.seed,
-            groups,
-            env_workers=cfg.env_workers,
-            ray_address=cfg.ray_address,
-            **cfg.gym_make_kwargs(),
-        )
+        self.vec = _rank_train_vec(cfg, self.rank, self.world)
         if self.world > 1:
             torch.manual_seed(cfg.seed + 1_000_003 * (self.rank + 1))  # each rank samples its own random stream
         if cfg.resume and latest_checkpoint(self.out_dir) is not None:

@@ -26,12 +26,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
 from trainers.config import ENV_WORKERS
 from trainers.experience import TurnRecord
+
+if TYPE_CHECKING:
+    from sapo_gym.members import MemberResult
 
 __all__ = ["EpisodeStats", "DroppedEpisode", "Rollout", "collect", "make_train_vec", "worker_ids"]
 
@@ -172,33 +175,47 @@ def collect(
             if res.lost is not None:
                 lost[i] = res.lost
                 continue
-            st = stats[i]
-            invalid = not res.info.get("is_action_valid", True)
-            score = float(res.info.get("score", 0.0))
-            reward = score_reward * score if score_reward is not None and res.terminated else res.reward
-            out.turns.append(
-                TurnRecord(
-                    obs[i],
-                    output,
-                    reward,
-                    res.terminated,
-                    invalid,
-                    workers[i],
-                    st.length,
-                    st.group_id,
-                    infos[i].get("raw_observation"),
-                )
-            )
-            st.length += 1
-            st.invalid += int(invalid)
-            st.episode_return += reward
-            st.won, st.score = bool(res.info.get("won", False)), score
-            st.truncated = res.truncated and not res.terminated
+            _record_turn(out, stats[i], obs[i], infos[i], output, res, workers[i], score_reward)
             obs[i], infos[i] = res.obs, res.info
             if not (res.terminated or res.truncated):
                 still.append(i)
         active = still
     return _drop(out, lost, workers)
+
+
+def _record_turn(
+    out: Rollout,
+    st: EpisodeStats,
+    obs: str,
+    info: dict[str, Any],
+    output: Any,
+    res: MemberResult,
+    traj_id: int,
+    score_reward: float | None,
+) -> None:
+    """Append the turn that answered ``obs`` (and ``info``) with ``output`` to ``out.turns``, and count it in its
+    episode's stats ``st``; ``res`` is the env's step result, ``score_reward`` as in :func:`collect`."""
+    invalid = not res.info.get("is_action_valid", True)
+    score = float(res.info.get("score", 0.0))
+    reward = score_reward * score if score_reward is not None and res.terminated else res.reward
+    out.turns.append(
+        TurnRecord(
+            obs,
+            output,
+            reward,
+            res.terminated,
+            invalid,
+            traj_id,
+            st.length,
+            st.group_id,
+            info.get("raw_observation"),
+        )
+    )
+    st.length += 1
+    st.invalid += int(invalid)
+    st.episode_return += reward
+    st.won, st.score = bool(res.info.get("won", False)), score
+    st.truncated = res.truncated and not res.terminated
 
 
 def _drop(out: Rollout, lost: dict[int, str], workers: list[int]) -> Rollout:

@@ -161,17 +161,8 @@ class HFGenerator:
         are the same as without it."""
         policy, eos = self.policy, set(self.policy.eos_token_ids)
         readout = list(policy.value_token_ids) if params.value_logits else None
-        ids, mask, pos = _left_pad([prompts[i] for i in active], policy.pad_token_id, policy.device)
-        cache = DynamicCache()
-        out = policy.model(
-            input_ids=ids,
-            attention_mask=mask,
-            position_ids=pos,
-            use_cache=True,
-            logits_to_keep=1,
-            **{self._cache_arg: cache},
-        )
-        pos, last = pos[:, -1:], out.logits[:, -1]
+        mask, pos, cache, last = self._prefill(prompts, active)
+        pos = pos[:, -1:]
         if readout:
             rows.read(active, last[:, readout], at_end=False)
         sampling = [True] * len(active)  # False: a finished row whose last token was just fed
@@ -223,16 +214,7 @@ class HFGenerator:
         masked holes, and positions count kept tokens only, so every row attends to exactly its own tokens."""
         policy, eos = self.policy, set(self.policy.eos_token_ids)
         readout = list(policy.value_token_ids) if params.value_logits else None
-        ids, mask, pos = _left_pad([prompts[i] for i in active], policy.pad_token_id, policy.device)
-        cache = DynamicCache()
-        head = policy.model(
-            input_ids=ids,
-            attention_mask=mask,
-            position_ids=pos,
-            use_cache=True,
-            logits_to_keep=1,
-            **{self._cache_arg: cache},
-        ).logits[:, -1]  # the first token's logits, per row
+        mask, pos, cache, head = self._prefill(prompts, active)  # head: the first token's logits, per row
         pos = pos[:, -1]
         if readout:
             rows.read(active, head[:, readout], at_end=False)
@@ -242,19 +224,7 @@ class HFGenerator:
             feeds = [([] if p is None else [p]) + draft for p, (draft, _) in zip(pending, plans)]
             width, out = max(len(f) for f in feeds), None
             if width:
-                block = torch.full((len(active), width), policy.pad_token_id, dtype=torch.long)
-                fed = torch.zeros((len(active), width), dtype=mask.dtype)
-                for j, f in enumerate(feeds):
-                    block[j, : len(f)], fed[j, : len(f)] = torch.as_tensor(f, dtype=torch.long), 1
-                mask = torch.cat([mask, fed.to(mask.device)], dim=1)
-                steps = torch.arange(1, width + 1, device=pos.device)
-                out = policy.model(
-                    input_ids=block.to(mask.device),
-                    attention_mask=mask,
-                    position_ids=pos[:, None] + steps,
-                    use_cache=True,
-                    **{self._cache_arg: cache},
-                ).logits
+                mask, out = self._feed_block(feeds, width, mask, pos, cache)
             keep = []
             for j, r in enumerate(active):
                 lead = 0 if pending[j] is None else 1
@@ -283,6 +253,44 @@ class HFGenerator:
                 cache.batch_select_indices(index)
                 mask, pos = mask[index], pos[index]
             active, pending = [active[j] for j in keep], [pending[j] for j in keep]
+
+    def _prefill(
+        self, prompts: Sequence[Sequence[int]], active: list[int]
+    ) -> tuple[Tensor, Tensor, DynamicCache, Tensor]:
+        """Feed the ``active`` rows' prompts, left-padded, into a new cache: (attention mask and position ids, each
+        ``(B, L)``, the cache, and the logits ``(B, V)`` at each prompt's end, which choose the row's first token)."""
+        policy = self.policy
+        ids, mask, pos = _left_pad([prompts[i] for i in active], policy.pad_token_id, policy.device)
+        cache = DynamicCache()
+        out = policy.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=pos,
+            use_cache=True,
+            logits_to_keep=1,
+            **{self._cache_arg: cache},
+        )
+        return mask, pos, cache, out.logits[:, -1]
+
+    def _feed_block(
+        self, feeds: list[list[int]], width: int, mask: Tensor, pos: Tensor, cache: DynamicCache
+    ) -> tuple[Tensor, Tensor]:
+        """Feed row ``j`` the tokens ``feeds[j]`` at the positions after ``pos[j]``, right-padded to ``width`` with
+        the padding masked: (the attention mask grown by ``width`` columns, the logits ``(B, width, V)``)."""
+        block = torch.full((len(feeds), width), self.policy.pad_token_id, dtype=torch.long)
+        fed = torch.zeros((len(feeds), width), dtype=mask.dtype)
+        for j, f in enumerate(feeds):
+            block[j, : len(f)], fed[j, : len(f)] = torch.as_tensor(f, dtype=torch.long), 1
+        mask = torch.cat([mask, fed.to(mask.device)], dim=1)
+        steps = torch.arange(1, width + 1, device=pos.device)
+        out = self.policy.model(
+            input_ids=block.to(mask.device),
+            attention_mask=mask,
+            position_ids=pos[:, None] + steps,
+            use_cache=True,
+            **{self._cache_arg: cache},
+        ).logits
+        return mask, out
 
     def _draft(self, r: int, rows: _Responses, k: int) -> tuple[list[int], list[tuple[int, ...] | None]]:
         """Row ``r``'s draft (from :attr:`drafts`, cut where its constraint forbids a token and where its budget

@@ -100,6 +100,48 @@ def _header(record: Any) -> str:
     return json.dumps({k: v for k, v in asdict(record).items() if k != "turns"})
 
 
+def _open_run(
+    s: Session,
+    token: Any,
+    board: Board,
+    agent: dict[str, Any],
+    drawn: list[int],
+    schedule: list[tuple[str, int]],
+    parallel: int,
+    request_id: str | None,
+) -> int:
+    """Add an open run's row and its plan (the ``drawn`` seeds, the ``schedule`` of (task, seed) pairs) and take the
+    token out of the waiting line, under the start lock (the caller commits); the run's id."""
+    now = time.time()
+    row = LiveRun(
+        token_id=token.id,
+        spec_hash=board.spec_hash,
+        agent_json=json.dumps(agent),
+        status="open",
+        episodes_total=len(schedule),
+    )
+    s.add(row)
+    s.flush()
+    s.add(
+        LivePlan(
+            run_id=row.id,
+            env_id=board.env_id,
+            split=board.split,
+            submitter=token.name,
+            seeds_json=json.dumps(sorted(drawn)),
+            schedule_json=json.dumps(schedule),
+            parallel=parallel,
+            request_id=request_id,
+            played=0,
+            output_bytes=0,
+            started_at=now,
+            touched_at=now,
+        )
+    )
+    waitlist.opened(s, token.id)
+    return row.id
+
+
 class LiveManager:
     """Live runs on one database, as one server process serves them (any number of processes may)."""
 
@@ -213,34 +255,7 @@ class LiveManager:
             opened = run_id is None
             refusal = self._refusal(s, token) if opened else None  # committed with the waiting line's update
             if opened and refusal is None:
-                now = time.time()
-                row = LiveRun(
-                    token_id=token.id,
-                    spec_hash=board.spec_hash,
-                    agent_json=json.dumps(agent),
-                    status="open",
-                    episodes_total=len(schedule),
-                )
-                s.add(row)
-                s.flush()
-                s.add(
-                    LivePlan(
-                        run_id=row.id,
-                        env_id=board.env_id,
-                        split=board.split,
-                        submitter=token.name,
-                        seeds_json=json.dumps(sorted(drawn)),
-                        schedule_json=json.dumps(schedule),
-                        parallel=parallel,
-                        request_id=request_id,
-                        played=0,
-                        output_bytes=0,
-                        started_at=now,
-                        touched_at=now,
-                    )
-                )
-                waitlist.opened(s, token.id)
-                run_id = row.id
+                run_id = _open_run(s, token, board, agent, drawn, schedule, parallel, request_id)
         if refusal is not None:
             raise refusal
         if opened:
@@ -422,22 +437,7 @@ class LiveManager:
         from sapo_gym.core import public_info, to_jsonable
         from sapo_gym.records import EpisodeRecord, record_step
 
-        ep = view.active.get(index)
-        if ep is None:
-            raise LiveError(
-                "no episode in progress: ask for the next one first"
-                if not view.active
-                else f"episode {index} is not in progress (in progress: {sorted(view.active)})"
-            )
-        if turn is not None and turn != ep.steps:
-            raise LiveError(f"turn {turn} is not the episode's next turn ({ep.steps})")
-        size = len(output.encode("utf-8", "surrogatepass"))
-        if view.plan.output_bytes + size > self.limits.max_output_bytes:
-            raise LiveError(
-                f"this run has recorded {view.plan.output_bytes} bytes of outputs; {size} more would pass its "
-                f"limit of {self.limits.max_output_bytes} (send a shorter output)",
-                413,
-            )
+        ep, size = self._playable(view, index, output, turn)
         record = EpisodeRecord.from_dict({**json.loads(ep.record_json), "turns": []})
         env = self.envs.take(
             (view.run.id, index),
@@ -478,6 +478,27 @@ class LiveManager:
             self.envs.discard(env)
             raise
         return env, body, ended
+
+    def _playable(self, view: RunView, index: int, output: str, turn: int | None) -> tuple[LiveEpisode, int]:
+        """Episode ``index``'s row, if ``output`` may be its turn ``turn`` (it is in progress, the turn is its next,
+        and the run's outputs stay within their byte limit), and the output's size in bytes; else a refusal."""
+        ep = view.active.get(index)
+        if ep is None:
+            raise LiveError(
+                "no episode in progress: ask for the next one first"
+                if not view.active
+                else f"episode {index} is not in progress (in progress: {sorted(view.active)})"
+            )
+        if turn is not None and turn != ep.steps:
+            raise LiveError(f"turn {turn} is not the episode's next turn ({ep.steps})")
+        size = len(output.encode("utf-8", "surrogatepass"))
+        if view.plan.output_bytes + size > self.limits.max_output_bytes:
+            raise LiveError(
+                f"this run has recorded {view.plan.output_bytes} bytes of outputs; {size} more would pass its "
+                f"limit of {self.limits.max_output_bytes} (send a shorter output)",
+                413,
+            )
+        return ep, size
 
     # ------------------------------------------------------------------ the end
     def _finish(self, run_id: int, episode: int, turn: int) -> dict[str, Any]:

@@ -44,6 +44,31 @@ class Added:
     """Its verification status."""
 
 
+def _pending_row(
+    bundle: Mapping[str, Any], blob: bytes, digest: str, board: Board, submitter: str, token_id: int | None
+) -> Submission:
+    """The submission row of ``bundle`` (``blob``, its canonical JSON, stored gzipped; ``digest``, that JSON's
+    SHA-256), waiting for its replay."""
+    agg = bundle["aggregates"]
+    return Submission(
+        digest=digest,
+        token_id=token_id,
+        submitter=submitter,
+        env_id=board.env_id,
+        split=board.split,
+        spec_hash=board.spec_hash,
+        agent_name=bundle["agent"]["name"],
+        agent_json=json.dumps(bundle["agent"]),
+        episodes=int(agg["all"]["episodes"]),
+        success=float(agg["all"]["success"]),
+        score=float(agg["all"]["score"]),
+        aggregates_json=json.dumps(agg),
+        status="pending",
+        status_message="waiting for replay",
+        bundle_gz=gzip.compress(blob, compresslevel=6, mtime=0),
+    )
+
+
 class Store:
     """Tokens and submissions over SQLAlchemy (see :mod:`leaderboard.server.db`)."""
 
@@ -93,24 +118,7 @@ class Store:
         works = provenance.works_of(bundle)
         blob = canonical_json(bundle)
         digest = hashlib.sha256(blob).hexdigest()
-        agg = bundle["aggregates"]
-        row = Submission(
-            digest=digest,
-            token_id=token_id,
-            submitter=submitter,
-            env_id=board.env_id,
-            split=board.split,
-            spec_hash=board.spec_hash,
-            agent_name=bundle["agent"]["name"],
-            agent_json=json.dumps(bundle["agent"]),
-            episodes=int(agg["all"]["episodes"]),
-            success=float(agg["all"]["success"]),
-            score=float(agg["all"]["score"]),
-            aggregates_json=json.dumps(agg),
-            status="pending",
-            status_message="waiting for replay",
-            bundle_gz=gzip.compress(blob, compresslevel=6, mtime=0),
-        )
+        row = _pending_row(bundle, blob, digest, board, submitter, token_id)
         try:
             with self.session.begin() as s:
                 provenance.check_owner(s, works, token_id)

@@ -94,12 +94,22 @@ def create_app(
     goals = goal_range if goal_range is not None else range(len(catalog.goals))
     state = ShopState(catalog, index, goals, nouns or catalog_noun_rule(catalog), show_attrs)
     app.extensions["webshop"] = state
+    _add_page_routes(app, state)
+    _add_action_routes(app, state)
+    return app
 
-    def session_of(sid: str) -> ShopSession:
-        session = state.get(sid)
-        if session is None:
-            abort(404)
-        return session
+
+def _session_of(state: ShopState, sid: str) -> ShopSession:
+    """The session ``sid``, or a 404 answer when it is unknown or was dropped."""
+    session = state.get(sid)
+    if session is None:
+        abort(404)
+    return session
+
+
+def _add_page_routes(app: Flask, state: ShopState) -> None:
+    """The GET routes: ``/``, ``/start/<goal>``, ``/s/<sid>`` and ``/s/<sid>/state.json``."""
+    catalog = state.catalog
 
     @app.get("/")
     def index_page() -> Any:
@@ -113,7 +123,7 @@ def create_app(
 
     @app.get("/s/<sid>")
     def show(sid: str) -> Any:
-        session = session_of(sid)
+        session = _session_of(state, sid)
         outcome = dataclasses.asdict(session.outcome) if session.outcome else None
         return render_template(
             "page.html",
@@ -125,21 +135,9 @@ def create_app(
             outcome=outcome,
         )
 
-    @app.post("/s/<sid>/search")
-    def search(sid: str) -> Any:
-        session_of(sid)
-        state.act(sid, f"search[{request.form.get('q', '')}]")
-        return redirect(url_for("show", sid=sid))
-
-    @app.post("/s/<sid>/click")
-    def click(sid: str) -> Any:
-        session_of(sid)
-        state.act(sid, f"click[{request.form.get('key', '')}]")
-        return redirect(url_for("show", sid=sid))
-
     @app.get("/s/<sid>/state.json")
     def state_json(sid: str) -> Any:
-        session = session_of(sid)
+        session = _session_of(state, sid)
         return jsonify(
             page=session.kind,
             nonce=state.nonces.get(sid, 0),
@@ -147,4 +145,18 @@ def create_app(
             breakdown=dataclasses.asdict(session.outcome) if session.outcome else None,
         )
 
-    return app
+
+def _add_action_routes(app: Flask, state: ShopState) -> None:
+    """The POST routes, one action each, then a redirect to the session's page."""
+
+    @app.post("/s/<sid>/search")
+    def search(sid: str) -> Any:
+        _session_of(state, sid)
+        state.act(sid, f"search[{request.form.get('q', '')}]")
+        return redirect(url_for("show", sid=sid))
+
+    @app.post("/s/<sid>/click")
+    def click(sid: str) -> Any:
+        _session_of(state, sid)
+        state.act(sid, f"click[{request.form.get('key', '')}]")
+        return redirect(url_for("show", sid=sid))

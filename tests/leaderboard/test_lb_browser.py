@@ -92,9 +92,11 @@ def test_board_sort_submission_and_trajectory(browser, tmp_path: Path, make_serv
 
     WebDriverWait(driver, 10).until(ec.presence_of_element_located((By.ID, "viewer")))
     steps = int(driver.find_element(By.ID, "viewer").get_attribute("data-steps"))
-    visible = lambda: [
-        s.get_attribute("data-step") for s in driver.find_elements(By.CSS_SELECTOR, "section.turn") if s.is_displayed()
-    ]  # noqa: E731
+
+    def visible() -> list[str]:
+        turns = driver.find_elements(By.CSS_SELECTOR, "section.turn")
+        return [s.get_attribute("data-step") for s in turns if s.is_displayed()]
+
     assert steps >= 2 and visible() == ["0"]
     driver.find_element(By.ID, "next").click()
     assert visible() == ["1"] and driver.find_element(By.ID, "step-number").text == "1"

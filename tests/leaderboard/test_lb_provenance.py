@@ -361,9 +361,10 @@ def _old_database_is_migrated(url: str, monkeypatch, random_bundle) -> None:  # 
         with store.session.begin() as s:  # a database from before the migration's table
             s.execute(delete(Migration))
             assert len(list(s.scalars(select(EpisodeOwner)))) == 2
-    numbers = lambda st: [
-        (r.id, r.success, r.score, r.episodes, r.aggregates_json, r.status) for r in st.submissions(limit=100)
-    ]  # noqa: E731
+
+    def numbers(st) -> list[tuple]:
+        return [(r.id, r.success, r.score, r.episodes, r.aggregates_json, r.status) for r in st.submissions(limit=100)]
+
     before = numbers(store)
     store.engine.dispose()
 

@@ -83,10 +83,12 @@ def _episodes(vec, episode: int) -> list[list[MemberResult]]:
 
 
 def _same(a: list[list[MemberResult]], b: list[list[MemberResult]]) -> bool:
-    flat = lambda log: [
-        (r.obs, r.reward, r.terminated, r.truncated, r.lost, sorted(r.info)) for step in log for r in step
-    ]  # noqa: E731
-    masks = lambda log: [r.info["action_mask"].tolist() for step in log for r in step]  # noqa: E731
+    def flat(log: list[list[MemberResult]]) -> list[tuple]:
+        return [(r.obs, r.reward, r.terminated, r.truncated, r.lost, sorted(r.info)) for step in log for r in step]
+
+    def masks(log: list[list[MemberResult]]) -> list[list]:
+        return [r.info["action_mask"].tolist() for step in log for r in step]
+
     return flat(a) == flat(b) and masks(a) == masks(b)
 
 

@@ -258,6 +258,18 @@ def _start_extra_evaluation(cfg: CompareConfig, tcfg: Any, model_path: str) -> A
     return wait
 
 
+def _warm_start_budget(cfg: CompareConfig, readout: dict[str, Any] | None) -> str:
+    """The warm start's training budget, as its result bundle states it."""
+    budget = (
+        f"behaviour cloning on {cfg.train.sft_episodes} {cfg.train.sft_agent} episodes x {cfg.train.sft_epochs} epochs"
+        if cfg.train.sft_episodes
+        else "none (base model)"
+    )
+    if readout:
+        budget += f"; SAPO's readout fitted on the returns of {readout['turns']} turns of its own rollouts"
+    return budget
+
+
 def prepare_warm_start(cfg: CompareConfig, state: CompareState) -> tuple[str, RunResult]:
     """The shared starting policy (trained once, cached in ``warm_start/``) and its evaluation.
 
@@ -290,13 +302,7 @@ def prepare_warm_start(cfg: CompareConfig, state: CompareState) -> tuple[str, Ru
     records = evaluate_policy(trainer.policy, tcfg, cfg, tcfg.gym_make_kwargs())  # as every run is evaluated
     records += extra()
     eval_s = time.perf_counter() - t0
-    budget = (
-        f"behaviour cloning on {cfg.train.sft_episodes} {cfg.train.sft_agent} episodes x {cfg.train.sft_epochs} epochs"
-        if cfg.train.sft_episodes
-        else "none (base model)"
-    )
-    if readout:
-        budget += f"; SAPO's readout fitted on the returns of {readout['turns']} turns of its own rollouts"
+    budget = _warm_start_budget(cfg, readout)
     bundle = _write_bundle(
         cfg, "warm-start", records, tcfg.gym_make_kwargs(), trainer.policy, None, budget, cfg.warm_start_seed_list
     )
