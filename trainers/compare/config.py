@@ -84,10 +84,10 @@ def cpu_train() -> TrainConfig:
 class CompareSettings:
     """A controlled comparison: methods × seeds under identical settings and budget."""
 
-    RESULT_NEUTRAL: ClassVar[tuple[str, ...]] = ("out", "max_runs", "progress", "eval_batch_size", "workers")
-    """Compare's fields that say where, how far and how fast a comparison goes, not its numbers (each run is seeded
-    on its own): :meth:`CompareConfig.fingerprint` leaves them out, with TrainConfig's
-    (:data:`trainers.config.RESULT_NEUTRAL`)."""
+    RESULT_NEUTRAL: ClassVar[tuple[str, ...]] = ("out", "max_runs", "seeds", "progress", "eval_batch_size", "workers")
+    """Compare's fields that say where, how far and how fast a comparison goes, not its runs' numbers (each run is
+    seeded on its own, so ``--seeds 7`` on a finished 4-seed folder trains seeds 4-6 and reports all seven):
+    :meth:`CompareConfig.fingerprint` leaves them out, with TrainConfig's (:data:`trainers.config.RESULT_NEUTRAL`)."""
 
     # ------------------------------------------------------------------ what is compared
     algos: str = "sapo,ppo,grpo"
