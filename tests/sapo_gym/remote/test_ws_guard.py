@@ -93,12 +93,17 @@ def test_every_hostile_frame_gets_an_error_frame_and_the_session_plays_on() -> N
             assert step["type"] == "observation" and step["data"]["observation"]["prompt"] == local_first_step()
             assert call(ws, {"type": "state"})["data"]["step_count"] == 1
             assert http("GET", f"{url}/sessions")[1]["active_sessions"] == 1  # the one session, all along
-        # a frame over what the server reads at all drops that connection (1009), and only that one
+        # a frame over what the server reads at all drops that connection (1009), and only that one. Frames travel
+        # uncompressed (the server offers no permessage-deflate), so the server refuses the frame at its header while
+        # most of its bytes are still in flight; its close then races them, and a TCP reset may discard the close
+        # frame before the client reads it: the connection is dropped either way, with 1009 when the frame arrives
+        rcvd = None
         with connect(ws_url(url), max_size=None, open_timeout=ANSWER_TIMEOUT_S) as ws:
-            ws.send("x" * (FRAME_READ_LIMIT + 1))
             with pytest.raises(ConnectionClosed) as dropped:
+                ws.send("x" * (FRAME_READ_LIMIT + 1))
                 ws.recv(timeout=ANSWER_TIMEOUT_S)
-            assert dropped.value.rcvd is not None and dropped.value.rcvd.code == 1009
+            rcvd = dropped.value.rcvd
+        assert rcvd is None or rcvd.code == 1009, rcvd
         with connect(ws_url(url), open_timeout=ANSWER_TIMEOUT_S) as ws:
             assert call(ws, {"type": "reset", "data": {"seed": 1}})["type"] == "observation"
 
