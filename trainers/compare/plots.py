@@ -157,6 +157,7 @@ def advantage_signal(res: dict[str, Any], axes: Any) -> None:
         title=f"Held out (eval seed {res['eval_seeds'][0]}) against env steps",
     )
     signal_ax.xaxis.get_major_locator().set_params(integer=True)
+    steps_ax.tick_params(labelleft=True)  # the panels share the 0-1 range, not the quantity
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(loc="best", fontsize=7)
