@@ -160,7 +160,10 @@ def advantage_signal(res: dict[str, Any], axes: Any) -> None:
     steps_ax.tick_params(labelleft=True)  # the panels share the 0-1 range, not the quantity
     for ax in axes:
         ax.grid(alpha=0.3)
-        ax.legend(loc="best", fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="best", fontsize=7)
+        else:
+            ax.text(0.5, 0.5, "not recorded", ha="center", va="center", transform=ax.transAxes)
 
 
 def category_success(res: dict[str, Any], ax: Any) -> None:
