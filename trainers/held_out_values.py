@@ -15,10 +15,7 @@ from typing import Any
 import torch
 
 from trainers.core_algos import aggregate_loss, discounted_returns, explained_variance, kl_penalty
-from trainers.distributed import map_micro_batches
 from trainers.experience import Experience
-from trainers.forward import action_log_probs, forward_positions
-from trainers.methods.base import pad_to
 from trainers.rollout import collect, make_train_vec
 
 __all__ = ["held_out_values", "value_scores"]
@@ -37,12 +34,7 @@ def value_scores(values: torch.Tensor | None, q: torch.Tensor | None, returns: t
 
 def _kl_from(trainer: Any, reference: torch.nn.Module, exp: Experience) -> float:
     """Token mean of the k3 KL of the sampled action tokens' log-probs (``exp.old_log_probs``) from ``reference``'s."""
-    cfg, width, ids = trainer.cfg, exp.input_ids.shape[1], trainer.method.value_token_ids
-
-    def score(mb: Experience) -> torch.Tensor:
-        return pad_to(action_log_probs(forward_positions(reference, mb), mb, ids, cfg.temperature), width)
-
-    ref = torch.cat(map_micro_batches(trainer.strategy, exp, cfg.micro_batch_size, score))
+    ref = trainer.log_probs_under(reference, exp)
     return float(aggregate_loss(kl_penalty(exp.old_log_probs, ref), exp.action_mask))
 
 

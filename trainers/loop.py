@@ -338,16 +338,19 @@ class Trainer:
         base = self.lora and self.cfg.kl_coef > 0
         if self.reference is None and not base:
             return None
-        width = exp.input_ids.shape[1]
         with adapters_disabled(self.policy.model) if base else contextlib.nullcontext(self.reference) as reference:
+            return self.log_probs_under(reference, exp)
 
-            def score(mb: Experience) -> torch.Tensor:
-                lp = action_log_probs(
-                    forward_positions(reference, mb), mb, self.method.value_token_ids, self.cfg.temperature
-                )
-                return pad_to(lp, width)
+    @torch.no_grad()
+    def log_probs_under(self, model: torch.nn.Module, exp: Experience) -> torch.Tensor:
+        """``(B, T)`` log-probs of the batch's sampled tokens under ``model``, in micro-batches (0 off the actions)."""
+        width = exp.input_ids.shape[1]
 
-            return torch.cat(map_micro_batches(self.strategy, exp, self.cfg.micro_batch_size, score))
+        def score(mb: Experience) -> torch.Tensor:
+            lp = action_log_probs(forward_positions(model, mb), mb, self.method.value_token_ids, self.cfg.temperature)
+            return pad_to(lp, width)
+
+        return torch.cat(map_micro_batches(self.strategy, exp, self.cfg.micro_batch_size, score))
 
     # ------------------------------------------------------------------ checkpoints
     def save(self) -> Path:
