@@ -126,7 +126,10 @@ def uvicorn_command(fd: int, max_connections: int, drain_seconds: float) -> list
     """uvicorn on the inherited Unix socket ``fd``: the client's address from nginx's ``X-Forwarded-For`` (only nginx
     reaches the socket), WebSocket frames up to the read limit and never compressed (permessage-deflate is declined
     when a client offers it: nginx passes the offer and the answer through, and compressing observations of a few
-    KB cost a tenth of the server's CPU), the drain as its graceful shutdown."""
+    KB cost a tenth of the server's CPU), the drain as its graceful shutdown. uvicorn's standard pieces, named
+    rather than left to what happens to be installed: uvloop as the event loop, httptools as the HTTP parser and
+    the ``websockets`` library's sans-I/O protocol for WebSockets (of uvicorn's three, the one that cost the least
+    CPU a frame here, docs/remote.md "The server under load")."""
     from sapo_gym.remote.websocket import FRAME_READ_LIMIT
 
     return [
@@ -135,6 +138,12 @@ def uvicorn_command(fd: int, max_connections: int, drain_seconds: float) -> list
         "uvicorn",
         "--fd",
         str(fd),
+        "--loop",
+        "uvloop",
+        "--http",
+        "httptools",
+        "--ws",
+        "websockets-sansio",
         "--factory",
         "sapo_gym.remote.server:app_from_environment",
         "--proxy-headers",
