@@ -46,9 +46,16 @@ class NotJSON(ValueError):
 
 
 def loads(data: str | bytes) -> Any:
-    """``data`` (UTF-8 bytes or text) decoded by the rules of the module docstring; :class:`NotJSON` otherwise."""
+    """``data`` (UTF-8 bytes or text) decoded by the rules of the module docstring; :class:`NotJSON` otherwise.
+    Text goes to one decoder built once (``json.loads`` with hooks builds a decoder a call), after ``json.loads``'s
+    own check for a byte-order mark; bytes go through ``json.loads``, which finds their encoding."""
     try:
-        value = json.loads(data, parse_int=bounded_int, parse_float=finite_float, parse_constant=no_constant)
+        if not isinstance(data, str):
+            value = json.loads(data, parse_int=bounded_int, parse_float=finite_float, parse_constant=no_constant)
+        elif data.startswith("\ufeff"):
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", data, 0)
+        else:
+            value = _DECODER.decode(data)
     except RecursionError:
         raise NotJSON(f"nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError and the hooks' errors
@@ -76,6 +83,10 @@ def finite_float(text: str) -> float:
 def no_constant(name: str) -> Any:
     """``parse_constant``: always a ValueError (``NaN``, ``Infinity``, ``-Infinity``)."""
     raise ValueError(f"{name} is not JSON (NaN and Infinity are not numbers JSON has)")
+
+
+_DECODER = json.JSONDecoder(parse_int=bounded_int, parse_float=finite_float, parse_constant=no_constant)
+"""The decoder ``json.loads`` builds for these hooks (it keeps no state between calls)."""
 
 
 def check_tree(value: Any, max_depth: int | None = MAX_DEPTH) -> None:

@@ -133,12 +133,14 @@ class GuardedWebSocket(WebSocket):
             await self.send_text(refusal)
 
     async def _next_frame(self) -> Message:
-        """The next ASGI message; after the idle timeout without one, close the socket and report a disconnect."""
+        """The next ASGI message; after the idle timeout without one, close the socket and report a disconnect.
+        (``asyncio.timeout``, not ``wait_for``: no task of its own and no extra wake-up a frame.)"""
         if self.idle_timeout_s is None:
             return await self.receive()
         try:
-            return await asyncio.wait_for(self.receive(), self.idle_timeout_s)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(self.idle_timeout_s):
+                return await self.receive()
+        except TimeoutError:
             self.expired = True
             reason = f"idle for {self.idle_timeout_s:g} s: session closed"
             await self.close(code=IDLE_CLOSE_CODE, reason=reason)
