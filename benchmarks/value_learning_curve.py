@@ -9,19 +9,21 @@ This measures how much of held-out return variance a value function fitted on N 
    temperature, the task schedule past the RL iterations), each turn's target its Monte-Carlo discounted return;
 2. hold the last quarter of the episodes out; fit on the first N episodes, N = 40 ... all of the rest;
 3. learners: ridge regression on the prompt's bag of tokens and hashed token bigrams (counts clipped at 3), and
-   optionally (``--critic-epochs``) PPO's critic as the loop starts it (``CriticModel.from_policy``: the policy's
-   backbone, a fresh linear head) trained on the same turns in 16-turn minibatches;
+   with ``--learners`` PPO's critic as the loop starts it (``critic``: the policy's backbone, a fresh linear head,
+   16-turn minibatches) and SAPO's readout as the readout warm start fits it (``readout``:
+   ``trainers.readout_warmup.fit_readout``), each for ``--epochs`` passes over the same turns;
 4. report held-out explained variance pooled and per group of 8 episodes (the loop's grouping, mean over groups
-   with any variance). Each learner's setting (ridge's λ, the critic's epoch) is the one that scores best on the
+   with any variance). Each learner's setting (ridge's λ, the network's epoch) is the one that scores best on the
    held-out episodes: an optimistic choice, so each row is an upper bound on what that learner reaches from N
    episodes.
 
 Beside the curve, the ceiling of any function of the prompt text: over turns whose prompt recurs verbatim, the share
-of their return variance that lies between prompts (law of total variance with the within-prompt variance unbiased).
+of their return variance that lies between prompts (law of total variance with the within-prompt variance unbiased);
+and what the clock alone explains (the mean return of each 5-turn bin).
 ``benchmarks/value_ceiling.py`` measures the ceiling for the env's whole state.
 
     python -m benchmarks.value_learning_curve --model runs/compare/warm_start/policy [--episodes 1536]
-        [--cache FILE] [--critic-epochs 6]
+        [--cache FILE] [--learners critic,readout] [--epochs 4]
 
 One process, ``OMP_NUM_THREADS=1``; docs/results-log.md has the measured numbers.
 """
@@ -41,6 +43,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from tqdm import tqdm  # noqa: E402
 
 from benchmarks.env_workers import cpu_line  # noqa: E402
 
@@ -110,17 +113,38 @@ def prompt_ceiling(input_ids: np.ndarray, prompt_lengths: np.ndarray, returns: n
     return 1.0 - within / float(pooled.var()), len(groups), len(pooled)
 
 
+def turn_index_baseline(
+    fit_turns: np.ndarray, fit_returns: np.ndarray, turns: np.ndarray, width: int = 5
+) -> np.ndarray:
+    """The mean fitted return of each ``width``-turn bin (the overall mean for a bin never fitted), at ``turns``: how
+    much the clock alone explains."""
+    bins = int(max(fit_turns.max(), turns.max())) // width + 1
+    sums = np.bincount(fit_turns // width, weights=fit_returns, minlength=bins)
+    counts = np.bincount(fit_turns // width, minlength=bins)
+    means = np.where(counts > 0, sums / np.maximum(counts, 1), fit_returns.mean())
+    return means[turns // width]
+
+
+def train_config(algo: str, model: str, **changes: Any) -> Any:
+    """The CPU default's TrainConfig for ``algo`` from the policy ``model``, in a fresh folder, quiet."""
+    from trainers.compare.config import CompareConfig
+
+    cfg = CompareConfig().train_config(algo, 0, model=model)
+    out = tempfile.mkdtemp(prefix="value-curve-")
+    return dataclasses.replace(cfg, out_dir=out, resume=False, progress=False, **changes)
+
+
 def collect(model: str, episodes: int, cache: Path | None) -> tuple[Any, torch.Tensor]:
     """The policy's episodes at the CPU default's RL settings (cached in ``cache`` when given) → (turns, returns)."""
     if cache is not None and cache.exists():
         return torch.load(cache, weights_only=False)
-    from trainers.compare.config import CompareConfig
     from trainers.loop import Trainer
     from trainers.readout_warmup import collect_returns
 
-    cfg = CompareConfig().train_config("sapo", 0, model=model)
-    cfg = dataclasses.replace(cfg, out_dir=tempfile.mkdtemp(prefix="value-curve-"), resume=False, progress=False)
-    data, returns = collect_returns(Trainer(cfg), episodes)
+    trainer = Trainer(train_config("sapo", model))
+    with tqdm(total=episodes, desc="episodes", unit="ep") as bar:
+        data, returns = collect_returns(trainer, episodes, on_batch=lambda n: bar.update(n - bar.n))
+    trainer.close()
     if cache is not None:
         tmp = cache.with_suffix(".tmp")
         torch.save((data, returns), tmp)
@@ -128,24 +152,27 @@ def collect(model: str, episodes: int, cache: Path | None) -> tuple[Any, torch.T
     return data, returns
 
 
+Scores = list[tuple[int, float, float]]
+"""Per epoch: ``(epoch, held-out explained variance, its mean over groups of 8 episodes)``."""
+
+
 def critic_scores(
     model: str, fit: Any, fit_returns: torch.Tensor, test: Any, test_returns: torch.Tensor, epochs: int
-) -> Iterator[tuple[int, float, float]]:
-    """PPO's critic as the loop starts it, trained on ``fit``'s turns → per epoch ``(epoch, held-out pooled, held-out
-    per group)`` explained variance. AdamW at 1e-4, 16-turn minibatches, gradient norm clipped at 1, the squared
-    error in ``R_max`` units (as the loop's critic loss without the clip)."""
+) -> Scores:
+    """PPO's critic as the loop starts it (``CriticModel.from_policy``: the policy's backbone, a fresh head), trained
+    on ``fit``'s turns: AdamW at 1e-4, 16-turn minibatches, gradient norm clipped at 1, the squared error in ``R_max``
+    units (the loop's critic loss without the clip)."""
     from agents.critic import CriticModel
-    from trainers.compare.config import CompareConfig
     from trainers.experience import micro_batches
     from trainers.loop import Trainer
 
-    cfg = CompareConfig().train_config("ppo", 0, model=model)
-    cfg = dataclasses.replace(cfg, out_dir=tempfile.mkdtemp(prefix="value-curve-"), resume=False, progress=False)
+    cfg = train_config("ppo", model)
     torch.manual_seed(0)
-    critic = CriticModel.from_policy(Trainer(cfg).policy, value_scale=cfg.r_max, seed=0)
+    trainer = Trainer(cfg)
+    critic = CriticModel.from_policy(trainer.policy, value_scale=cfg.r_max, seed=0)
+    trainer.close()
     optimizer, generator = torch.optim.AdamW(critic.parameters(), lr=1e-4), torch.Generator().manual_seed(0)
-    batches = dataclasses.replace(fit, value_targets=fit_returns)
-    episode = test.traj_ids.numpy()
+    batches, scores = dataclasses.replace(fit, value_targets=fit_returns), []
     for epoch in range(1, epochs + 1):
         critic.train()
         for mb in batches.minibatches(16, generator=generator):
@@ -157,18 +184,48 @@ def critic_scores(
         critic.eval()
         with torch.no_grad():
             parts = [critic.values(m.input_ids, m.attention_mask, m.prompt_lengths) for m in micro_batches(test, 64)]
-        v, g = torch.cat(parts).float().numpy(), test_returns.numpy()
-        yield epoch, explained(v, g), per_group(v, g, episode)
+        scores.append((epoch, *score(torch.cat(parts), test_returns, test)))
+    return scores
+
+
+def readout_scores(
+    model: str, fit: Any, fit_returns: torch.Tensor, test: Any, test_returns: torch.Tensor, epochs: int
+) -> Scores:
+    """SAPO's readout fitted as the readout warm start fits it (``trainers.readout_warmup.fit_readout``: every weight,
+    the warm start's learning rate and KL weight, 16-turn minibatches), scored after each epoch."""
+    from trainers.loop import Trainer
+    from trainers.readout_warmup import BATCH_TURNS, fit_readout, readout_v
+
+    cfg = train_config("sapo", model, readout_warmup_epochs=epochs)
+    trainer, per_epoch, scores = Trainer(cfg), -(-len(fit) // BATCH_TURNS), []
+
+    def after(step: int) -> None:
+        if step % per_epoch == 0:
+            scores.append((step // per_epoch, *score(readout_v(trainer.policy, test, cfg), test_returns, test)))
+
+    fit_readout(trainer.policy, fit, fit_returns, cfg, on_step=after)
+    trainer.close()
+    return scores
+
+
+LEARNERS = {"critic": critic_scores, "readout": readout_scores}
+
+
+def score(v: torch.Tensor, returns: torch.Tensor, test: Any) -> tuple[float, float]:
+    """Held-out explained variance of ``v``, pooled and per group of 8 episodes."""
+    v_np, g = v.float().numpy(), returns.numpy()
+    return explained(v_np, g), per_group(v_np, g, test.traj_ids.numpy())
 
 
 def curve_rows(data: Any, returns: torch.Tensor, args: argparse.Namespace) -> Iterator[str]:
-    """One markdown row per fitted size: ridge's best λ and scores, and the critic's best epoch when asked."""
+    """One markdown row per fitted size: ridge's best λ and scores, then each asked learner's best epoch."""
     episode = data.traj_ids.numpy()
     held = episode >= (int(episode.max()) + 1) * 3 // 4
     x = prompt_features(data.input_ids.numpy(), data.prompt_lengths.numpy())
     g = returns.numpy().astype(np.float64)
     n_fit = int(episode[~held].max()) + 1
-    for n in sorted({s for s in SIZES if s < n_fit} | {n_fit}):
+    test = data.select(torch.from_numpy(held.nonzero()[0]))
+    for n in tqdm(sorted({s for s in SIZES if s < n_fit} | {n_fit}), desc="fitted sizes"):
         chosen = (~held) & (episode < n)
         scored = [
             (per_group(p, g[held], episode[held]), explained(p, g[held]), lam)
@@ -176,14 +233,11 @@ def curve_rows(data: Any, returns: torch.Tensor, args: argparse.Namespace) -> It
         ]
         group, pooled, lam = max(scored, key=lambda s: np.nan_to_num(s[0], nan=-np.inf))
         row = f"| {n} | {int(chosen.sum())} | {pooled:+.3f} | {group:+.3f} | {lam:g} |"
-        if args.critic_epochs:
-            fit = data.select(torch.from_numpy(chosen.nonzero()[0]))
-            test = data.select(torch.from_numpy(held.nonzero()[0]))
-            best = max(
-                critic_scores(args.model, fit, returns[chosen], test, returns[held], args.critic_epochs),
-                key=lambda s: np.nan_to_num(s[2], nan=-np.inf),
-            )
-            row += f" {best[1]:+.3f} | {best[2]:+.3f} | {best[0]} |"
+        fit = data.select(torch.from_numpy(chosen.nonzero()[0]))
+        for name in args.learners:
+            scores = LEARNERS[name](args.model, fit, returns[chosen], test, returns[held], args.epochs)
+            epoch, pooled, group = max(scores, key=lambda s: np.nan_to_num(s[2], nan=-np.inf))
+            row += f" {pooled:+.3f} | {group:+.3f} | {epoch} |"
         yield row
 
 
@@ -192,22 +246,40 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--model", default="runs/compare/warm_start/policy", help="the policy that plays")
     parser.add_argument("--episodes", type=int, default=1536, help="episodes collected (the last quarter held out)")
     parser.add_argument("--cache", type=Path, help="save the collected turns here, or load them if it exists")
-    parser.add_argument("--critic-epochs", type=int, default=0, help="also fit PPO's critic, up to this many epochs")
+    parser.add_argument(
+        "--learners",
+        type=lambda s: [n for n in s.split(",") if n],
+        default=[],
+        help="also fit these beside ridge, comma-separated: critic (PPO's), readout (SAPO's)",
+    )
+    parser.add_argument("--epochs", type=int, default=4, help="passes over the fitted turns of each learner")
     args = parser.parse_args(argv)
+    unknown = set(args.learners) - set(LEARNERS)
+    if unknown:
+        parser.error(f"unknown learners {sorted(unknown)}; valid: {sorted(LEARNERS)}")
     print(cpu_line())
     data, returns = collect(args.model, args.episodes, args.cache)
-    ids, lengths, g = data.input_ids.numpy(), data.prompt_lengths.numpy(), returns.numpy()
-    ceiling, prompts, turns = prompt_ceiling(ids, lengths, g)
-    episodes = int(data.traj_ids.max()) + 1
-    print(f"{episodes} episodes, {len(g)} turns, {int((g > 0).sum())} turns with a positive return")
-    print(f"ceiling of a function of the prompt text: {ceiling:.3f} ({prompts} prompts recurring, {turns} turns)\n")
+    print_context(data, returns)
     head = "| fitted episodes | fitted turns | ridge: held-out EV | ridge: per 8 episodes | ridge λ |"
     rule = "|---|---|---|---|---|"
-    if args.critic_epochs:
-        head, rule = head + " critic: held-out EV | critic: per 8 episodes | critic epoch |", rule + "---|---|---|"
+    for name in args.learners:
+        head += f" {name}: held-out EV | {name}: per 8 episodes | {name}: epoch |"
+        rule += "---|---|---|"
     print(head, rule, sep="\n", flush=True)
     for row in curve_rows(data, returns, args):
         print(row, flush=True)
+
+
+def print_context(data: Any, returns: torch.Tensor) -> None:
+    """The collection's size, the prompt-text ceiling and the clock's share, before the curve."""
+    ids, lengths, g = data.input_ids.numpy(), data.prompt_lengths.numpy(), returns.numpy()
+    ceiling, prompts, turns = prompt_ceiling(ids, lengths, g)
+    episode, turn = data.traj_ids.numpy(), data.turn_idx.numpy().astype(np.int64)
+    held = episode >= (int(episode.max()) + 1) * 3 // 4
+    clock = turn_index_baseline(turn[~held], g[~held], turn[held])
+    print(f"{int(episode.max()) + 1} episodes, {len(g)} turns, {int((g > 0).sum())} turns with a positive return")
+    print(f"ceiling of a function of the prompt text: {ceiling:.3f} ({prompts} prompts recurring, {turns} turns)")
+    print(f"the turn index alone (mean return of each 5-turn bin), held out: {explained(clock, g[held]):+.3f}\n")
 
 
 if __name__ == "__main__":

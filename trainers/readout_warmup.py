@@ -33,7 +33,15 @@ from trainers.experience import Experience, micro_batches
 from trainers.forward import action_log_probs, forward_positions, readout_values
 from trainers.rollout import collect
 
-__all__ = ["readout_loss", "readout_step", "fit_readout", "collect_returns", "explained", "readout_warm_start"]
+__all__ = [
+    "readout_loss",
+    "readout_step",
+    "fit_readout",
+    "collect_returns",
+    "readout_v",
+    "explained",
+    "readout_warm_start",
+]
 
 BATCH_TURNS = 16
 """Turns per optimizer step (the clone's minibatch)."""
@@ -75,7 +83,7 @@ def fit_readout(
 ) -> list[float]:
     """Fit the readout of ``policy`` to ``returns (B,)`` of the turns in ``data``; the mean loss of each epoch.
     Each step is one shuffled minibatch of :data:`BATCH_TURNS` turns (:func:`readout_step`); ``on_step(k)`` is
-    called after the k-th (benchmarks/readout_generalization.py measures held-out episodes there)."""
+    called after the k-th (benchmarks/value_learning_curve.py scores held-out episodes there)."""
     params = [p for p in policy.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.readout_warmup_lr)
     shuffle = torch.Generator().manual_seed(cfg.seed)
@@ -95,9 +103,12 @@ def fit_readout(
     return history
 
 
-def collect_returns(trainer: Any, episodes: int) -> tuple[Experience, Tensor]:
+def collect_returns(
+    trainer: Any, episodes: int, on_batch: Callable[[int], None] | None = None
+) -> tuple[Experience, Tensor]:
     """Roll ``trainer``'s policy out for at least ``episodes`` training episodes (whole batches of
-    ``episodes_per_iteration``) → their turns and each turn's discounted return ``(B,)``.
+    ``episodes_per_iteration``) → their turns and each turn's discounted return ``(B,)``; ``on_batch(n)`` is called
+    with the episodes played so far after each batch (a progress bar's hook).
 
     The batches play the task schedule's entries after the RL iterations' (``iterations + k``), so the readout's
     episodes are not the ones RL starts with."""
@@ -119,6 +130,8 @@ def collect_returns(trainer: Any, episodes: int) -> tuple[Experience, Tensor]:
         exp = replace(exp, traj_ids=exp.traj_ids + k * per_batch)  # ids are per batch: one id per episode across them
         parts.append(exp)
         targets.append(discounted_returns(exp.rewards, exp.traj_ids, exp.turn_idx, cfg.gamma))
+        if on_batch is not None:
+            on_batch((k + 1) * per_batch)
     if not parts:
         raise RuntimeError("the readout warm start collected no turns")
     return Experience.cat(parts, trainer.policy.pad_token_id), torch.cat(targets)
@@ -143,8 +156,14 @@ def readout_warm_start(trainer: Any) -> dict[str, Any]:
     }
 
 
+def readout_v(policy: Any, data: Experience, cfg: TrainConfig) -> Tensor:
+    """The readout's V ``(B,)`` at the turns of ``data``, in reward units (no gradient)."""
+    with torch.no_grad():
+        return torch.cat(
+            [_readout(policy, micro, cfg)[0] for micro in micro_batches(data, cfg.micro_batch_size, False)]
+        )
+
+
 def explained(policy: Any, data: Experience, returns: Tensor, cfg: TrainConfig) -> float:
     """How much of ``returns (B,)`` the readout's V explains on the turns of ``data`` (``explained_variance``)."""
-    with torch.no_grad():
-        v = torch.cat([_readout(policy, micro, cfg)[0] for micro in micro_batches(data, cfg.micro_batch_size, False)])
-    return float(explained_variance(v, returns))
+    return float(explained_variance(readout_v(policy, data, cfg), returns))

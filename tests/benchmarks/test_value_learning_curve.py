@@ -14,6 +14,7 @@ from benchmarks.value_learning_curve import (
     prompt_ceiling,
     prompt_features,
     ridge_predictions,
+    turn_index_baseline,
 )
 
 
@@ -68,3 +69,11 @@ def test_explained_and_per_group() -> None:
     # groups of one episode: EV 1 (exact), EV 1 - 1/1 = 0 (residuals -1, 1 against targets 0, 2), and a constant group
     # left out of the mean
     assert per_group(pred, target, episode, size=1) == pytest.approx(0.5)
+
+
+def test_turn_index_baseline_is_each_bins_mean() -> None:
+    fit_turns = np.array([0, 1, 5, 6, 7])
+    fit_returns = np.array([2.0, 4.0, 1.0, 1.0, 4.0])
+    # bins of 5 turns: [0, 5) has mean 3, [5, 10) mean 2; turn 12's bin was never fitted: the overall mean 2.4
+    pred = turn_index_baseline(fit_turns, fit_returns, np.array([3, 9, 12]))
+    np.testing.assert_allclose(pred, [3.0, 2.0, 2.4], rtol=1e-12)  # means of a few small floats: exact up to ulps

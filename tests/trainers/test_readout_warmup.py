@@ -81,7 +81,9 @@ def test_the_kl_term_holds_the_actions_where_they_were_sampled():
 def test_collected_returns_are_each_turns_discounted_return(make_trainer):
     """Vault pays R_max = 10 on the winning turn only: every turn's target is 10·γ^(turns left), or 0 in a lost episode."""
     trainer = make_trainer("sapo", episodes_per_iteration=8)
-    data, returns = collect_returns(trainer, 12)  # whole batches: 16 episodes
+    played: list[int] = []
+    data, returns = collect_returns(trainer, 12, on_batch=played.append)  # whole batches: 16 episodes
+    assert played == [8, 16]  # the hook hears the episodes played so far after each batch
     assert len(set(zip(*(t.tolist() for t in (data.traj_ids, data.turn_idx))))) == len(data)
     assert data.traj_ids.unique().numel() <= 16 and len(returns) == len(data)
     for traj in data.traj_ids.unique():
