@@ -25,7 +25,8 @@ and what the clock alone explains (the mean return of each 5-turn bin).
     python -m benchmarks.value_learning_curve --model runs/compare/warm_start/policy [--episodes 1536]
         [--cache FILE] [--learners critic,readout] [--epochs 4]
 
-One process, ``OMP_NUM_THREADS=1``; docs/results-log.md has the measured numbers.
+One process, ``OMP_NUM_THREADS=1``, about 3 GB of memory at 1,536 episodes (the features); docs/results-log.md has the
+measured numbers.
 """
 
 from __future__ import annotations
