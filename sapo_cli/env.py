@@ -73,6 +73,9 @@ def serve(args: argparse.Namespace) -> int:
     if args.env_id not in ENVS:
         raise ValueError(f"unknown env id {args.env_id!r}; valid choices: {sorted(ENVS)}")
     try:
+        import httptools  # noqa: F401  (uvicorn's --http httptools, in a process of its own: fail here, not there)
+        import uvloop  # noqa: F401  (uvicorn's --loop uvloop)
+
         from sapo_gym.remote.server import CONFIG_VARIABLE, ServeConfig, config_json, per_process
         from sapo_gym.remote.websocket import FRAME_READ_LIMIT
     except ModuleNotFoundError as exc:

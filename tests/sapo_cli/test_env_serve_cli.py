@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from sapo_cli import build_parser, main
@@ -42,6 +44,24 @@ def test_serve_refuses_unknown_ids_and_malformed_args(capsys: pytest.CaptureFixt
     assert main(["env", "serve", "sapo/Vault-v0", "--env-arg", "novalue"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
     assert main(["env", "serve", "sapo/Vault-v0", "--max-sessions", "0"]) == 2
+
+
+@pytest.mark.parametrize("missing", ["uvloop", "httptools"])
+def test_serve_names_a_missing_server_piece_before_starting(
+    missing: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """uvicorn runs in a process of its own with --loop uvloop --http httptools: without one of them the command says
+    which and how to install it, instead of starting a server that dies."""
+    monkeypatch.setitem(sys.modules, missing, None)  # `import missing` now raises ModuleNotFoundError
+    from sapo_cli.deploy import serve as deploy
+
+    def started(*args: object) -> int:
+        raise AssertionError("a server was started without " + missing)
+
+    monkeypatch.setattr(deploy, "run", started)
+    assert main(["env", "serve", "sapo/Vault-v0", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert missing in err and "serve extra" in err
 
 
 @pytest.mark.timeout(120)
