@@ -143,8 +143,12 @@ def readout_warm_start(trainer: Any) -> dict[str, Any]:
     Returns ``loss`` (per epoch), ``turns``, and ``explained_var_before`` / ``explained_var_after``: how much of
     the returns' variance V explains on those same turns before and after the fit (the RL loop's
     ``value/explained_var`` is the measure on episodes the fit never saw)."""
+    from tqdm import tqdm
+
     cfg = trainer.cfg
-    data, returns = collect_returns(trainer, cfg.readout_warmup_episodes)
+    show = cfg.progress and getattr(trainer, "is_main", True)
+    with tqdm(total=cfg.readout_warmup_episodes, desc="readout warm start: episodes", disable=not show) as bar:
+        data, returns = collect_returns(trainer, cfg.readout_warmup_episodes, on_batch=lambda n: bar.update(n - bar.n))
     data, returns = data.to(trainer.device), returns.to(trainer.device)
     before = explained(trainer.policy, data, returns, cfg)
     loss = fit_readout(trainer.policy, data, returns, cfg)
