@@ -2,8 +2,8 @@
 
 The independent evidence of an evaluation is the task: a deterministic agent replayed on more seeds plays the
 same episodes again, so an interval that counted episodes would narrow without any new evidence. Every
-interval here is taken over the per-task values (each task's mean over its episodes), with ``n`` = the number
-of tasks. The success rate's is Wilson's score interval at 95 % (:data:`Z95`); a mean's is the normal one.
+interval here is around the episodes' rate or mean (what a table prints beside it) with the task as the unit of
+evidence: with as many episodes per task, over the per-task values with ``n`` = the number of tasks. The success rate's is Wilson's score interval at 95 % (:data:`Z95`); a mean's is the normal one.
 
 Pure functions over plain Python sequences: :func:`sapo_gym.evaluation.summarize` (the table ``evaluate``
 prints) and the result bundle's aggregates (:mod:`sapo_gym.bundle`) both call them, so the two agree.
@@ -47,25 +47,53 @@ def _cluster_means(values_by_cluster: Mapping[Any, Sequence[float]]) -> list[flo
     return [sum(float(v) for v in vals) / len(vals) for vals in values_by_cluster.values() if len(vals)]
 
 
+def _equal_sizes(values_by_cluster: Mapping[Any, Sequence[float]]) -> bool:
+    return len({len(vals) for vals in values_by_cluster.values() if len(vals)}) <= 1
+
+
+def _pooled(values_by_cluster: Mapping[Any, Sequence[float]]) -> tuple[float, list[tuple[int, float]]]:
+    """The episodes' mean and each non-empty cluster's (size, mean)."""
+    clusters = [
+        (len(vals), sum(float(v) for v in vals) / len(vals)) for vals in values_by_cluster.values() if len(vals)
+    ]
+    total = sum(n for n, _ in clusters)
+    return sum(n * m for n, m in clusters) / total, clusters
+
+
 def clustered_rate_interval(values_by_cluster: Mapping[Any, Sequence[float]], z: float = Z95) -> tuple[float, float]:
     """Wilson interval of a success rate whose independent evidence is the *cluster* (the task), not the episode.
 
-    ``values_by_cluster``: task id -> the 0/1 outcomes of its episodes (one per seed). The rate is the
-    mean of the per-task rates; the interval is Wilson's with ``n`` = the number of tasks. Repeating
-    a deterministic agent's episodes over more seeds changes nothing (each task's rate is the same),
-    and a stochastic agent's per-task rate in (0, 1) gives a conservative interval (a Bernoulli has
-    the largest variance of any [0, 1] variable with that mean). ``(0, 0)`` without a task.
+    ``values_by_cluster``: task id -> the 0/1 outcomes of its episodes (one per seed). The interval is around the
+    episodes' rate (the rate a table prints beside it), Wilson's with ``n`` = the effective number of tasks,
+    Kish's ``(Σ n_t)² / Σ n_t²`` for tasks of ``n_t`` episodes: the number of tasks when every task has as many
+    episodes (then the episodes' rate is the mean of the per-task rates), fewer when some task was played more
+    often (an evaluation that draws its tasks, as verl-agent's validation does). It is the worst case, each task's
+    episodes all alike: repeating a deterministic agent's episodes over more seeds changes nothing, and a
+    stochastic agent's per-task rate in (0, 1) gives a conservative interval (a Bernoulli has the largest variance
+    of any [0, 1] variable with that mean). ``(0, 0)`` without a task.
     """
     means = _cluster_means(values_by_cluster)
     if not means:
         return (0.0, 0.0)
-    k = len(means)
-    return _wilson(sum(means) / k, k, z)
+    if _equal_sizes(values_by_cluster):
+        return _wilson(sum(means) / len(means), len(means), z)
+    rate, clusters = _pooled(values_by_cluster)
+    total = sum(n for n, _ in clusters)
+    return _wilson(rate, total * total / sum(n * n for n, _ in clusters), z)
 
 
 def clustered_mean_interval(values_by_cluster: Mapping[Any, Sequence[float]], z: float = Z95) -> tuple[float, float]:
-    """Normal interval of a mean over clusters: :func:`mean_interval` of the per-task means (``n`` = tasks)."""
-    return mean_interval(_cluster_means(values_by_cluster), z)
+    """Normal interval of the episodes' mean with the task as the unit of evidence: with equal-sized tasks,
+    :func:`mean_interval` of the per-task means (``n`` = tasks); otherwise the cluster-robust (ratio-estimator)
+    variance ``k / (k − 1) · Σ n_t² (m_t − m)² / (Σ n_t)²`` around the episodes' mean ``m``, which is the former's
+    when the sizes are equal."""
+    if _equal_sizes(values_by_cluster):
+        return mean_interval(_cluster_means(values_by_cluster), z)
+    mean, clusters = _pooled(values_by_cluster)
+    k, total = len(clusters), sum(n for n, _ in clusters)
+    var = k / (k - 1) * sum(n * n * (m - mean) ** 2 for n, m in clusters) / (total * total)
+    half = z * math.sqrt(var)
+    return (max(0.0, mean - half), min(1.0, mean + half))
 
 
 def per_seed_range(values_by_seed: Mapping[Any, Sequence[float]]) -> tuple[float, float]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from agents import ExpertAgent, RandomAgent
 from agents.registry import load_agent
 from sapo_gym.evaluation import evaluate, format_table, summarize
-from sapo_gym.intervals import clustered_rate_interval
+from sapo_gym.intervals import Z95, clustered_rate_interval
 from sapo_gym.records import EpisodeRecord
 
 
@@ -48,9 +50,19 @@ def test_the_interval_counts_tasks_when_an_evaluation_repeats_them() -> None:
     won = [EpisodeRecord("a", "t", seed, True, 1.0, 1, 0, 1.0, "") for seed in range(3)]
     row = summarize([*won, EpisodeRecord("b", "t", 0, False, 0.0, 1, 0, 0.0, "")])["all"]
     assert row["success"] == 0.75  # the episodes' rate
-    # the interval: Wilson's over the 2 tasks at their mean rate (1 + 0) / 2, as the bundle's aggregates
-    assert (row["success_ci_low"], row["success_ci_high"]) == clustered_rate_interval({"a": [1, 1, 1], "b": [0]})
-    assert clustered_rate_interval({"a": [1, 1, 1], "b": [0]}) == clustered_rate_interval({"a": [1], "b": [0]})
+    # the interval, as the bundle's aggregates compute it: around the rate printed beside it, the task the unit
+    lo, hi = clustered_rate_interval({"a": [1, 1, 1], "b": [0]})
+    assert (row["success_ci_low"], row["success_ci_high"]) == (lo, hi)
+    assert lo < row["success"] < hi
+    # Wilson at 0.75 over Kish's (3 + 1)² / (3² + 1²) = 1.6 tasks: wider than over the 2 tasks there are
+    n, z = 1.6, Z95
+    centre, half = (
+        (0.75 + z * z / (2 * n)) / (1 + z * z / n),
+        z * math.sqrt(0.75 * 0.25 / n + z * z / (4 * n * n)) / (1 + z * z / n),
+    )
+    assert (lo, hi) == pytest.approx((centre - half, min(1.0, centre + half)), abs=1e-12)  # float64, a few operations
+    two = clustered_rate_interval({"a": [1, 1], "b": [1, 0]})  # 0.75 over 2 equal-sized tasks
+    assert hi - lo > two[1] - two[0]
 
 
 def test_agent_specs() -> None:

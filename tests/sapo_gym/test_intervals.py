@@ -46,6 +46,18 @@ def test_clustered_intervals_by_hand() -> None:
     assert per_seed_range({0: [1, 0, 1, 1], 1: [0, 0, 1, 1]}) == (0.5, 0.75)
 
 
+def test_unequal_tasks_center_the_intervals_on_the_episodes() -> None:
+    # scores: task a 0.2, 0.4, 0.6 (mean 0.4), task b 1.0; the episodes' mean (1.2 + 1.0) / 4 = 0.55;
+    # cluster-robust variance 2/1 · (3² · 0.15² + 1² · 0.45²) / 4² = 0.050625, sd 0.225
+    lo, hi = clustered_mean_interval({"a": [0.2, 0.4, 0.6], "b": [1.0]})
+    assert (lo, hi) == pytest.approx((0.55 - Z95 * 0.225, 0.55 + Z95 * 0.225), abs=1e-12)  # float64, few operations
+    # equal sizes: the same as the per-task means' interval (the bundles' case: every task once per seed)
+    assert clustered_mean_interval({"a": [0.2, 0.6], "b": [1.0, 1.0]}) == mean_interval([0.4, 1.0])
+    # a rate: 3 of 4 episodes won, task a thrice: around 0.75, over 1.6 effective tasks (Kish)
+    lo, hi = clustered_rate_interval({"a": [1, 1, 1], "b": [0]})
+    assert lo < 0.75 < hi
+
+
 def test_mean_interval_by_hand() -> None:
     # mean .5, sample var (.09+.01+.01+.09)/3, se = sqrt(var/4) = .1290994, half = z * se
     lo, hi = mean_interval([0.2, 0.4, 0.6, 0.8])
