@@ -3,7 +3,8 @@
 The independent evidence of an evaluation is the task: a deterministic agent replayed on more seeds plays the
 same episodes again, so an interval that counted episodes would narrow without any new evidence. Every
 interval here is around the episodes' rate or mean (what a table prints beside it) with the task as the unit of
-evidence: with as many episodes per task, over the per-task values with ``n`` = the number of tasks. The success rate's is Wilson's score interval at 95 % (:data:`Z95`); a mean's is the normal one.
+evidence: with as many episodes per task, over the per-task values with ``n`` = the number of tasks. The success
+rate's is Wilson's score interval at 95 % (:data:`Z95`); a mean's is the normal one.
 
 Pure functions over plain Python sequences: :func:`sapo_gym.evaluation.summarize` (the table ``evaluate``
 prints) and the result bundle's aggregates (:mod:`sapo_gym.bundle`) both call them, so the two agree.
@@ -51,13 +52,13 @@ def _equal_sizes(values_by_cluster: Mapping[Any, Sequence[float]]) -> bool:
     return len({len(vals) for vals in values_by_cluster.values() if len(vals)}) <= 1
 
 
-def _pooled(values_by_cluster: Mapping[Any, Sequence[float]]) -> tuple[float, list[tuple[int, float]]]:
-    """The episodes' mean and each non-empty cluster's (size, mean)."""
+def _pooled(values_by_cluster: Mapping[Any, Sequence[float]]) -> tuple[float, int, list[tuple[int, float]]]:
+    """The episodes' mean, their number, and each non-empty cluster's (size, mean)."""
     clusters = [
         (len(vals), sum(float(v) for v in vals) / len(vals)) for vals in values_by_cluster.values() if len(vals)
     ]
     total = sum(n for n, _ in clusters)
-    return sum(n * m for n, m in clusters) / total, clusters
+    return sum(n * m for n, m in clusters) / total, total, clusters
 
 
 def clustered_rate_interval(values_by_cluster: Mapping[Any, Sequence[float]], z: float = Z95) -> tuple[float, float]:
@@ -72,13 +73,10 @@ def clustered_rate_interval(values_by_cluster: Mapping[Any, Sequence[float]], z:
     stochastic agent's per-task rate in (0, 1) gives a conservative interval (a Bernoulli has the largest variance
     of any [0, 1] variable with that mean). ``(0, 0)`` without a task.
     """
-    means = _cluster_means(values_by_cluster)
-    if not means:
-        return (0.0, 0.0)
     if _equal_sizes(values_by_cluster):
-        return _wilson(sum(means) / len(means), len(means), z)
-    rate, clusters = _pooled(values_by_cluster)
-    total = sum(n for n, _ in clusters)
+        means = _cluster_means(values_by_cluster)
+        return _wilson(sum(means) / len(means), len(means), z) if means else (0.0, 0.0)
+    rate, total, clusters = _pooled(values_by_cluster)
     return _wilson(rate, total * total / sum(n * n for n, _ in clusters), z)
 
 
@@ -89,8 +87,8 @@ def clustered_mean_interval(values_by_cluster: Mapping[Any, Sequence[float]], z:
     when the sizes are equal."""
     if _equal_sizes(values_by_cluster):
         return mean_interval(_cluster_means(values_by_cluster), z)
-    mean, clusters = _pooled(values_by_cluster)
-    k, total = len(clusters), sum(n for n, _ in clusters)
+    mean, total, clusters = _pooled(values_by_cluster)
+    k = len(clusters)
     var = k / (k - 1) * sum(n * n * (m - mean) ** 2 for n, m in clusters) / (total * total)
     half = z * math.sqrt(var)
     return (max(0.0, mean - half), min(1.0, mean + half))

@@ -146,7 +146,7 @@ def readout_warm_start(trainer: Any) -> dict[str, Any]:
     from tqdm import tqdm
 
     cfg = trainer.cfg
-    show = cfg.progress and getattr(trainer, "is_main", True)
+    show = cfg.progress and trainer.is_main
     with tqdm(total=cfg.readout_warmup_episodes, desc="readout warm start: episodes", disable=not show) as bar:
         data, returns = collect_returns(trainer, cfg.readout_warmup_episodes, on_batch=lambda n: bar.update(n - bar.n))
     data, returns = data.to(trainer.device), returns.to(trainer.device)
