@@ -138,7 +138,7 @@ def train_config(algo: str, model: str, **changes: Any) -> Any:
 def collect(model: str, episodes: int, cache: Path | None) -> tuple[Any, torch.Tensor]:
     """The policy's episodes at the CPU default's RL settings (cached in ``cache`` when given) → (turns, returns)."""
     if cache is not None and cache.exists():
-        return torch.load(cache, weights_only=False)
+        return load_turns(cache)
     from trainers.loop import Trainer
     from trainers.readout_warmup import collect_returns
 
@@ -147,10 +147,25 @@ def collect(model: str, episodes: int, cache: Path | None) -> tuple[Any, torch.T
         data, returns = collect_returns(trainer, episodes, on_batch=lambda n: bar.update(n - bar.n))
     trainer.close()
     if cache is not None:
-        tmp = cache.with_suffix(".tmp")
-        torch.save((data, returns), tmp)
-        tmp.replace(cache)
+        save_turns(cache, data, returns)
     return data, returns
+
+
+def save_turns(path: Path, data: Any, returns: torch.Tensor) -> None:
+    """Write the turns and their returns to ``path`` atomically, as plain tensors (no pickled objects)."""
+    fields = {f.name: getattr(data, f.name) for f in dataclasses.fields(data)}
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"fields": fields, "returns": returns}, tmp)
+    tmp.replace(path)
+
+
+def load_turns(path: Path) -> tuple[Any, torch.Tensor]:
+    """What :func:`save_turns` wrote, read with ``weights_only=True``: a file that holds anything but tensors is
+    refused, not executed."""
+    from trainers.experience import Experience
+
+    saved = torch.load(path, weights_only=True)
+    return Experience(**saved["fields"]), saved["returns"]
 
 
 Scores = list[tuple[int, float, float]]

@@ -77,3 +77,34 @@ def test_turn_index_baseline_is_each_bins_mean() -> None:
     # bins of 5 turns: [0, 5) has mean 3, [5, 10) mean 2; turn 12's bin was never fitted: the overall mean 2.4
     pred = turn_index_baseline(fit_turns, fit_returns, np.array([3, 9, 12]))
     np.testing.assert_allclose(pred, [3.0, 2.0, 2.4], rtol=1e-12)  # means of a few small floats: exact up to ulps
+
+
+def test_the_turns_cache_round_trips_as_plain_tensors(tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    from benchmarks.value_learning_curve import load_turns, save_turns
+    from trainers.experience import Experience
+
+    ids = torch.tensor([[1, 2, 3], [4, 5, 0]])
+    turn = torch.tensor([0, 1])
+    data = Experience(
+        input_ids=ids,
+        attention_mask=ids > 0,
+        action_mask=torch.zeros_like(ids, dtype=torch.bool),
+        prompt_lengths=torch.tensor([2, 1]),
+        response_lengths=torch.tensor([1, 1]),
+        old_log_probs=torch.zeros(2, 3),
+        rewards=torch.tensor([0.0, 1.0]),
+        dones=torch.tensor([False, True]),
+        invalid=torch.tensor([False, False]),
+        traj_ids=torch.zeros(2, dtype=torch.long),
+        turn_idx=turn,
+        group_ids=torch.zeros(2, dtype=torch.long),
+    )
+    save_turns(tmp_path / "turns.pt", data, torch.tensor([1.0, 0.0]))
+    back, returns = load_turns(tmp_path / "turns.pt")
+    assert torch.equal(back.input_ids, ids) and torch.equal(back.turn_idx, turn) and back.old_values is None
+    assert torch.equal(returns, torch.tensor([1.0, 0.0]))
+    assert not list(tmp_path.glob("*.tmp"))  # written through a temporary file, then renamed
+    torch.save({"fields": {"input_ids": object()}, "returns": returns}, tmp_path / "bad.pt")
+    with pytest.raises(Exception, match="(?i)weights only|unsupported|global"):  # a pickled object is refused
+        load_turns(tmp_path / "bad.pt")
