@@ -128,6 +128,10 @@ class Store:
                 provenance.record(s, row.id, bundle, works, token_id, live_run_id)
                 names.claim(s, row.agent_name, token_id)
                 return Added(row.id, True, row.status)
+        except names.NameTaken:  # the name's owner committed after this request's ownership check: answer as in
+            with self.session() as s:  # sequence, where a claimed work outranks a taken name
+                provenance.check_owner(s, works, token_id)
+            raise
         except IntegrityError:  # another transaction stored this bundle, or claimed its works, at the same moment
             with self.session() as s:
                 existing = s.execute(

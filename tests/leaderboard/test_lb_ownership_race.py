@@ -11,10 +11,14 @@ import pytest
 from leaderboard.server import names, provenance
 from tests.support.leaderboard import body
 
+_BOTH_LATE = ((provenance, "check_owner"), (names, "check"))
+_OWNER_LATE = ((provenance, "check_owner"),)
 
-def _late_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The non-owner's ownership and name checks run before the owner's commit (they find no owner), as in a race."""
-    for module, name in ((provenance, "check_owner"), (names, "check")):
+
+def _late_check(monkeypatch: pytest.MonkeyPatch, late_checks: tuple = _BOTH_LATE) -> None:
+    """The non-owner's first ``late_checks`` run before the owner's commit (they find no owner), as in a race;
+    ``_OWNER_LATE``: the owner commits between the non-owner's ownership check and its name check."""
+    for module, name in late_checks:
         real, calls = getattr(module, name), []
 
         def late(*args: Any, real: Any = real, calls: list[int] = calls) -> None:
@@ -25,7 +29,7 @@ def _late_check(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(module, name, late)
 
 
-def _race(app: Any, bundle: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def _race(app: Any, bundle: dict[str, Any], monkeypatch: pytest.MonkeyPatch, late_checks: tuple = _BOTH_LATE) -> None:
     store, client = app.extensions["sapo_gym"]["store"], app.test_client()
     owner = {"Authorization": f"Bearer {store.create_token('owner')[1]}"}
     other = {"Authorization": f"Bearer {store.create_token('other')[1]}"}
@@ -34,7 +38,7 @@ def _race(app: Any, bundle: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> 
     sequential = client.post("/api/v1/submissions", data=body(bundle), headers=other)
     assert sequential.status_code == 409 and sequential.json["error"] == "duplicate_episodes"
     with monkeypatch.context() as mp:
-        _late_check(mp)
+        _late_check(mp, late_checks)
         raced = client.post("/api/v1/submissions", data=body(bundle), headers=other)
     assert raced.status_code == 409 and raced.json["error"] == "duplicate_episodes", raced.json
     again = client.post("/api/v1/submissions", data=body(bundle), headers=owner)  # the owner's retry stays a duplicate
@@ -42,12 +46,14 @@ def _race(app: Any, bundle: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> 
     assert store.counts()["submissions"] == 1
 
 
-def test_the_non_owner_of_a_raced_bundle_gets_409_on_sqlite(app, expert_bundle, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    _race(app, expert_bundle, monkeypatch)
+@pytest.mark.parametrize("late_checks", [_BOTH_LATE, _OWNER_LATE], ids=["both-checks-late", "owner-check-late"])
+def test_the_non_owner_of_a_raced_bundle_gets_409_on_sqlite(app, expert_bundle, monkeypatch, late_checks) -> None:  # type: ignore[no-untyped-def]
+    _race(app, expert_bundle, monkeypatch, late_checks)
 
 
-def test_the_non_owner_of_a_raced_bundle_gets_409_on_postgres(pg_app, expert_bundle, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    _race(pg_app, expert_bundle, monkeypatch)
+@pytest.mark.parametrize("late_checks", [_BOTH_LATE, _OWNER_LATE], ids=["both-checks-late", "owner-check-late"])
+def test_the_non_owner_of_a_raced_bundle_gets_409_on_postgres(pg_app, expert_bundle, monkeypatch, late_checks) -> None:  # type: ignore[no-untyped-def]
+    _race(pg_app, expert_bundle, monkeypatch, late_checks)
 
 
 def test_two_tokens_sending_one_bundle_at_once_on_postgres(pg_app, expert_bundle) -> None:  # type: ignore[no-untyped-def]
