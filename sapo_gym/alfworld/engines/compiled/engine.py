@@ -44,8 +44,10 @@ def _compiled(version: FileVersion) -> CompiledGame:
         return compile_game(json.load(f))
 
 
-Effect = Callable[[], str]
-"""Applies one ground operator to the state and returns its feedback."""
+Effect = tuple[Callable[..., str], tuple[str, ...]]
+"""One ground operator: ``(method, args)``; ``method(engine, *args)`` applies it to the engine's state and returns its
+feedback. A function of the class, not a closure or bound method: the engine's table of effects refers to no engine,
+so a dropped engine is freed by reference counting, not left to the cycle collector (a reset makes a new one)."""
 
 
 class CompiledEngine:
@@ -93,7 +95,8 @@ class CompiledEngine:
         if effect is None:
             return EngineState("Nothing happens.", list(self._admissible), self._won)
         self._history.append(command)
-        return self._observe(effect())
+        method, args = effect
+        return self._observe(method(self, *args))
 
     def replan(self) -> list[str] | None:
         """Fast Downward's plan from the current state, as ``ReferenceEngine.replan`` gives it.
@@ -128,48 +131,59 @@ class CompiledEngine:
 
     def _applicable(self) -> dict[str, Effect]:  # noqa: C901 (the domain's operators in one place, read against it)
         """Command -> effect for every applicable ground operator (the admissible commands)."""
-        g, s, names = self.game, self.state, self.game.names
-        acts: dict[str, Effect] = {
-            "look": lambda: text.look(g, s),
-            "inventory": lambda: text.inventory(g, s),
-            "help": lambda: text.HELP,
-        }
+        g, s, names, cls = self.game, self.state, self.game.names, CompiledEngine
+        acts: dict[str, Effect] = {"look": (cls._look, ()), "inventory": (cls._inventory, ()), "help": (cls._help, ())}
         if s.loc not in self._goto:  # GotoLocation exists only for lStart != lEnd
             self._goto[s.loc] = {"go to " + names[r]: r for r in g.receptacles if g.location_of[r] != s.loc}
         for command, r in self._goto[s.loc].items():
-            acts[command] = lambda r=r: self._goto_location(r)
+            acts[command] = (cls._goto_location, (r,))
         held = s.holding
         for r in g.at_location.get(s.loc, ()):
             rname = names[r]
-            acts["examine " + rname] = lambda r=r: text.examine_receptacle(g, s, r)
+            acts["examine " + rname] = (cls._examine_receptacle, (r,))
             is_open = r not in g.openable or r in s.opened
             if r in g.openable:
                 if r in s.opened:
-                    acts["close " + rname] = lambda r=r: self._close(r)
+                    acts["close " + rname] = (cls._close, (r,))
                 else:
-                    acts["open " + rname] = lambda r=r: self._open(r)
+                    acts["open " + rname] = (cls._open, (r,))
             for o in s.contents.get(r, ()):
                 if o in g.properties["toggleable"]:
-                    acts["use " + names[o]] = lambda o=o: self._toggle(o)
+                    acts["use " + names[o]] = (cls._toggle, (o,))
                 if is_open and held is None and o in g.properties["pickupable"]:
-                    acts[f"take {names[o]} from {rname}"] = lambda o=o, r=r: self._pickup(o, r)
+                    acts[f"take {names[o]} from {rname}"] = (cls._pickup, (o, r))
             if held is not None:
                 hname = names[held]
                 if is_open and held in g.accepts[r]:
-                    acts[f"move {hname} to {rname}"] = lambda r=r: self._put(held, r)
+                    acts[f"move {hname} to {rname}"] = (cls._put, (held, r))
                 if r in g.sinks and held in g.properties["cleanable"]:
-                    acts[f"clean {hname} with {rname}"] = lambda r=r: self._treat(held, r, "isclean", "", "clean")
+                    acts[f"clean {hname} with {rname}"] = (cls._treat, (held, r, "isclean", "", "clean"))
                 if r in g.microwaves and held in g.properties["heatable"]:
-                    acts[f"heat {hname} with {rname}"] = lambda r=r: self._treat(held, r, "ishot", "iscool", "heat")
+                    acts[f"heat {hname} with {rname}"] = (cls._treat, (held, r, "ishot", "iscool", "heat"))
                 if r in g.fridges and held in g.properties["coolable"]:
-                    acts[f"cool {hname} with {rname}"] = lambda r=r: self._treat(held, r, "iscool", "ishot", "cool")
+                    acts[f"cool {hname} with {rname}"] = (cls._treat, (held, r, "iscool", "ishot", "cool"))
         if held is not None:
-            acts["examine " + names[held]] = lambda: text.examine_object(g, s, held)
+            acts["examine " + names[held]] = (cls._examine_object, (held,))
             if held in g.knives:
                 for co in s.placed.get(s.loc, ()):
                     if co in g.properties["sliceable"]:
-                        acts[f"slice {names[co]} with {names[held]}"] = lambda co=co: self._slice(co, held)
+                        acts[f"slice {names[co]} with {names[held]}"] = (cls._slice, (co, held))
         return acts
+
+    def _look(self) -> str:
+        return text.look(self.game, self.state)
+
+    def _inventory(self) -> str:
+        return text.inventory(self.game, self.state)
+
+    def _help(self) -> str:
+        return text.HELP
+
+    def _examine_receptacle(self, r: str) -> str:
+        return text.examine_receptacle(self.game, self.state, r)
+
+    def _examine_object(self, o: str) -> str:
+        return text.examine_object(self.game, self.state, o)
 
     def _goto_location(self, r: str) -> str:
         self.state.loc = self.game.location_of[r]

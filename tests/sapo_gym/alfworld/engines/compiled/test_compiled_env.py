@@ -41,3 +41,24 @@ def test_env_plays_every_walkthrough_to_a_win_on_the_compiled_engine():
         assert terminated and total == 10.0, task_id
         assert info["engine"] == "compiled"
     env.close()
+
+
+def test_a_played_engine_is_freed_by_reference_counting_alone():
+    """An engine's table of effects refers to no engine (no closure, no bound method): a server that resets
+    thousands of games leaves nothing to the cycle collector, whose full passes stall every session of a process."""
+    import gc
+    import weakref
+
+    env = gym.make("sapo/ALFWorld-Mini-v0", prompt=None)
+    _, info = env.reset(seed=0, options={"task_index": 0})
+    for _ in range(3):  # moves, takes, opens: each step rebuilds the effects
+        _, _, terminated, truncated, info = env.step(_act(info["expert_action"]))
+    engine = weakref.ref(env.unwrapped._engine)
+    assert isinstance(engine(), CompiledEngine) and engine().fallback is None
+    gc.disable()
+    try:
+        env.reset(seed=0, options={"task_index": 1})  # another game: the env drops the played engine
+        assert engine() is None
+    finally:
+        gc.enable()
+    env.close()
