@@ -106,10 +106,22 @@ def public_info(info: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in info.items() if k not in PRIVILEGED_INFO_KEYS}
 
 
+_JSON_SCALARS = frozenset((type(None), bool, int, float, str))
+
+
 def to_jsonable(value: Any) -> Any:
     """``value`` (an ``info`` or any of its values) as JSON values: arrays and numpy scalars to lists and Python
     scalars, tuples to lists, sets to lists sorted by ``repr``, dict keys to strings; a value JSON cannot carry
     becomes its ``repr``. What a server sends of an env's info (the remote env, the leaderboard's live runs)."""
+    kind = type(value)
+    if kind in _JSON_SCALARS:  # the common cases first, by exact type: a served step converts every info
+        return value
+    if kind is dict:
+        return {
+            k if type(k) is str else str(k): v if type(v) in _JSON_SCALARS else to_jsonable(v) for k, v in value.items()
+        }
+    if kind is list:
+        return [v if type(v) in _JSON_SCALARS else to_jsonable(v) for v in value]
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, np.ndarray):

@@ -134,9 +134,11 @@ def per_process(config: ServeConfig, processes: int) -> ServeConfig:
 
 
 INLINE_BOUND_S = 0.010
-"""A session whose env has short calls (``calls_are_short``) runs them on the event loop, saving two thread switches
-a call; one of its calls that takes longer than this (wall clock) sends the session's later calls to its own thread,
-so a slow call stalls the process's other sessions once per session at most."""
+"""A session whose env has short calls (``calls_are_short``: CPU only, no waiting) runs them on the event loop, saving
+two thread switches a call; one of its calls that takes more CPU time than this sends the session's later calls to its
+own thread, so a slow call stalls the process's other sessions once per session at most. CPU time, not wall time: on
+a busy machine a short call's wall time also counts the moments the process waited for a core, which would move
+sessions to their threads for nothing they did."""
 
 
 def reap_interval(timeout_s: float) -> float:
@@ -188,15 +190,15 @@ class SapoEnvServer(HTTPEnvServer):
 
     async def _run_in_session_executor(self, session_id: str, func: Any, *args: Any, **kwargs: Any) -> Any:
         """An env call of a session: on the event loop when the env's calls are short and the session's have stayed
-        under :data:`INLINE_BOUND_S`, else in the session's own thread (OpenEnv's way)."""
+        under :data:`INLINE_BOUND_S` of CPU time, else in the session's own thread (OpenEnv's way)."""
         env = self._sessions.get(session_id)
         if not getattr(env, "short_calls", False) or session_id in self._threaded_sessions:
             return await super()._run_in_session_executor(session_id, func, *args, **kwargs)
-        started = time.perf_counter()
+        started = time.thread_time()
         try:
             return func(*args, **kwargs)
         finally:
-            if time.perf_counter() - started > INLINE_BOUND_S:
+            if time.thread_time() - started > INLINE_BOUND_S:
                 self._threaded_sessions.add(session_id)
 
     def _factory_produces_harness_env(self) -> bool:

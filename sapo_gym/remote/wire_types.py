@@ -120,7 +120,7 @@ def observation_from_step(
 ) -> SapoObservation:
     """The wire observation of a reset (``reward=None``) or a step."""
     typed = {k: info[k] for k in TYPED_INFO_KEYS if k in info}
-    typed["action_mask"] = [bool(x) for x in np.asarray(info["action_mask"]).tolist()]
+    typed["action_mask"] = np.asarray(info["action_mask"], dtype=bool).tolist()  # Python bools
     extra = {k: to_jsonable(v) for k, v in info.items() if k not in TYPED_INFO_KEYS}
     return SapoObservation(
         prompt=prompt,

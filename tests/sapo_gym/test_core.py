@@ -91,6 +91,7 @@ def test_to_jsonable_gives_json_values_of_any_info() -> None:
         1: {"x": np.bool_(True)},
         "obj": object,
         "none": None,
+        "chat": [{"role": "user", "content": "hi"}, {2: np.int64(3)}, [np.float32(1.5), None]],
     }
     out = to_jsonable(value)
     assert out == {
@@ -101,5 +102,7 @@ def test_to_jsonable_gives_json_values_of_any_info() -> None:
         "1": {"x": True},
         "obj": repr(object),
         "none": None,
+        "chat": [{"role": "user", "content": "hi"}, {"2": 3}, [1.5, None]],
     }
+    assert type(out["chat"][1]["2"]) is int and type(out["1"]["x"]) is bool  # Python scalars, not numpy's
     assert json.loads(json.dumps(out, allow_nan=False)) == out
