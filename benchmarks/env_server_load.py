@@ -1,6 +1,8 @@
 """The env server under load: ``sapo-gym env serve`` (uvicorn behind nginx, as deployed) on 127.0.0.1, driven by N
-concurrent WebSocket sessions of the package's own asyncio client (:class:`sapo_gym.remote.client.SapoEnvClient`,
-OpenEnv's protocol with this server's types).
+concurrent WebSocket sessions speaking OpenEnv's protocol with this server's types, from one process on uvloop:
+picows sessions by default (:mod:`benchmarks.picows_sessions`: the cheapest load generator on the cores it shares
+with the server), or the package's own asyncio client (``--client package``:
+:class:`sapo_gym.remote.client.SapoEnvClient`, OpenEnv's ``EnvClient``).
 
 For each env, server process count (``--workers``) and N: a fresh server (``--max-sessions N``), its idle RSS, then
 N sessions connected at once; once all are open the clock starts and each session plays expert episodes (the
@@ -12,7 +14,7 @@ step (its process tree; also split into uvicorn and nginx), and the load generat
 machine with the server). Beside them, the same env's step in process (the env's share of a served step).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/env_server_load.py [--envs alfworld-mini,webshop]
-        [--sessions 1,16,64,256] [--workers 1] [--steps 6000] [--seconds 20]
+        [--sessions 1,16,64,256] [--workers 1] [--steps 6000] [--seconds 20] [--client picows]
 """
 
 from __future__ import annotations
@@ -145,7 +147,8 @@ class Load:
 
 
 async def session(url: str, index: int, load: Load, go: asyncio.Event, connected: list[int]) -> None:
-    """One client session: connect, wait for the start, play expert episodes until the load is over."""
+    """One session of the package's client (``--client package``): connect, wait for the start, play expert
+    episodes until the load is over."""
     from sapo_gym.remote.client import SapoEnvClient
     from sapo_gym.remote.wire_types import SapoAction
 
@@ -175,23 +178,47 @@ def _own_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+async def _package_sessions(url: str, sessions: int, load: Load, connected: list[int]) -> tuple[Any, list[Any]]:
+    """The package's client: one task a session; (start them, what finishes when they are done)."""
+    go = asyncio.Event()
+    tasks = [asyncio.create_task(session(url, i, load, go, connected)) for i in range(sessions)]
+    return go.set, tasks
+
+
+async def _picows_sessions(url: str, sessions: int, load: Load, connected: list[int]) -> tuple[Any, list[Any]]:
+    """picows: one frame-callback listener a session (:mod:`benchmarks.picows_sessions`)."""
+    from benchmarks.picows_sessions import open_sessions
+
+    ws_url = "ws" + url.removeprefix("http").rstrip("/") + "/ws"
+    return await open_sessions(ws_url, sessions, load, connected, action_text, CONNECT_TIMEOUT_S)
+
+
+CLIENTS = {"picows": _picows_sessions, "package": _package_sessions}
+"""The load generators (``--client``): picows (the default, the cheapest on the shared cores) and the package's own
+asyncio client (OpenEnv's ``EnvClient``, as a trainer's rollout workers talk to the server)."""
+
+
 async def drive(server: Server, sessions: int, args: argparse.Namespace) -> dict[str, Any]:
     """Connect ``sessions`` sessions, then load the server for the run's bounds; the run's numbers."""
-    load, go, connected = Load(args.steps), asyncio.Event(), []
-    tasks = [asyncio.create_task(session(server.url, i, load, go, connected)) for i in range(sessions)]
+    load, connected = Load(args.steps), []
+    start, pending = await CLIENTS[args.client](server.url, sessions, load, connected)
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
     while len(connected) + len(load.errors) < sessions:
+        if time.monotonic() > deadline:  # bounded: a session closed without an answer must not hang the run
+            load.errors.append(f"{sessions - len(connected)} sessions had no first answer in {CONNECT_TIMEOUT_S:g} s")
+            break
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.5)  # the connections' own work settles
     rss = server.rss_mib()
     cpu0, own0, machine0, t0 = server.cpu(), _own_cpu(), _machine(), time.monotonic()
     load.deadline = t0 + args.seconds
-    go.set()
-    while not load.over() and not all(t.done() for t in tasks):
+    start()
+    while not load.over() and not all(t.done() for t in pending):
         await asyncio.sleep(0.05)
     elapsed = time.monotonic() - t0
     cpu1, own1, machine1 = server.cpu(), _own_cpu(), _machine()
     rss = max(rss, server.rss_mib())
-    await asyncio.gather(*tasks)
+    await asyncio.wait_for(asyncio.gather(*pending), CONNECT_TIMEOUT_S)
     busy = (machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1])
     return {
         "steps": load.steps,
@@ -208,10 +235,12 @@ async def drive(server: Server, sessions: int, args: argparse.Namespace) -> dict
 
 def measure(env_id: str, sessions: int, workers: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """A fresh server for one configuration: its idle RSS, then the load."""
+    import uvloop
+
     with serve(env_id, sessions, workers, work / f"{env_id.split('/')[1]}_w{workers}_n{sessions}.log") as server:
         time.sleep(1.0)
         idle = server.rss_mib()
-        result = asyncio.run(drive(server, sessions, args))
+        result = uvloop.run(drive(server, sessions, args))  # the load generator's loop: uvloop, as the server's
     return {**result, "idle_rss_mib": idle, "sessions": sessions, "workers": workers, "env_id": env_id}
 
 
@@ -289,9 +318,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--workers", default="1", help="comma-separated server process counts (--workers of the command)")
     p.add_argument("--steps", type=int, default=6000, help="steps in all per run, at most")
     p.add_argument("--seconds", type=float, default=20.0, help="seconds of load per run, at most")
+    p.add_argument("--client", choices=sorted(CLIENTS), default="picows", help="the load generator (CLIENTS)")
     args = p.parse_args(argv)
     envs = [ENVS[name] for name in args.envs.split(",")]
     print(cpu_line(), flush=True)
+    print(f"load generator: {args.client} on uvloop, in this process", flush=True)
     print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="env-server-load-") as tmp:

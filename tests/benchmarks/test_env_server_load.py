@@ -1,0 +1,61 @@
+"""The env server's load generator, against ``sapo-gym env serve`` on 127.0.0.1 (nginx in front): both clients play
+expert episodes to the step bound and report the row; a refused session is counted as an error, not lost."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+pytest.importorskip("openenv.core.env_server")
+picows = pytest.importorskip("picows")
+
+from benchmarks import env_server_load  # noqa: E402
+from benchmarks.picows_sessions import open_sessions  # noqa: E402
+from tests.support.remote import served  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("client", sorted(env_server_load.CLIENTS))
+def test_each_client_plays_to_the_step_bound_without_errors(client: str, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--envs", "alfworld-mini", "--sessions", "3", "--steps", "60", "--seconds", "60", "--client", client]
+    assert env_server_load.main(argv) == 0
+    row = capsys.readouterr().out.strip().splitlines()[-1].strip("| ").split(" | ")
+    columns = dict(zip(env_server_load.COLUMNS, row, strict=True))
+    assert columns["sessions"] == "3" and columns["errors"] == "0", row
+    # every session stops at the first answer after the bound: at most one step a session past it
+    assert 60 <= int(columns["steps"]) <= 60 + 3, row
+
+
+class _Load:
+    def __init__(self, steps: int, seconds: float):
+        self.target, self.deadline = steps, time.monotonic() + seconds
+        self.steps = self.resets = 0
+        self.latencies: list[float] = []
+        self.errors: list[str] = []
+
+    def over(self) -> bool:
+        return self.steps >= self.target or time.monotonic() >= self.deadline
+
+
+async def _play(url: str, sessions: int, load: _Load) -> list[int]:
+    connected: list[int] = []
+    start, pending = await open_sessions(url, sessions, load, connected, env_server_load.action_text, 60.0)
+    deadline = time.monotonic() + 60.0
+    while len(connected) + len(load.errors) < sessions and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    start()
+    await asyncio.wait_for(asyncio.gather(*pending), 60.0)
+    return connected
+
+
+def test_a_refused_session_is_an_error_and_the_others_play_on() -> None:
+    with served("sapo/ALFWorld-Mini-v0", "--max-sessions", "1") as url:
+        load = _Load(steps=30, seconds=60.0)
+        connected = asyncio.run(_play("ws" + url.removeprefix("http") + "/ws", 2, load))
+    assert len(connected) == 1 and len(load.errors) == 1, load.errors
+    assert "CAPACITY_REACHED" in load.errors[0]
+    assert load.steps == len(load.latencies) == 30 and load.resets >= 1
+    assert all(0.0 < s < 60.0 for s in load.latencies)
