@@ -94,6 +94,7 @@ class AlfWorldEnv(TextEnv):
             if split == PRIVATE_SPLIT
             else resolve(split, data_dir)
         )
+        self._ids = [g.task_id for g in self.catalog.games]  # once: every reset counts them
         self.success_reward = float(success_reward)
         self.engine_name = engine
         self.expert = expert
@@ -107,7 +108,7 @@ class AlfWorldEnv(TextEnv):
     # ---------------------------------------------------------------- TextEnv hooks
     @property
     def task_ids(self) -> Sequence[str]:
-        return [g.task_id for g in self.catalog.games]
+        return self._ids
 
     def _dataset_name(self) -> str:
         return self.catalog.dataset
