@@ -22,6 +22,7 @@ derived, so the two modes show the same content.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Literal
@@ -315,12 +316,18 @@ class ShopSession:
             return self._oracle_on_results()
         if self.asin != goal.asin:
             return f"click[{PREV_PAGE.lower()}]"
-        product = self.catalog.by_asin[goal.asin]
-        for wanted in goal.goal_options:
-            best = _best_option(product.options, wanted)
-            if best is not None and self.options.get(best[0]) != best[1]:
-                return f"click[{best[1]}]"
+        for name, value in self._goal_choices:
+            if self.options.get(name) != value:
+                return f"click[{value}]"
         return f"click[{BUY_NOW.lower()}]"
+
+    @functools.cached_property
+    def _goal_choices(self) -> list[tuple[str, str]]:
+        """The (option name, value) the oracle picks on the goal's product, for each goal option that one matches, in
+        the goal's order: a function of the goal alone, so fuzzy-matched once a session, not at every step."""
+        product = self.catalog.by_asin[self.goal.asin]
+        chosen = (_best_option(product.options, wanted) for wanted in self.goal.goal_options)
+        return [best for best in chosen if best is not None]
 
     def _oracle_on_results(self) -> str:
         target = self.goal.asin

@@ -188,3 +188,19 @@ def test_any_output_never_raises(env: WebShopEnv, actions: list[str]) -> None:
         assert isinstance(obs, str) and reward in (0.0, 10.0) and 0.0 <= info["score"] <= 1.0
         if not info["is_action_admissible"]:
             assert reward == 0.0 and _state(env) == before
+
+
+def test_the_oracle_matches_the_goal_options_once_an_episode(env: WebShopEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The oracle's fuzzy match of the goal's options on the goal's product is a function of the goal: computed once
+    an episode, however many steps the oracle spends on the product page."""
+    from sapo_gym.webshop import shop
+
+    calls: list[str] = []
+    real = shop._best_option
+    monkeypatch.setattr(shop, "_best_option", lambda options, wanted: calls.append(wanted) or real(options, wanted))
+    for index in range(20):
+        calls.clear()
+        info = _run_oracle(env, index)
+        goal = env.goal(index)
+        assert len(calls) <= len(goal.goal_options), (index, calls)
+        assert info["won"] == (info["score"] == 1.0)
