@@ -187,9 +187,11 @@ async def _package_sessions(url: str, sessions: int, load: Load, connected: list
 
 async def _picows_sessions(url: str, sessions: int, load: Load, connected: list[int]) -> tuple[Any, list[Any]]:
     """picows: one frame-callback listener a session (:mod:`benchmarks.picows_sessions`)."""
+    from openenv.core.utils import convert_to_ws_url
+
     from benchmarks.picows_sessions import open_sessions
 
-    ws_url = "ws" + url.removeprefix("http").rstrip("/") + "/ws"
+    ws_url = convert_to_ws_url(url) + "/ws"  # as OpenEnv's own client builds it
     return await open_sessions(ws_url, sessions, load, connected, action_text, CONNECT_TIMEOUT_S)
 
 

@@ -233,10 +233,15 @@ def score(v: torch.Tensor, returns: torch.Tensor, test: Any) -> tuple[float, flo
     return explained(v_np, g), per_group(v_np, g, test.traj_ids.numpy())
 
 
+def held_out(episode: np.ndarray) -> np.ndarray:
+    """Which turns belong to the last quarter of the episodes (by episode id): the held-out ones."""
+    return episode >= (int(episode.max()) + 1) * 3 // 4
+
+
 def curve_rows(data: Any, returns: torch.Tensor, args: argparse.Namespace) -> Iterator[str]:
     """One markdown row per fitted size: ridge's best λ and scores, then each asked learner's best epoch."""
     episode = data.traj_ids.numpy()
-    held = episode >= (int(episode.max()) + 1) * 3 // 4
+    held = held_out(episode)
     x = prompt_features(data.input_ids.numpy(), data.prompt_lengths.numpy())
     g = returns.numpy().astype(np.float64)
     n_fit = int(episode[~held].max()) + 1
@@ -291,7 +296,7 @@ def print_context(data: Any, returns: torch.Tensor) -> None:
     ids, lengths, g = data.input_ids.numpy(), data.prompt_lengths.numpy(), returns.numpy()
     ceiling, prompts, turns = prompt_ceiling(ids, lengths, g)
     episode, turn = data.traj_ids.numpy(), data.turn_idx.numpy().astype(np.int64)
-    held = episode >= (int(episode.max()) + 1) * 3 // 4
+    held = held_out(episode)
     clock = turn_index_baseline(turn[~held], g[~held], turn[held])
     print(f"{int(episode.max()) + 1} episodes, {len(g)} turns, {int((g > 0).sum())} turns with a positive return")
     print(f"ceiling of a function of the prompt text: {ceiling:.3f} ({prompts} prompts recurring, {turns} turns)")

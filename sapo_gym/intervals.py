@@ -43,22 +43,19 @@ def mean_interval(values: Sequence[float], z: float = Z95, low: float = 0.0, hig
     return (max(low, mean - half), min(high, mean + half))
 
 
-def _cluster_means(values_by_cluster: Mapping[Any, Sequence[float]]) -> list[float]:
-    """Each non-empty cluster's mean, in the mapping's order."""
-    return [sum(float(v) for v in vals) / len(vals) for vals in values_by_cluster.values() if len(vals)]
+def _clusters(values_by_cluster: Mapping[Any, Sequence[float]]) -> list[tuple[int, float]]:
+    """Each non-empty cluster's (size, mean), in the mapping's order."""
+    return [(len(vals), sum(float(v) for v in vals) / len(vals)) for vals in values_by_cluster.values() if len(vals)]
 
 
-def _equal_sizes(values_by_cluster: Mapping[Any, Sequence[float]]) -> bool:
-    return len({len(vals) for vals in values_by_cluster.values() if len(vals)}) <= 1
-
-
-def _pooled(values_by_cluster: Mapping[Any, Sequence[float]]) -> tuple[float, int, list[tuple[int, float]]]:
-    """The episodes' mean, their number, and each non-empty cluster's (size, mean)."""
-    clusters = [
-        (len(vals), sum(float(v) for v in vals) / len(vals)) for vals in values_by_cluster.values() if len(vals)
-    ]
+def _pooled(clusters: Sequence[tuple[int, float]]) -> tuple[float, int]:
+    """The episodes' mean and their number, from the clusters' (size, mean)."""
     total = sum(n for n, _ in clusters)
-    return sum(n * m for n, m in clusters) / total, total, clusters
+    return sum(n * m for n, m in clusters) / total, total
+
+
+def _equal_sizes(clusters: Sequence[tuple[int, float]]) -> bool:
+    return len({n for n, _ in clusters}) <= 1
 
 
 def clustered_rate_interval(values_by_cluster: Mapping[Any, Sequence[float]], z: float = Z95) -> tuple[float, float]:
@@ -73,10 +70,12 @@ def clustered_rate_interval(values_by_cluster: Mapping[Any, Sequence[float]], z:
     stochastic agent's per-task rate in (0, 1) gives a conservative interval (a Bernoulli has the largest variance
     of any [0, 1] variable with that mean). ``(0, 0)`` without a task.
     """
-    if _equal_sizes(values_by_cluster):
-        means = _cluster_means(values_by_cluster)
-        return _wilson(sum(means) / len(means), len(means), z) if means else (0.0, 0.0)
-    rate, total, clusters = _pooled(values_by_cluster)
+    clusters = _clusters(values_by_cluster)
+    if not clusters:
+        return (0.0, 0.0)
+    if _equal_sizes(clusters):
+        return _wilson(sum(m for _, m in clusters) / len(clusters), len(clusters), z)
+    rate, total = _pooled(clusters)
     return _wilson(rate, total * total / sum(n * n for n, _ in clusters), z)
 
 
@@ -85,9 +84,10 @@ def clustered_mean_interval(values_by_cluster: Mapping[Any, Sequence[float]], z:
     :func:`mean_interval` of the per-task means (``n`` = tasks); otherwise the cluster-robust (ratio-estimator)
     variance ``k / (k − 1) · Σ n_t² (m_t − m)² / (Σ n_t)²`` around the episodes' mean ``m``, which is the former's
     when the sizes are equal."""
-    if _equal_sizes(values_by_cluster):
-        return mean_interval(_cluster_means(values_by_cluster), z)
-    mean, total, clusters = _pooled(values_by_cluster)
+    clusters = _clusters(values_by_cluster)
+    if _equal_sizes(clusters):
+        return mean_interval([m for _, m in clusters], z)
+    mean, total = _pooled(clusters)
     k = len(clusters)
     var = k / (k - 1) * sum(n * n * (m - mean) ** 2 for n, m in clusters) / (total * total)
     half = z * math.sqrt(var)
@@ -96,5 +96,5 @@ def clustered_mean_interval(values_by_cluster: Mapping[Any, Sequence[float]], z:
 
 def per_seed_range(values_by_seed: Mapping[Any, Sequence[float]]) -> tuple[float, float]:
     """(min, max) over seeds of the per-seed mean: the spread that seeds show, reported apart from the interval."""
-    means = _cluster_means(values_by_seed)
+    means = [m for _, m in _clusters(values_by_seed)]
     return (min(means), max(means)) if means else (0.0, 0.0)

@@ -11,6 +11,8 @@ import pytest
 pytest.importorskip("openenv.core.env_server")
 picows = pytest.importorskip("picows")
 
+from openenv.core.utils import convert_to_ws_url  # noqa: E402
+
 from benchmarks import env_server_load  # noqa: E402
 from benchmarks.picows_sessions import open_sessions  # noqa: E402
 from tests.support.remote import served  # noqa: E402
@@ -54,7 +56,7 @@ async def _play(url: str, sessions: int, load: _Load) -> list[int]:
 def test_a_refused_session_is_an_error_and_the_others_play_on() -> None:
     with served("sapo/ALFWorld-Mini-v0", "--max-sessions", "1") as url:
         load = _Load(steps=30, seconds=60.0)
-        connected = asyncio.run(_play("ws" + url.removeprefix("http") + "/ws", 2, load))
+        connected = asyncio.run(_play(convert_to_ws_url(url) + "/ws", 2, load))
     assert len(connected) == 1 and len(load.errors) == 1, load.errors
     assert "CAPACITY_REACHED" in load.errors[0]
     assert load.steps == len(load.latencies) == 30 and load.resets >= 1
