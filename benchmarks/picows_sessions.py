@@ -25,7 +25,10 @@ from typing import Any
 import pydantic_core
 from picows import WSFrame, WSListener, WSMsgType, WSTransport, ws_connect
 
-__all__ = ["Session", "open_sessions"]
+__all__ = ["Session", "open_sessions", "MAX_ANSWER_BYTES"]
+
+MAX_ANSWER_BYTES = 1 << 22
+"""Longest answer a session reads (4 MiB; an observation is a few KB): a longer one fails the session."""
 
 
 class Session(WSListener):
@@ -35,6 +38,8 @@ class Session(WSListener):
         self.index, self.load, self.connected, self.action_text = index, load, connected, action_text
         self.rng = random.Random(index)
         self.parts: list[bytes] = []
+        self.size = 0
+        """Bytes of the answer being assembled (its frames so far)."""
         self.sent_at = 0.0
         self.stepping = False
         self.playing = False
@@ -59,9 +64,17 @@ class Session(WSListener):
                 self.fail(f"an unexpected {frame.msg_type.name} frame")
             return
         self.parts.append(frame.get_payload_as_bytes())
-        if not frame.fin:
-            return
-        answer, self.parts = pydantic_core.from_json(b"".join(self.parts)), []
+        self.size += len(self.parts[-1])
+        if self.size > MAX_ANSWER_BYTES:  # a server's word is bounded too: no answer grows without end
+            self.fail(f"an answer of over {MAX_ANSWER_BYTES} bytes")
+        elif frame.fin:
+            raw, self.parts, self.size = b"".join(self.parts), [], 0
+            try:
+                self.answered(pydantic_core.from_json(raw))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not JSON, or not an observation's shape
+                self.fail(f"a malformed answer ({type(exc).__name__}: {exc})")
+
+    def answered(self, answer: dict[str, Any]) -> None:
         if answer.get("type") != "observation":
             self.fail(f"answered {json.dumps(answer)[:200]}")
         elif not self.playing:  # connected: wait for the start
@@ -94,6 +107,7 @@ class Session(WSListener):
 
     def fail(self, why: str) -> None:
         self.load.errors.append(f"session {self.index}: {why}"[:300])
+        self.parts, self.size = [], 0
         self.transport.disconnect()
 
 

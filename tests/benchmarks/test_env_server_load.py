@@ -14,7 +14,7 @@ picows = pytest.importorskip("picows")
 from openenv.core.utils import convert_to_ws_url  # noqa: E402
 
 from benchmarks import env_server_load  # noqa: E402
-from benchmarks.picows_sessions import open_sessions  # noqa: E402
+from benchmarks.picows_sessions import MAX_ANSWER_BYTES, Session, open_sessions  # noqa: E402
 from tests.support.remote import served  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -61,3 +61,54 @@ def test_a_refused_session_is_an_error_and_the_others_play_on() -> None:
     assert "CAPACITY_REACHED" in load.errors[0]
     assert load.steps == len(load.latencies) == 30 and load.resets >= 1
     assert all(0.0 < s < 60.0 for s in load.latencies)
+
+
+class _Frame:
+    def __init__(self, payload: bytes, fin: bool = True, continuation: bool = False):
+        self.payload, self.fin = payload, fin
+        self.msg_type = picows.WSMsgType.CONTINUATION if continuation else picows.WSMsgType.TEXT
+
+    def get_payload_as_bytes(self) -> bytes:
+        return self.payload
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+        self.disconnected = False
+
+    def send(self, msg_type: object, message: bytes) -> None:
+        self.sent.append(message)
+
+    def disconnect(self) -> None:
+        self.disconnected = True
+
+
+def _session() -> tuple[Session, _Transport, _Load, list[int]]:
+    load, connected, transport = _Load(steps=10, seconds=60.0), [], _Transport()
+    session = Session(0, load, connected, env_server_load.action_text)
+    session.on_ws_connected(transport)  # sends its reset
+    return session, transport, load, connected
+
+
+def test_a_session_reads_a_fragmented_answer_and_refuses_malformed_or_endless_ones() -> None:
+    session, transport, load, connected = _session()
+    answer = b'{"type": "observation", "data": {"done": false, "observation": {"expert_action": "look"}}}'
+    session.on_ws_frame(transport, _Frame(answer[:20], fin=False))
+    session.on_ws_frame(transport, _Frame(answer[20:], continuation=True))
+    assert connected == [0] and not load.errors and len(transport.sent) == 1  # the reset only: it waits for the start
+
+    session, transport, load, _ = _session()
+    session.on_ws_frame(transport, _Frame(b'{"type": "observation"'))  # not JSON
+    assert transport.disconnected and "malformed" in load.errors[0]
+
+    session, transport, load, _ = _session()
+    session.playing = True
+    session.on_ws_frame(transport, _Frame(b'{"type": "observation", "data": []}'))  # JSON, not an observation's shape
+    assert transport.disconnected and "malformed" in load.errors[0]
+
+    session, transport, load, _ = _session()
+    chunk = b"x" * (1 << 20)
+    for _ in range(MAX_ANSWER_BYTES // len(chunk) + 1):  # one frame past the bound, never a final one
+        session.on_ws_frame(transport, _Frame(chunk, fin=False, continuation=True))
+    assert transport.disconnected and "over" in load.errors[0] and session.size <= MAX_ANSWER_BYTES
