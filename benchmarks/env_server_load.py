@@ -11,16 +11,23 @@ privileged ``expert_action`` of each observation: every action valid) until ``--
 step's latency as the client sees it (send to parsed answer), the server's RSS per session (the server's
 processes, the serve command, nginx and uvicorn, loaded minus idle, divided by N), the server's CPU seconds per
 step (its process tree; also split into uvicorn and nginx), and the load generator's own CPU (it shares the
-machine with the server). Beside them, the same env's step in process (the env's share of a served step).
+machine with the server). Beside them, the same env's step in process (the env's share of a served step; in the
+load generator's process, on its interpreter).
+
+``--server-python`` runs the server with other CPython builds, each configuration's servers one after the other
+(the interpreter's build moves a served step's CPU: docs/remote.md "The interpreter"); each needs the serve extra
+(this checkout is put on its ``PYTHONPATH``). The table names each server's Python.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/env_server_load.py [--envs alfworld-mini,webshop]
         [--sessions 1,16,64,256] [--workers 1] [--steps 6000] [--seconds 20] [--client picows]
+        [--server-python PYTHON[,PYTHON...]]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import random
 import resource
@@ -39,7 +46,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.env_workers import cpu_line  # noqa: E402
+from benchmarks.env_workers import cpu_line, interpreter, interpreter_line  # noqa: E402
 from benchmarks.leaderboard_load_probe import _cpu, _machine, rss_kib, tree  # noqa: E402
 
 ENVS = {"alfworld-mini": "sapo/ALFWorld-Mini-v0", "webshop": "sapo/WebShop-Mini-v0"}
@@ -80,10 +87,11 @@ class Server:
 
 
 @contextmanager
-def serve(env_id: str, sessions: int, workers: int, log: Path) -> Iterator[Server]:
-    """``sapo-gym env serve`` on 127.0.0.1 and a free port, bounded start; stopped (SIGTERM, then SIGKILL) after."""
+def serve(env_id: str, sessions: int, workers: int, log: Path, python: str) -> Iterator[Server]:
+    """``sapo-gym env serve`` run by the CPython ``python`` on 127.0.0.1 and a free port, bounded start; stopped
+    (SIGTERM, then SIGKILL) after."""
     cmd = [
-        sys.executable,
+        python,
         "-m",
         "sapo_cli",
         "env",
@@ -235,15 +243,26 @@ async def drive(server: Server, sessions: int, args: argparse.Namespace) -> dict
     }
 
 
-def measure(env_id: str, sessions: int, workers: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+def measure(
+    env_id: str, sessions: int, workers: int, python: str, args: argparse.Namespace, work: Path
+) -> dict[str, Any]:
     """A fresh server for one configuration: its idle RSS, then the load."""
     import uvloop
 
-    with serve(env_id, sessions, workers, work / f"{env_id.split('/')[1]}_w{workers}_n{sessions}.log") as server:
+    log = work / f"{env_id.split('/')[1]}_w{workers}_n{sessions}.log"
+    with serve(env_id, sessions, workers, log, python) as server:
         time.sleep(1.0)
         idle = server.rss_mib()
         result = uvloop.run(drive(server, sessions, args))  # the load generator's loop: uvloop, as the server's
-    return {**result, "idle_rss_mib": idle, "sessions": sessions, "workers": workers, "env_id": env_id}
+    version, linked, _ = interpreter(python)
+    return {
+        **result,
+        "idle_rss_mib": idle,
+        "sessions": sessions,
+        "workers": workers,
+        "env_id": env_id,
+        "python": f"{version} ({linked})",
+    }
 
 
 def in_process_step_ms(env_id: str, steps: int = 600) -> float:
@@ -266,6 +285,7 @@ def in_process_step_ms(env_id: str, steps: int = 600) -> float:
 # ------------------------------------------------------------------ the report
 COLUMNS = (
     "env",
+    "server Python",
     "server processes",
     "sessions",
     "steps",
@@ -289,6 +309,7 @@ def row(r: dict[str, Any], env_ms: float) -> list[str]:
     per_step = f"{sum(cpu.values()) / steps * 1000:.2f} ({cpu['uvicorn'] / steps * 1000:.2f} + {cpu['nginx'] / steps * 1000:.2f})"
     return [
         r["env_id"].removeprefix("sapo/"),
+        r["python"],
         str(r["workers"]),
         str(r["sessions"]),
         str(r["steps"]),
@@ -321,18 +342,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=6000, help="steps in all per run, at most")
     p.add_argument("--seconds", type=float, default=20.0, help="seconds of load per run, at most")
     p.add_argument("--client", choices=sorted(CLIENTS), default="picows", help="the load generator (CLIENTS)")
+    p.add_argument(
+        "--server-python",
+        default=sys.executable,
+        help="comma-separated CPython executables to run the server with, each with the serve extra installed "
+        "(default: this one); the load generator stays in this process",
+    )
     args = p.parse_args(argv)
     envs = [ENVS[name] for name in args.envs.split(",")]
+    pythons = [p for p in args.server_python.split(",") if p.strip()]
     print(cpu_line(), flush=True)
-    print(f"load generator: {args.client} on uvloop, in this process", flush=True)
+    for python in pythons:
+        print(f"server: {interpreter_line(python)}", flush=True)
+    print(f"load generator ({interpreter_line()}): {args.client} on uvloop, in this process", flush=True)
     print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="env-server-load-") as tmp:
         for env_id in envs:
             env_ms = in_process_step_ms(env_id)
             for workers in _ints(args.workers):
-                for n in _ints(args.sessions):
-                    result = measure(env_id, n, workers, args, Path(tmp))
+                for n, python in itertools.product(_ints(args.sessions), pythons):  # interpreters side by side
+                    result = measure(env_id, n, workers, python, args, Path(tmp))
                     rows.append(row(result, env_ms))
                     print(
                         " | ".join(rows[-1]), *result["errors"][:3], sep="\n  " if result["errors"] else "", flush=True

@@ -19,6 +19,8 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 
@@ -61,6 +63,27 @@ def cpu_line() -> str:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     have = [f for f in FEATURES if f in flags] or ["(flags not readable)"]
     return f"CPU: {model}; {cores} usable cores; features: {' '.join(have)}; OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}"
+
+
+_INTERPRETER_PROBE = (
+    "import sys; maps = open('/proc/self/maps').read() if sys.platform == 'linux' else '';"
+    "print(sys.version.split()[0], 'shared' if 'libpython' in maps else 'static', sys.executable)"
+)
+
+
+def interpreter(python: str | None = None) -> tuple[str, str, str]:
+    """The CPython at ``python`` (default: this one): its version, ``"shared"`` when its interpreter runs from a shared
+    libpython (position-independent code, calls through the PLT) or ``"static"``, and its path. How it was built (PGO,
+    LTO, libpython shared) sets how fast Python code runs: docs/remote.md "The interpreter"."""
+    out = subprocess.run(
+        [python or sys.executable, "-c", _INTERPRETER_PROBE], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.split(maxsplit=2)
+    return out[0], out[1], out[2].strip()
+
+
+def interpreter_line(python: str | None = None) -> str:
+    version, linked, path = interpreter(python)
+    return f"Python {version} (libpython {linked}): {path}"
 
 
 def _actions(infos: dict, n: int) -> list[str]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from sapo_gym.prompts import PromptTemplate, render
@@ -173,28 +173,17 @@ def render_prompt(messages: Sequence[dict[str, Any]], template: PromptTemplate) 
     return render(template, info, list(turn.history), turn.steps, len(turn.history))
 
 
-def attach_chat(
-    info: dict[str, Any],
-    prompt: str,
-    template: PromptTemplate,
-    history: Sequence[tuple[str, str]],
-    steps: int,
-    env: Any,
-) -> None:
+def attach_chat(info: dict[str, Any], shown: Sequence[tuple[str, str]], steps: int, env: Any) -> None:
     """Add ``messages`` (and ``tools`` under a tool-call protocol) to ``info``: the ``chat`` hook (:data:`sapo_gym.prompts.ChatHook`)
     registration hands to HistoryPrompt.
 
-    ``history`` is what the wrapper keeps for the prompt. When the prompt is the one the template
-    renders without any history (WebShop's length budget, a template without ``{action_history}``),
-    the messages show none either.
+    ``shown`` is the history the turn's prompt shows: none when the prompt is the one rendered without it (WebShop's
+    length budget, a template without ``{action_history}``), so the messages show none either.
     """
     action_format = getattr(getattr(env, "protocol", None), "action_format", "text")
     turn = ChatTurn(
-        info["task"], steps, tuple(history), info["raw_observation"], tuple(info["admissible_actions"]), action_format
+        info["task"], steps, tuple(shown), info["raw_observation"], tuple(info["admissible_actions"]), action_format
     )
-    # the prompt does not show the history: nor do the messages
-    if turn.history and render(template, info, [], steps, 0) == prompt:
-        turn = replace(turn, history=())
     info["messages"] = chat_messages(turn)
     if action_format == "tool-call":
         info["tools"] = tool_schema()

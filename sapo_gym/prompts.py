@@ -36,6 +36,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cache
+from string import Formatter
 from typing import Any
 
 import gymnasium as gym
@@ -285,9 +287,10 @@ def history_block(entries: list[tuple[str, str]], first_step: int, lead: str = "
     return lead + "\n".join(lines)
 
 
-ChatHook = Callable[[dict[str, Any], str, PromptTemplate, list[tuple[str, str]], int, gym.Env], None]
-"""``chat(info, prompt, template, history, steps, env)``: what :class:`HistoryPrompt` calls each turn to add a chat
-view of the turn to ``info`` (:func:`sapo_gym.messages.attach_chat`)."""
+ChatHook = Callable[[dict[str, Any], list[tuple[str, str]], int, gym.Env], None]
+"""``chat(info, shown, steps, env)``: what :class:`HistoryPrompt` calls each turn to add a chat view of the turn to
+``info`` (:func:`sapo_gym.messages.attach_chat`); ``shown`` is the history the turn's prompt shows (none when the
+template leaves it out or its length budget drops it)."""
 
 
 class HistoryPrompt(gym.Wrapper[str, str, str, str]):
@@ -295,9 +298,9 @@ class HistoryPrompt(gym.Wrapper[str, str, str, str]):
 
     ``info["raw_observation"]`` keeps the backend's text. The history is the last
     ``history_length`` pairs of (observation shown *before* the action, parsed action).
-    ``chat``, when given, is called each turn as ``chat(info, prompt, template, history, steps, env)`` to add a view
-    of the same turn to ``info``: registration hands in :func:`sapo_gym.messages.attach_chat` (``info["messages"]``),
-    which renders through this module, so this module knows nothing of it.
+    ``chat``, when given, is called each turn as ``chat(info, shown, steps, env)`` to add a view of the same turn
+    to ``info`` (``shown``: the history the prompt shows): registration hands in
+    :func:`sapo_gym.messages.attach_chat` (``info["messages"]``), so this module knows nothing of it.
     """
 
     def __init__(
@@ -318,7 +321,7 @@ class HistoryPrompt(gym.Wrapper[str, str, str, str]):
         self._history.clear()
         self._steps = 0
         self._last_obs = info["raw_observation"]
-        return self._with_chat(self.render_prompt(info), info), info
+        return self._turn(info), info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         _, reward, terminated, truncated, info = self.env.step(action)
@@ -326,12 +329,15 @@ class HistoryPrompt(gym.Wrapper[str, str, str, str]):
             self._history.append((self._last_obs, info.get("action", "")))
         self._steps += 1
         self._last_obs = info["raw_observation"]
-        return self._with_chat(self.render_prompt(info), info), reward, terminated, truncated, info
+        return self._turn(info), reward, terminated, truncated, info
 
-    def _with_chat(self, prompt: str, info: dict[str, Any]) -> str:
-        """Let the ``chat`` hook add this turn's view to ``info`` (registration's: the chat messages); return ``prompt``."""
+    def _turn(self, info: dict[str, Any]) -> str:
+        """The turn's prompt; the ``chat`` hook, if any, adds the turn's view to ``info`` (registration's: the chat
+        messages), with the history the prompt shows."""
+        history = list(self._history)
+        prompt, shows_history = render_turn(self.template, info, history, self._steps, self.history_length)
         if self.chat is not None:
-            self.chat(info, prompt, self.template, list(self._history), self._steps, self.unwrapped)
+            self.chat(info, history if shows_history else [], self._steps, self.unwrapped)
         return prompt
 
     def render_prompt(self, info: dict[str, Any]) -> str:
@@ -344,15 +350,24 @@ def render(
 ) -> str:
     """The prompt ``template`` gives after ``steps`` steps with ``history`` shown (``info``: task, observation,
     admissible actions); ``history_length`` is the wrapper's setting (0 picks the no-history template)."""
+    return render_turn(template, info, history, steps, history_length)[0]
+
+
+def render_turn(
+    template: PromptTemplate, info: dict[str, Any], history: list[tuple[str, str]], steps: int, history_length: int
+) -> tuple[str, bool]:
+    """:func:`render`'s prompt, and whether it shows any of ``history``: False on the first turn, under the
+    no-history template, past the length budget, when ``history`` is empty or the template has no
+    ``{action_history}`` field."""
     fields = {
         "task_description": info["task"],
         "current_observation": info["raw_observation"],
         "admissible_actions": template.format_actions(info["admissible_actions"]),
     }
     if steps == 0:
-        return template.first.format(**fields)
+        return template.first.format(**fields), False
     if history_length == 0 and template.no_history is not None:
-        return template.no_history.format(**fields)
+        return template.no_history.format(**fields), False
     text = template.later.format(
         **fields,
         step_count=steps,
@@ -361,5 +376,13 @@ def render(
         current_step=steps + 1,
     )
     if template.max_chars is not None and len(text) > template.max_chars:
-        return (template.no_history or template.first).format(**fields)
-    return text
+        return (template.no_history or template.first).format(**fields), False
+    return text, bool(history) and "action_history" in _field_names(template.later)
+
+
+@cache
+def _field_names(text: str) -> frozenset[str]:
+    """The names of the fields a ``str.format`` template fills (``{action_history}``, ``{action_history!r:>9}``: both
+    ``action_history``)."""
+    names = (name for _, name, _, _ in Formatter().parse(text) if name)
+    return frozenset(name.partition(".")[0].partition("[")[0] for name in names)

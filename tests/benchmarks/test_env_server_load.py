@@ -4,6 +4,8 @@ expert episodes to the step bound and report the row; a refused session is count
 from __future__ import annotations
 
 import asyncio
+import platform
+import sys
 import time
 
 import pytest
@@ -14,6 +16,7 @@ picows = pytest.importorskip("picows")
 from openenv.core.utils import convert_to_ws_url  # noqa: E402
 
 from benchmarks import env_server_load  # noqa: E402
+from benchmarks.env_workers import interpreter  # noqa: E402
 from benchmarks.picows_sessions import MAX_ANSWER_BYTES, Session, open_sessions  # noqa: E402
 from tests.support.remote import served  # noqa: E402
 
@@ -29,6 +32,20 @@ def test_each_client_plays_to_the_step_bound_without_errors(client: str, capsys:
     assert columns["sessions"] == "3" and columns["errors"] == "0", row
     # every session stops at the first answer after the bound: at most one step a session past it
     assert 60 <= int(columns["steps"]) <= 60 + 3, row
+
+
+def test_each_server_python_gets_its_row_named_by_its_build(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--server-python`` twice the same: two servers, one after the other, each row naming the interpreter."""
+    version, linked, path = interpreter()
+    assert (version, path) == (platform.python_version(), sys.executable) and linked in ("shared", "static")
+    argv = ["--envs", "alfworld-mini", "--sessions", "2", "--steps", "20", "--seconds", "60"]
+    assert env_server_load.main([*argv, "--server-python", f"{sys.executable},{sys.executable}"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(f"server: Python {version} (libpython {linked}): {path}") == 2
+    rows = [line.strip("| ").split(" | ") for line in out.strip().splitlines()[-2:]]
+    for row in rows:
+        columns = dict(zip(env_server_load.COLUMNS, row, strict=True))
+        assert columns["server Python"] == f"{version} ({linked})" and columns["errors"] == "0", row
 
 
 class _Load:
