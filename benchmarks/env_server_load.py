@@ -14,13 +14,13 @@ step (its process tree; also split into uvicorn and nginx), and the load generat
 machine with the server). Beside them, the same env's step in process (the env's share of a served step; in the
 load generator's process, on its interpreter).
 
-``--server-python`` runs the server with other CPython builds, each configuration's servers one after the other
-(the interpreter's build moves a served step's CPU: docs/remote.md "The interpreter"); each needs the serve extra
-(this checkout is put on its ``PYTHONPATH``). The table names each server's Python.
+``--scheduling batch,other`` runs each configuration's server once under each CPU scheduling policy of the command
+(``--scheduling``), and ``--server-python`` once with each CPython build (each needs the serve extra; this checkout
+is put on its ``PYTHONPATH``), one after the other; the table names each server's policy and Python.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/env_server_load.py [--envs alfworld-mini,webshop]
         [--sessions 1,16,64,256] [--workers 1] [--steps 6000] [--seconds 20] [--client picows]
-        [--server-python PYTHON[,PYTHON...]]
+        [--scheduling batch[,other]] [--server-python PYTHON[,PYTHON...]]
 """
 
 from __future__ import annotations
@@ -87,9 +87,9 @@ class Server:
 
 
 @contextmanager
-def serve(env_id: str, sessions: int, workers: int, log: Path, python: str) -> Iterator[Server]:
-    """``sapo-gym env serve`` run by the CPython ``python`` on 127.0.0.1 and a free port, bounded start; stopped
-    (SIGTERM, then SIGKILL) after."""
+def serve(env_id: str, sessions: int, workers: int, log: Path, python: str, scheduling: str) -> Iterator[Server]:
+    """``sapo-gym env serve --scheduling scheduling`` run by the CPython ``python`` on 127.0.0.1 and a free port,
+    bounded start; stopped (SIGTERM, then SIGKILL) after."""
     cmd = [
         python,
         "-m",
@@ -111,6 +111,8 @@ def serve(env_id: str, sessions: int, workers: int, log: Path, python: str) -> I
         str(workers),
         "--drain-seconds",
         "2",
+        "--scheduling",
+        scheduling,
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     with log.open("w") as err:
@@ -244,13 +246,15 @@ async def drive(server: Server, sessions: int, args: argparse.Namespace) -> dict
 
 
 def measure(
-    env_id: str, sessions: int, workers: int, python: str, args: argparse.Namespace, work: Path
+    env_id: str, sessions: int, workers: int, setup: tuple[str, str], args: argparse.Namespace, work: Path
 ) -> dict[str, Any]:
-    """A fresh server for one configuration: its idle RSS, then the load."""
+    """A fresh server for one configuration (``setup``: its Python and its scheduling policy): its idle RSS, then
+    the load."""
     import uvloop
 
-    log = work / f"{env_id.split('/')[1]}_w{workers}_n{sessions}.log"
-    with serve(env_id, sessions, workers, log, python) as server:
+    python, scheduling = setup
+    log = work / f"{env_id.split('/')[1]}_w{workers}_n{sessions}_{scheduling}.log"
+    with serve(env_id, sessions, workers, log, python, scheduling) as server:
         time.sleep(1.0)
         idle = server.rss_mib()
         result = uvloop.run(drive(server, sessions, args))  # the load generator's loop: uvloop, as the server's
@@ -262,6 +266,7 @@ def measure(
         "workers": workers,
         "env_id": env_id,
         "python": f"{version} ({linked})",
+        "scheduling": scheduling,
     }
 
 
@@ -286,6 +291,7 @@ def in_process_step_ms(env_id: str, steps: int = 600) -> float:
 COLUMNS = (
     "env",
     "server Python",
+    "scheduling",
     "server processes",
     "sessions",
     "steps",
@@ -310,6 +316,7 @@ def row(r: dict[str, Any], env_ms: float) -> list[str]:
     return [
         r["env_id"].removeprefix("sapo/"),
         r["python"],
+        r["scheduling"],
         str(r["workers"]),
         str(r["sessions"]),
         str(r["steps"]),
@@ -348,6 +355,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="comma-separated CPython executables to run the server with, each with the serve extra installed "
         "(default: this one); the load generator stays in this process",
     )
+    p.add_argument(
+        "--scheduling",
+        default="batch",
+        help="comma-separated CPU scheduling policies of the server (--scheduling of the command: batch, other)",
+    )
     args = p.parse_args(argv)
     envs = [ENVS[name] for name in args.envs.split(",")]
     pythons = [p for p in args.server_python.split(",") if p.strip()]
@@ -361,8 +373,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for env_id in envs:
             env_ms = in_process_step_ms(env_id)
             for workers in _ints(args.workers):
-                for n, python in itertools.product(_ints(args.sessions), pythons):  # interpreters side by side
-                    result = measure(env_id, n, workers, python, args, Path(tmp))
+                setups = list(itertools.product(pythons, args.scheduling.split(",")))
+                for n, setup in itertools.product(_ints(args.sessions), setups):  # side by side
+                    result = measure(env_id, n, workers, setup, args, Path(tmp))
                     rows.append(row(result, env_ms))
                     print(
                         " | ".join(rows[-1]), *result["errors"][:3], sep="\n  " if result["errors"] else "", flush=True

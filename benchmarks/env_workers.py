@@ -74,7 +74,8 @@ _INTERPRETER_PROBE = (
 def interpreter(python: str | None = None) -> tuple[str, str, str]:
     """The CPython at ``python`` (default: this one): its version, ``"shared"`` when its interpreter runs from a shared
     libpython (position-independent code, calls through the PLT) or ``"static"``, and its path. How it was built (PGO,
-    LTO, libpython shared) sets how fast Python code runs: docs/remote.md "The interpreter"."""
+    LTO, libpython shared) sets how fast pure-Python code runs (a served step: within the noise, docs/remote.md "The
+    server under load")."""
     out = subprocess.run(
         [python or sys.executable, "-c", _INTERPRETER_PROBE], capture_output=True, text=True, timeout=60, check=True
     ).stdout.split(maxsplit=2)

@@ -55,6 +55,10 @@ class AppServer:
     processes: int = 1
     """Copies of the server started, each on a socket of its own; nginx sends each new connection to the one with the
     fewest open (the first also gets every ``/sessions`` request: see ``nginx.conf``)."""
+    batch_scheduling: bool = False
+    """Run the server's processes and nginx under Linux's ``SCHED_BATCH``: the scheduler takes them for CPU-bound work
+    and does not preempt a running process for their wake-ups, so each runs longer and takes more of its sockets'
+    events a wake-up (for a server that keeps the cores busy; docs/remote.md "The server under load")."""
 
     def __post_init__(self) -> None:
         if self.processes < 1:
@@ -99,6 +103,7 @@ def run(
                         app.stop_signal,
                         env={**os.environ, **app.env},
                         pass_fds=[fd],
+                        batch=app.batch_scheduling,
                     )
             with front.sock:  # nginx takes the socket over (its NGINX variable names inherited sockets)
                 fd = front.sock.fileno()
@@ -108,6 +113,7 @@ def run(
                     signal.SIGQUIT,
                     env={**os.environ, "NGINX": f"{fd};"},
                     pass_fds=[fd],
+                    batch=app.batch_scheduling,
                 )
             try:
                 answer = [supervisor.wait_ready(path, app.ready_path, START_SECONDS) for path in upstream_paths][0]

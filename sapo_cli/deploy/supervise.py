@@ -66,6 +66,14 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def _child_setup(parent: int, batch: bool) -> None:
+    """In the child before exec: :func:`_die_with_parent`, and Linux's ``SCHED_BATCH`` when ``batch`` (kept across
+    exec; an unprivileged process may take it; ignored where the platform has no such policy)."""
+    _die_with_parent(parent)
+    if batch and hasattr(os, "SCHED_BATCH"):
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+
+
 class _UnixHTTPConnection(http.client.HTTPConnection):
     def __init__(self, path: str, timeout: float):
         super().__init__("localhost", timeout=timeout)
@@ -96,15 +104,17 @@ class Supervisor:
         stop_signal: signal.Signals,
         env: dict[str, str] | None = None,
         pass_fds: Sequence[int] = (),
+        batch: bool = False,
     ) -> Child:
-        """Start ``argv`` as a supervised child (start the children before any thread: it forks)."""
+        """Start ``argv`` as a supervised child (start the children before any thread: it forks); ``batch``: under
+        Linux's ``SCHED_BATCH`` scheduling policy (:attr:`sapo_cli.deploy.serve.AppServer.batch_scheduling`)."""
         parent = os.getpid()
         proc = subprocess.Popen(
             list(argv),
             env=env,
             pass_fds=tuple(pass_fds),
             start_new_session=True,
-            preexec_fn=lambda: _die_with_parent(parent),
+            preexec_fn=lambda: _child_setup(parent, batch),
         )
         child = Child(name, proc, stop_signal)
         self.children.append(child)

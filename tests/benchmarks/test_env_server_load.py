@@ -35,17 +35,20 @@ def test_each_client_plays_to_the_step_bound_without_errors(client: str, capsys:
 
 
 def test_each_server_python_gets_its_row_named_by_its_build(capsys: pytest.CaptureFixture[str]) -> None:
-    """``--server-python`` twice the same: two servers, one after the other, each row naming the interpreter."""
+    """``--server-python`` twice the same and ``--scheduling`` both policies: four servers, one after the other, each
+    row naming its interpreter and policy."""
     version, linked, path = interpreter()
     assert (version, path) == (platform.python_version(), sys.executable) and linked in ("shared", "static")
     argv = ["--envs", "alfworld-mini", "--sessions", "2", "--steps", "20", "--seconds", "60"]
-    assert env_server_load.main([*argv, "--server-python", f"{sys.executable},{sys.executable}"]) == 0
+    pythons = f"{sys.executable},{sys.executable}"
+    assert env_server_load.main([*argv, "--server-python", pythons, "--scheduling", "batch,other"]) == 0
     out = capsys.readouterr().out
     assert out.count(f"server: Python {version} (libpython {linked}): {path}") == 2
-    rows = [line.strip("| ").split(" | ") for line in out.strip().splitlines()[-2:]]
-    for row in rows:
-        columns = dict(zip(env_server_load.COLUMNS, row, strict=True))
-        assert columns["server Python"] == f"{version} ({linked})" and columns["errors"] == "0", row
+    rows = [line.strip("| ").split(" | ") for line in out.strip().splitlines()[-4:]]
+    columns = [dict(zip(env_server_load.COLUMNS, row, strict=True)) for row in rows]
+    assert [c["scheduling"] for c in columns] == ["batch", "other", "batch", "other"], rows
+    for c in columns:
+        assert c["server Python"] == f"{version} ({linked})" and c["errors"] == "0", c
 
 
 class _Load:

@@ -1,10 +1,12 @@
 """``sapo-gym env serve --workers N``: several server processes behind one address (nginx's upstream, least
-connections first); each WebSocket session lives in one process, every HTTP session in the first."""
+connections first); each WebSocket session lives in one process, every HTTP session in the first; all of them under
+the scheduling policy asked for."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ pytest.importorskip("openenv.core.env_server")
 from sapo_gym.remote.client import SapoEnvClient  # noqa: E402
 from sapo_gym.remote.server import ServeConfig, per_process  # noqa: E402
 from sapo_gym.remote.wire_types import SapoAction  # noqa: E402
-from tests.support.remote import http, served  # noqa: E402
+from tests.support.remote import http, served, served_process  # noqa: E402
 
 
 def test_the_bounds_are_divided_among_the_processes_rounded_up() -> None:
@@ -91,3 +93,21 @@ def test_two_sessions_on_two_processes_through_one_address() -> None:
             )
             assert status == 200, body
         assert http("DELETE", f"{url}/sessions/{sid}")[0] in (200, 204)
+
+
+def _descendants(pid: int) -> list[int]:
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [d for c in children for d in (int(c), *_descendants(int(c)))]
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling policies")
+@pytest.mark.parametrize(("args", "expected"), [((), "SCHED_BATCH"), (("--scheduling", "other"), "SCHED_OTHER")])
+def test_the_server_and_nginx_run_under_the_scheduling_asked_for(args: tuple[str, ...], expected: str) -> None:
+    """By default (batch) every process the command starts, both uvicorn processes and nginx's master and worker,
+    runs under SCHED_BATCH; ``--scheduling other`` leaves Linux's default."""
+    with served_process("sapo/Vault-v0", "--workers", "2", *args) as (url, proc):
+        assert http("GET", url + "/health")[0] == 200
+        processes = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in _descendants(proc.pid)}
+        assert sum(b"uvicorn" in cmd for cmd in processes.values()) == 2
+        assert sum(b"nginx" in cmd for cmd in processes.values()) == 2  # master and worker
+        assert {os.sched_getscheduler(pid) for pid in processes} == {getattr(os, expected)}

@@ -38,6 +38,13 @@ def _first_line(proc: subprocess.Popen, timeout_s: float) -> str:
 def served(env_id: str, *args: str) -> Iterator[str]:
     """Run ``sapo-gym env serve env_id --port 0 *args`` (uvicorn behind nginx) on 127.0.0.1; yield its base URL once
     it serves; stop it after (a 2 s drain unless ``args`` say otherwise). Skips the test when nginx is missing."""
+    with served_process(env_id, *args) as (url, _):
+        yield url
+
+
+@contextmanager
+def served_process(env_id: str, *args: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """:func:`served`, yielding the serve command's process beside its URL."""
     nginx_or_skip()
     drain = () if "--drain-seconds" in args else ("--drain-seconds", "2")
     cmd = [
@@ -61,7 +68,7 @@ def served(env_id: str, *args: str) -> Iterator[str]:
         if "serving" not in line:
             proc.kill()
             raise RuntimeError(f"server did not start: {line!r} {proc.communicate(timeout=10)[1][-2000:]}")
-        yield line.split(" on ", 1)[1].split()[0]
+        yield line.split(" on ", 1)[1].split()[0], proc
     finally:
         proc.terminate()
         try:
