@@ -94,31 +94,36 @@ def run(
         (run_dir / "nginx.conf").write_text(nginx.render(config, "/dev/stdout" if app.access_log else "off"))
         nginx.check(run_dir)
         with Supervisor(args.drain_seconds) as supervisor:
-            for index, path in enumerate(upstream_paths):
-                with unix_listener(path) as upstream:
-                    fd = upstream.fileno()
-                    supervisor.start(
-                        app.child_name(index),
-                        app.command(fd),
-                        app.stop_signal,
-                        env={**os.environ, **app.env},
-                        pass_fds=[fd],
-                        batch=app.batch_scheduling,
-                    )
-            with front.sock:  # nginx takes the socket over (its NGINX variable names inherited sockets)
-                fd = front.sock.fileno()
-                supervisor.start(
-                    "nginx",
-                    nginx.nginx_command(run_dir),
-                    signal.SIGQUIT,
-                    env={**os.environ, "NGINX": f"{fd};"},
-                    pass_fds=[fd],
-                    batch=app.batch_scheduling,
-                )
             try:
+                _start(supervisor, app, upstream_paths, front, run_dir)
                 answer = [supervisor.wait_ready(path, app.ready_path, START_SECONDS) for path in upstream_paths][0]
             except RuntimeError as exc:
                 print(f"error: {exc}", file=sys.stderr, flush=True)
                 return 1
             on_ready(answer)
             return supervisor.run()
+
+
+def _start(supervisor: Supervisor, app: AppServer, upstream_paths: list[Path], front: Front, run_dir: Path) -> None:
+    """The app server's processes, each on its Unix socket, then nginx on the public socket."""
+    for index, path in enumerate(upstream_paths):
+        with unix_listener(path) as upstream:
+            fd = upstream.fileno()
+            supervisor.start(
+                app.child_name(index),
+                app.command(fd),
+                app.stop_signal,
+                env={**os.environ, **app.env},
+                pass_fds=[fd],
+                batch=app.batch_scheduling,
+            )
+    with front.sock:  # nginx takes the socket over (its NGINX variable names inherited sockets)
+        fd = front.sock.fileno()
+        supervisor.start(
+            "nginx",
+            nginx.nginx_command(run_dir),
+            signal.SIGQUIT,
+            env={**os.environ, "NGINX": f"{fd};"},
+            pass_fds=[fd],
+            batch=app.batch_scheduling,
+        )

@@ -109,13 +109,17 @@ class Supervisor:
         """Start ``argv`` as a supervised child (start the children before any thread: it forks); ``batch``: under
         Linux's ``SCHED_BATCH`` scheduling policy (:attr:`sapo_cli.deploy.serve.AppServer.batch_scheduling`)."""
         parent = os.getpid()
-        proc = subprocess.Popen(
-            list(argv),
-            env=env,
-            pass_fds=tuple(pass_fds),
-            start_new_session=True,
-            preexec_fn=lambda: _child_setup(parent, batch),
-        )
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                env=env,
+                pass_fds=tuple(pass_fds),
+                start_new_session=True,
+                preexec_fn=lambda: _child_setup(parent, batch),
+            )
+        except subprocess.SubprocessError as exc:  # the policy refused (a sandbox's syscall filter): say so, loudly
+            why = "under SCHED_BATCH (run it with --scheduling other)" if batch else "its child set-up failed"
+            raise RuntimeError(f"could not start {name} {why}: {exc}") from exc
         child = Child(name, proc, stop_signal)
         self.children.append(child)
         return child

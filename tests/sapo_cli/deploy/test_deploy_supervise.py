@@ -31,3 +31,17 @@ def test_a_child_runs_under_the_policy_it_was_started_with(batch: bool, expected
         with os.fdopen(read) as out:
             seen = int(out.readline())  # what the child's own Python sees after exec
         assert seen == getattr(os, expected) == os.sched_getscheduler(child.proc.pid)
+
+
+def test_a_refused_policy_fails_the_start_and_names_the_way_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the policy is refused (a sandbox's syscall filter), the child is not started under another one quietly:
+    the start fails and says which option avoids it."""
+
+    def refuse(*args: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refuse)  # the child forks with it: its set-up runs this
+    with Supervisor(drain_seconds=1.0) as supervisor:
+        with pytest.raises(RuntimeError, match="could not start probe under SCHED_BATCH .*--scheduling other"):
+            supervisor.start("probe", [sys.executable, "-c", "pass"], signal.SIGTERM, batch=True)
+        assert supervisor.children == []
