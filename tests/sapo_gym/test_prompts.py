@@ -195,3 +195,32 @@ def test_tool_call_envs_prompt_for_a_call_and_record_it(env_id: str) -> None:
     finally:
         for env in (text, tool, raw):
             env.close()
+
+
+@pytest.mark.parametrize(
+    ("later", "history", "steps", "max_chars", "shows"),
+    [
+        ("{task_description} {action_history} {current_observation}", [("o", "a")], 1, None, True),
+        ("{task_description} {action_history!r:>40} {current_observation}", [("o", "a")], 1, None, True),
+        ("{task_description} {current_observation}", [("o", "a")], 1, None, False),  # no history field
+        ("{task_description} {action_history} {current_observation}", [], 1, None, False),  # nothing to show
+        ("{task_description} {action_history} {current_observation}", [("o", "a")], 0, None, False),  # first turn
+        ("{task_description} {action_history} {current_observation}", [("o", "a" * 50)], 1, 40, False),  # budget
+    ],
+    ids=["shown", "shown-with-spec", "no-field", "empty", "first-turn", "over-budget"],
+)
+def test_render_turn_says_whether_its_prompt_shows_the_history(
+    later: str, history: list[tuple[str, str]], steps: int, max_chars: int | None, shows: bool
+) -> None:
+    """What the chat messages follow: the flag is True exactly when the history's block is in the prompt."""
+    from sapo_gym.prompts import history_block, render_turn
+
+    template = PromptTemplate(
+        first="{task_description} {current_observation}", later=later, format_actions=str, max_chars=max_chars
+    )
+    info = {"task": "T", "raw_observation": "O", "admissible_actions": ["x"]}
+    prompt, flag = render_turn(template, info, history, steps, history_length=2)
+    assert flag is shows
+    block = history_block(history, steps - len(history) + 1)
+    shown_as = repr(block) if "!r" in later else block  # the conversion writes the block's repr
+    assert (bool(block) and shown_as in prompt) is shows, prompt
