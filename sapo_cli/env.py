@@ -8,6 +8,7 @@ import signal
 import sys
 
 from sapo_cli.deploy.nginx import add_front_options
+from sapo_cli.deploy.serve import add_scheduling_option
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,15 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "among them, and HTTP sessions live in the first",
     )
     add_front_options(s)
-    s.add_argument(
-        "--scheduling",
-        choices=("batch", "other"),
-        default="batch",
-        help="Linux CPU scheduling policy of the server's processes and nginx: batch (SCHED_BATCH: no preemption "
-        "at a wake-up, so a process runs longer and serves more sessions' frames a wake-up; the most steps a second "
-        "on busy cores) or other (SCHED_OTHER, Linux's default: quicker to run at a wake-up on cores shared with "
-        "interactive work)",
-    )
+    add_scheduling_option(s)
     s.add_argument(
         "--public-only",
         action="store_true",

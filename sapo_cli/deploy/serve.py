@@ -20,7 +20,7 @@ from pathlib import Path
 from sapo_cli.deploy import nginx
 from sapo_cli.deploy.supervise import Supervisor, unix_listener
 
-__all__ = ["AppServer", "Front", "bind", "run"]
+__all__ = ["AppServer", "Front", "add_scheduling_option", "bind", "run"]
 
 START_SECONDS = 120.0
 """How long the app server may take to answer its first request (importing, building its envs or boards)."""
@@ -67,6 +67,19 @@ class AppServer:
     def child_name(self, index: int) -> str:
         """The supervised child's name: the server's, numbered when there are several."""
         return self.name if self.processes == 1 else f"{self.name}-{index}"
+
+
+def add_scheduling_option(p: argparse.ArgumentParser) -> None:
+    """``--scheduling``: :attr:`AppServer.batch_scheduling` (``batch``, the default) or Linux's default policy."""
+    p.add_argument(
+        "--scheduling",
+        choices=("batch", "other"),
+        default="batch",
+        help="Linux CPU scheduling policy of the server's processes and nginx: batch (SCHED_BATCH: no preemption "
+        "at a wake-up, so a process runs longer and serves more sessions' frames a wake-up; the most steps a second "
+        "on busy cores) or other (SCHED_OTHER, Linux's default: quicker to run at a wake-up on cores shared with "
+        "interactive work)",
+    )
 
 
 def bind(host: str, port: int) -> Front:
