@@ -10,8 +10,8 @@ privileged ``expert_action`` of each observation: every action valid) until ``--
 ``--seconds`` pass. Reported: steps/s (resets take time in the window too, not counted as steps), p50/p99 of a
 step's latency as the client sees it (send to parsed answer), the server's RSS per session (the server's
 processes, the serve command, nginx and uvicorn, loaded minus idle, divided by N), the server's CPU seconds per
-step (its process tree; also split into uvicorn and nginx), and the load generator's own CPU (it shares the
-machine with the server). Beside them, the same env's step in process (the env's share of a served step; in the
+step (its process tree; also split into uvicorn and nginx, and the kernel's part of it: the processes' system
+time), and the load generator's own CPU (it shares the machine with the server). Beside them, the same env's step in process (the env's share of a served step; in the
 load generator's process, on its interpreter).
 
 ``--scheduling batch,other`` runs each configuration's server once under each CPU scheduling policy of the command
@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.env_workers import cpu_line, interpreter, interpreter_line  # noqa: E402
-from benchmarks.leaderboard_load_probe import _cpu, _machine, rss_kib, tree  # noqa: E402
+from benchmarks.leaderboard_load_probe import _TICK, _cpu, _machine, _stat, rss_kib, tree  # noqa: E402
 
 ENVS = {"alfworld-mini": "sapo/ALFWorld-Mini-v0", "webshop": "sapo/WebShop-Mini-v0"}
 """The envs measured: ALFWorld-Mini and WebShop's small catalog (200 products)."""
@@ -84,6 +84,11 @@ class Server:
             kind = "command" if pid == self.proc.pid else "uvicorn" if b"uvicorn" in cmdline else "nginx"
             out[kind] += _cpu(pid)
         return out
+
+    def system_cpu(self) -> float:
+        """CPU seconds so far that the kernel spent for the server's processes (their ``stime`` and ``cstime``)."""
+        fields = (_stat(pid) for pid in self.processes())
+        return sum(int(f[12]) + int(f[14]) for f in fields if f) / _TICK
 
 
 @contextmanager
@@ -222,13 +227,13 @@ async def drive(server: Server, sessions: int, args: argparse.Namespace) -> dict
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.5)  # the connections' own work settles
     rss = server.rss_mib()
-    cpu0, own0, machine0, t0 = server.cpu(), _own_cpu(), _machine(), time.monotonic()
+    cpu0, kernel0, own0, machine0, t0 = server.cpu(), server.system_cpu(), _own_cpu(), _machine(), time.monotonic()
     load.deadline = t0 + args.seconds
     start()
     while not load.over() and not all(t.done() for t in pending):
         await asyncio.sleep(0.05)
     elapsed = time.monotonic() - t0
-    cpu1, own1, machine1 = server.cpu(), _own_cpu(), _machine()
+    cpu1, kernel1, own1, machine1 = server.cpu(), server.system_cpu(), _own_cpu(), _machine()
     rss = max(rss, server.rss_mib())
     await asyncio.wait_for(asyncio.gather(*pending), CONNECT_TIMEOUT_S)
     busy = (machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1])
@@ -240,6 +245,7 @@ async def drive(server: Server, sessions: int, args: argparse.Namespace) -> dict
         "errors": load.errors,
         "rss_mib": rss,
         "server_cpu": {k: cpu1[k] - cpu0[k] for k in cpu0},
+        "server_system_cpu": kernel1 - kernel0,
         "client_cpu": own1 - own0,
         "machine_busy": busy,
     }
@@ -300,6 +306,7 @@ COLUMNS = (
     "p99 ms",
     "RSS / session MiB",
     "server CPU ms / step (uvicorn + nginx)",
+    "of it, the kernel's",
     "in-process env ms / step",
     "load generator CPU, cores",
     "machine busy",
@@ -325,6 +332,7 @@ def row(r: dict[str, Any], env_ms: float) -> list[str]:
         f"{p99 * 1000:.1f}",
         f"{(r['rss_mib'] - r['idle_rss_mib']) / r['sessions']:.2f}",
         per_step,
+        f"{r['server_system_cpu'] / steps * 1000:.3f}",
         f"{env_ms:.2f}",
         f"{r['client_cpu'] / r['elapsed']:.2f}",
         f"{r['machine_busy']:.0%}",

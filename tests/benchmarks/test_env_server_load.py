@@ -32,6 +32,9 @@ def test_each_client_plays_to_the_step_bound_without_errors(client: str, capsys:
     assert columns["sessions"] == "3" and columns["errors"] == "0", row
     # every session stops at the first answer after the bound: at most one step a session past it
     assert 60 <= int(columns["steps"]) <= 60 + 3, row
+    # the kernel's part is part of the server's CPU (both read from the same /proc counters, rounded to 0.01 / 0.001)
+    total = float(columns["server CPU ms / step (uvicorn + nginx)"].split()[0])
+    assert 0 <= float(columns["of it, the kernel's"]) <= total + 0.005, row
 
 
 def test_each_server_python_gets_its_row_named_by_its_build(capsys: pytest.CaptureFixture[str]) -> None:
