@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.env_workers import cpu_line, interpreter, interpreter_line  # noqa: E402
-from benchmarks.leaderboard_load_probe import _TICK, _cpu, _machine, _stat, rss_kib, tree  # noqa: E402
+from benchmarks.leaderboard_load_probe import _TICK, _machine, _stat, rss_kib, tree  # noqa: E402
 
 ENVS = {"alfworld-mini": "sapo/ALFWorld-Mini-v0", "webshop": "sapo/WebShop-Mini-v0"}
 """The envs measured: ALFWorld-Mini and WebShop's small catalog (200 products)."""
@@ -74,21 +74,21 @@ class Server:
         return sum(rss_kib(pid) or 0 for pid in self.processes()) / 1024
 
     def cpu(self) -> dict[str, float]:
-        """CPU seconds so far of the server's processes, by kind (``uvicorn``, ``nginx``, ``command``)."""
-        out = {"uvicorn": 0.0, "nginx": 0.0, "command": 0.0}
+        """CPU seconds so far of the server's processes, by kind (``uvicorn``, ``nginx``, ``command``), and apart the
+        kernel's part of them all (``kernel``: their ``stime`` and ``cstime``), from one read of each ``/proc`` stat."""
+        out = {"uvicorn": 0.0, "nginx": 0.0, "command": 0.0, "kernel": 0.0}
         for pid in self.processes():
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
+            fields = _stat(pid)
+            if fields is None:
+                continue
             kind = "command" if pid == self.proc.pid else "uvicorn" if b"uvicorn" in cmdline else "nginx"
-            out[kind] += _cpu(pid)
+            out[kind] += sum(int(v) for v in fields[11:15]) / _TICK
+            out["kernel"] += (int(fields[12]) + int(fields[14])) / _TICK
         return out
-
-    def system_cpu(self) -> float:
-        """CPU seconds so far that the kernel spent for the server's processes (their ``stime`` and ``cstime``)."""
-        fields = (_stat(pid) for pid in self.processes())
-        return sum(int(f[12]) + int(f[14]) for f in fields if f) / _TICK
 
 
 @contextmanager
@@ -227,13 +227,13 @@ async def drive(server: Server, sessions: int, args: argparse.Namespace) -> dict
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.5)  # the connections' own work settles
     rss = server.rss_mib()
-    cpu0, kernel0, own0, machine0, t0 = server.cpu(), server.system_cpu(), _own_cpu(), _machine(), time.monotonic()
+    cpu0, own0, machine0, t0 = server.cpu(), _own_cpu(), _machine(), time.monotonic()
     load.deadline = t0 + args.seconds
     start()
     while not load.over() and not all(t.done() for t in pending):
         await asyncio.sleep(0.05)
     elapsed = time.monotonic() - t0
-    cpu1, kernel1, own1, machine1 = server.cpu(), server.system_cpu(), _own_cpu(), _machine()
+    cpu1, own1, machine1 = server.cpu(), _own_cpu(), _machine()
     rss = max(rss, server.rss_mib())
     await asyncio.wait_for(asyncio.gather(*pending), CONNECT_TIMEOUT_S)
     busy = (machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1])
@@ -245,7 +245,6 @@ async def drive(server: Server, sessions: int, args: argparse.Namespace) -> dict
         "errors": load.errors,
         "rss_mib": rss,
         "server_cpu": {k: cpu1[k] - cpu0[k] for k in cpu0},
-        "server_system_cpu": kernel1 - kernel0,
         "client_cpu": own1 - own0,
         "machine_busy": busy,
     }
@@ -319,7 +318,8 @@ def row(r: dict[str, Any], env_ms: float) -> list[str]:
     p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))]
     steps = max(1, r["steps"])
     cpu = r["server_cpu"]
-    per_step = f"{sum(cpu.values()) / steps * 1000:.2f} ({cpu['uvicorn'] / steps * 1000:.2f} + {cpu['nginx'] / steps * 1000:.2f})"
+    total = cpu["uvicorn"] + cpu["nginx"] + cpu["command"]
+    per_step = f"{total / steps * 1000:.2f} ({cpu['uvicorn'] / steps * 1000:.2f} + {cpu['nginx'] / steps * 1000:.2f})"
     return [
         r["env_id"].removeprefix("sapo/"),
         r["python"],
@@ -332,7 +332,7 @@ def row(r: dict[str, Any], env_ms: float) -> list[str]:
         f"{p99 * 1000:.1f}",
         f"{(r['rss_mib'] - r['idle_rss_mib']) / r['sessions']:.2f}",
         per_step,
-        f"{r['server_system_cpu'] / steps * 1000:.3f}",
+        f"{cpu['kernel'] / steps * 1000:.3f}",
         f"{env_ms:.2f}",
         f"{r['client_cpu'] / r['elapsed']:.2f}",
         f"{r['machine_busy']:.0%}",
@@ -370,7 +370,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     envs = [ENVS[name] for name in args.envs.split(",")]
-    pythons = [p for p in args.server_python.split(",") if p.strip()]
+    pythons = [path for path in args.server_python.split(",") if path.strip()]
+    policies = args.scheduling.split(",")
+    if not set(policies) <= {"batch", "other"}:
+        p.error(f"--scheduling takes batch and other, got {args.scheduling!r}")
     print(cpu_line(), flush=True)
     for python in pythons:
         print(f"server: {interpreter_line(python)}", flush=True)
@@ -381,7 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for env_id in envs:
             env_ms = in_process_step_ms(env_id)
             for workers in _ints(args.workers):
-                setups = list(itertools.product(pythons, args.scheduling.split(",")))
+                setups = list(itertools.product(pythons, policies))
                 for n, setup in itertools.product(_ints(args.sessions), setups):  # side by side
                     result = measure(env_id, n, workers, setup, args, Path(tmp))
                     rows.append(row(result, env_ms))

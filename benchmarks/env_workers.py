@@ -17,6 +17,7 @@ sync at 1 env.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import subprocess
@@ -71,6 +72,7 @@ _INTERPRETER_PROBE = (
 )
 
 
+@functools.cache  # one probe a path: every row of a run names its server's Python
 def interpreter(python: str | None = None) -> tuple[str, str, str]:
     """The CPython at ``python`` (default: this one): its version, ``"shared"`` when its interpreter runs from a shared
     libpython (position-independent code, calls through the PLT) or ``"static"``, and its path. How it was built (PGO,
